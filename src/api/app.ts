@@ -1,0 +1,80 @@
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type RouteOptions } from 'fastify';
+import fastifyCookie from '@fastify/cookie';
+import { fastifySSE } from '@fastify/sse';
+import fastifySwagger from '@fastify/swagger';
+import fastifySwaggerUi from '@fastify/swagger-ui';
+import { jsonSchemaTransform, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { Runtime } from '../runtime/runtime.js';
+import { VERSION } from '../runtime/monitor.js';
+import { ResponseCache } from './cache.js';
+import type { ApiContext } from './context.js';
+import { registerErrorHandling } from './plugins/errors.js';
+import { docsRoutes } from './routes/docs/docs.routes.js';
+import { metricsRoutes } from './routes/metrics/metrics.routes.js';
+import { serverRoutes } from './routes/server/server.routes.js';
+import { logRoutes } from './routes/server/log.routes.js';
+import { TokenStore } from './tokens.js';
+
+export interface BuiltApp {
+  app: FastifyInstance;
+  ctx: ApiContext;
+}
+
+/**
+ * Builds the REST application for a runtime. Never listens: `main.ts` does, tests use `app.inject()` or listen on
+ * port 0 themselves.
+ */
+export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
+  const rest = rt.config.RestApi;
+  const app = Fastify({
+    loggerInstance: rt.log.child({ name: 'rest' }) as FastifyBaseLogger,
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: rest.bodyLimit,
+    forceCloseConnections: true,
+    routerOptions: { ignoreTrailingSlash: true },
+  }).withTypeProvider<ZodTypeProvider>();
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+
+  const routes: RouteOptions[] = [];
+  app.addHook('onRoute', (r) => {
+    routes.push(r);
+  });
+  registerErrorHandling(app);
+
+  const cache = new ResponseCache(rest.enableCache, rest.cacheLifetime, rest.cacheCleanup);
+  const tokens = new TokenStore(rest.sseTokenLifetime);
+  const ctx: ApiContext = { rt, cache, tokens, routes };
+  app.addHook('onClose', async () => cache.close());
+
+  if (Object.keys(rest.corsHeaders).length) {
+    app.addHook('onSend', async (_req, reply, payload) => {
+      for (const [k, v] of Object.entries(rest.corsHeaders)) reply.header(k, v);
+      return payload;
+    });
+  }
+
+  await app.register(fastifyCookie);
+  await app.register(fastifySSE, { heartbeatInterval: 15000 });
+  await app.register(fastifySwagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: { title: 'Switchyard REST API', description: 'MAPS Messaging compatible management and messaging API', version: VERSION },
+      components: {
+        securitySchemes: {
+          basicAuth: { type: 'http', scheme: 'basic' },
+          authScheme: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+        },
+      },
+    },
+    transform: jsonSchemaTransform,
+  });
+  if (rest.enableSwaggerUI) await app.register(fastifySwaggerUi, { routePrefix: '/swagger-ui' });
+
+  await app.register(docsRoutes, ctx);
+  await app.register(serverRoutes, ctx);
+  await app.register(logRoutes, ctx);
+  await app.register(metricsRoutes, ctx);
+  await app.ready();
+  return app as unknown as FastifyInstance;
+}

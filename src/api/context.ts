@@ -1,0 +1,13 @@
+import type { RouteOptions } from 'fastify';
+import type { Runtime } from '../runtime/runtime.js';
+import type { ResponseCache } from './cache.js';
+import type { TokenStore } from './tokens.js';
+
+/** What every route module gets: the runtime and the API's own shared parts. */
+export interface ApiContext {
+  rt: Runtime;
+  cache: ResponseCache;
+  tokens: TokenStore;
+  /** Every route registered, for the WADL and the route-table tests. */
+  routes: RouteOptions[];
+}

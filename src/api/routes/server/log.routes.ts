@@ -1,0 +1,94 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { parseFilterParam } from '../../../engine/selector/selector.js';
+import type { LogEntry } from '../../../log.js';
+import type { ApiContext } from '../../context.js';
+import { ErrorResponses } from '../../schemas.js';
+
+const LogEntryDTO = z.object({ logNumber: z.number().int(), level: z.number().int(), message: z.string() });
+const FilterQuery = z.object({
+  filter: z.string().optional().describe('Selector over logNumber, level (ERROR 40000, WARN 30000, INFO 20000, DEBUG 10000, TRACE 5000) and message'),
+});
+
+export const logRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => {
+  const { rt, tokens } = ctx;
+
+  app.get(
+    '/api/v1/server/log',
+    {
+      schema: {
+        tags: ['Logging Monitor'],
+        summary: 'Get last stored log entries',
+        querystring: FilterQuery,
+        response: { 200: z.object({ logEntries: z.array(LogEntryDTO) }), ...ErrorResponses },
+      },
+    },
+    async (req) => {
+      const selector = parseFilterParam(req.query.filter);
+      const entries = rt.logs.monitor.entries();
+      return { logEntries: selector ? entries.filter((e) => selector.matches(e)) : entries };
+    },
+  );
+
+  app.get(
+    '/api/v1/server/log/sse',
+    {
+      schema: {
+        tags: ['Logging Monitor'],
+        summary: 'Request a temporary token to access the server side logs',
+        description: 'The token is random, single use and expires after 60 s.',
+        response: { 200: z.string(), ...ErrorResponses },
+      },
+    },
+    async (req, reply) => {
+      reply.type('text/plain; charset=utf-8');
+      return tokens.issue('log', { sessionId: req.cookies?.['maps_session'] });
+    },
+  );
+
+  app.get(
+    '/api/v1/server/log/sse/stream/:token',
+    {
+      sse: { kind: 'manual', heartbeat: true },
+      schema: {
+        tags: ['Logging Monitor'],
+        summary: 'Stream live log entries',
+        description: 'Server-sent events named logEvent, data = LogEntry JSON; the stored entries first, then live ones.',
+        params: z.object({ token: z.string().min(1, 'token is required') }),
+        querystring: FilterQuery,
+        response: { 200: z.string().describe('text/event-stream'), ...ErrorResponses },
+      },
+    },
+    async (req, reply) => {
+      const selector = parseFilterParam(req.query.filter);
+      tokens.consume(req.params.token, 'log', req.cookies?.['maps_session']);
+      const sse = reply.sse!;
+      sse.keepAlive();
+      sse.sendHeaders();
+      const pass = (e: LogEntry) => !selector || selector.matches(e);
+      const queue: LogEntry[] = rt.logs.monitor.entries().filter(pass);
+      let sending = false;
+      const pump = async () => {
+        if (sending) return;
+        sending = true;
+        try {
+          while (queue.length && sse.isConnected) {
+            const e = queue.shift()!;
+            await sse.send({ event: 'logEvent', data: e });
+          }
+        } catch {
+          /* the client went away */
+        } finally {
+          sending = false;
+        }
+      };
+      const unsubscribe = rt.logs.monitor.subscribe((e) => {
+        if (!pass(e)) return;
+        queue.push(e);
+        void pump();
+      });
+      sse.onClose(unsubscribe);
+      void pump();
+    },
+  );
+};

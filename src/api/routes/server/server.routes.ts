@@ -1,0 +1,239 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { maskSecrets } from '../../../config/load.js';
+import { sectionAliases, sectionNames, sectionSchemas, type SectionName } from '../../../config/schema.js';
+import { NotFoundError, ValidationError } from '../../../errors.js';
+import { actorTree, healthOf, serverInfo, subsystemStatus, type SubSystemStatus } from '../../../runtime/monitor.js';
+import { ResponseCache } from '../../cache.js';
+import type { ApiContext } from '../../context.js';
+import { ErrorResponses, StatusResponse } from '../../schemas.js';
+import { serverStats } from './stats.js';
+
+const SubSystemStatusDTO = z.object({ name: z.string(), comment: z.string(), status: z.enum(['OK', 'STOPPED', 'PAUSED', 'DISABLED', 'WARN', 'ERROR']) });
+const ServerInfoDTO = z.object({
+  serverName: z.string(),
+  version: z.string(),
+  buildDate: z.string(),
+  totalMemory: z.number().int(),
+  maxMemory: z.number().int(),
+  freeMemory: z.number().int(),
+  numberOfThreads: z.number().int(),
+  timeToCreateNano: z.number().int(),
+  uptime: z.number().int(),
+  connections: z.number().int(),
+  destinations: z.number().int(),
+  cpuTime: z.number().int(),
+  cpuPercent: z.number(),
+  storageSize: z.number().int(),
+  threadState: z.record(z.string(), z.number().int()),
+});
+const ServerStatisticsDTO = z.object({
+  packetsSent: z.number().int(),
+  packetsReceived: z.number().int(),
+  totalReadBytes: z.number().int(),
+  totalWriteBytes: z.number().int(),
+  totalConnections: z.number().int(),
+  totalDisconnections: z.number().int(),
+  totalNoInterestMessages: z.number().int(),
+  totalSubscribedMessages: z.number().int(),
+  totalPublishedMessages: z.number().int(),
+  totalRetrievedMessages: z.number().int(),
+  totalExpiredMessages: z.number().int(),
+  totalDeliveredMessages: z.number().int(),
+  publishedPerSecond: z.number(),
+  subscribedPerSecond: z.number(),
+  noInterestPerSecond: z.number(),
+  deliveredPerSecond: z.number(),
+  retrievedPerSecond: z.number(),
+  stats: z.string().describe('JSON-encoded metrics: name → {name, unitName, timeSpan, current, stats}'),
+});
+const ActorNode: z.ZodType = z.lazy(() =>
+  z.object({
+    id: z.string(),
+    machine: z.string(),
+    state: z.unknown(),
+    status: z.string(),
+    tags: z.array(z.string()),
+    context: z.record(z.string(), z.unknown()),
+    children: z.array(ActorNode),
+  }),
+);
+
+/** Subsystem statuses plus the API's own (cache). */
+export function statusList(ctx: ApiContext): SubSystemStatus[] {
+  const info = ctx.cache.info();
+  return subsystemStatus(ctx.rt, [
+    { name: 'RestAPI Caching', comment: info.enabled ? `Cached Items:${info.cacheSize}` : 'disabled', status: info.enabled ? 'OK' : 'DISABLED' },
+  ]);
+}
+
+function resolveSection(name: string): SectionName {
+  const trimmed = name.trim();
+  if (!trimmed) throw new ValidationError('name is required');
+  const direct = sectionNames.find((s) => s.toLowerCase() === trimmed.toLowerCase());
+  const found = direct ?? sectionAliases[trimmed.toLowerCase()];
+  if (!found) throw new NotFoundError(`Unknown configuration section: ${trimmed}; known sections: ${sectionNames.join(', ')}`);
+  return found;
+}
+
+export const serverRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => {
+  const { rt, cache } = ctx;
+  const cached = <T>(path: string, disc: string, produce: () => T | Promise<T>) => cache.get(ResponseCache.key(path, disc), produce);
+
+  app.get(
+    '/health',
+    { schema: { tags: ['Server Health'], summary: 'Check server health', response: { 200: z.enum(['Ok', 'Warning', 'Error']) } } },
+    async (_req, reply) => {
+      reply.type('text/plain; charset=utf-8');
+      return healthOf(statusList(ctx)).status;
+    },
+  );
+
+  app.get(
+    '/api/v1/ping',
+    { schema: { tags: ['Server Health'], summary: 'Ping the server', response: { 200: StatusResponse } } },
+    async () => ({ status: 'Success' }),
+  );
+
+  app.get(
+    '/api/v1/name',
+    { schema: { tags: ['Server Health'], summary: "Retrieve the server's unique name", response: { 200: z.string(), ...ErrorResponses } } },
+    async () => rt.serverName,
+  );
+
+  app.get(
+    '/api/v1/updates',
+    {
+      schema: {
+        tags: ['Server Health'],
+        summary: 'Check for configuration updates',
+        response: { 200: z.object({ schemaUpdate: z.number().int(), destinationUpdate: z.number().int(), interfaceUpdate: z.number().int() }) },
+      },
+    },
+    async () => ({ ...rt.updates }),
+  );
+
+  app.get(
+    '/api/v1/server/details/info',
+    { schema: { tags: ['Server Management'], summary: 'Get server build information', response: { 200: ServerInfoDTO, ...ErrorResponses } } },
+    async (req) => cached(req.routeOptions.url!, 'buildInfo', () => serverInfo(rt, rt.destinationCount())),
+  );
+
+  app.get(
+    '/api/v1/server/details/stats',
+    { schema: { tags: ['Server Management'], summary: 'Get server statistics', response: { 200: ServerStatisticsDTO, ...ErrorResponses } } },
+    async (req) => cached(req.routeOptions.url!, 'serverStats', () => serverStats(rt)),
+  );
+
+  app.get(
+    '/api/v1/server/status',
+    { schema: { tags: ['Server Management'], summary: 'Get server subsystem status', response: { 200: z.array(SubSystemStatusDTO), ...ErrorResponses } } },
+    async (req) => cached(req.routeOptions.url!, 'serverStats', () => statusList(ctx)),
+  );
+
+  app.get(
+    '/api/v1/server/health',
+    {
+      schema: {
+        tags: ['Server Management'],
+        summary: 'Get server subsystem status summary',
+        response: { 200: z.object({ status: z.enum(['Ok', 'Warning', 'Error']), issueCount: z.number().int() }), ...ErrorResponses },
+      },
+    },
+    async () => healthOf(statusList(ctx)),
+  );
+
+  app.patch(
+    '/api/v1/server',
+    {
+      schema: {
+        tags: ['Server Management'],
+        summary: 'Restart or shutdown the server',
+        description: 'state: restart (stop every actor child-first, flush the store, rebuild the tree in this process) or shutdown (graceful exit, code 0)',
+        body: z.object({ state: z.string().trim().min(1, 'state is required') }),
+        response: { 200: StatusResponse, ...ErrorResponses },
+      },
+    },
+    async (req, reply) => {
+      const action = req.body.state.toLowerCase();
+      if (action === 'restart') {
+        reply.raw.once('finish', () => void rt.restart().catch((err) => rt.log.error({ err }, 'restart failed')));
+        return { status: 'Restarting' };
+      }
+      if (action === 'shutdown') {
+        reply.raw.once('finish', () => rt.requestShutdown());
+        return { status: 'Shutting down' };
+      }
+      throw new ValidationError(`Unknown action: ${req.body.state}; expected restart or shutdown`);
+    },
+  );
+
+  app.get(
+    '/api/v1/server/config',
+    { schema: { tags: ['Server Config Management'], summary: 'List configuration sections', response: { 200: z.array(z.string()), ...ErrorResponses } } },
+    async (req) => cached(req.routeOptions.url!, 'knownManagers', () => [...sectionNames]),
+  );
+
+  app.get(
+    '/api/v1/server/config/:name',
+    {
+      schema: {
+        tags: ['Server Config Management'],
+        summary: 'Retrieve configuration section value and schema',
+        params: z.object({ name: z.string() }),
+        response: { 200: z.object({ config: z.record(z.string(), z.unknown()), schema: z.record(z.string(), z.unknown()) }), ...ErrorResponses },
+      },
+    },
+    async (req) => {
+      const section = resolveSection(req.params.name);
+      return cached('/api/v1/server/config/', section, () => ({
+        config: maskSecrets(rt.config[section]) as Record<string, unknown>,
+        schema: z.toJSONSchema(sectionSchemas[section], { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>,
+      }));
+    },
+  );
+
+  app.get(
+    '/api/v1/server/cache',
+    {
+      schema: {
+        tags: ['Server Config Management'],
+        summary: 'Retrieve cache information',
+        response: {
+          200: z.object({
+            enabled: z.boolean(),
+            lifeTime: z.number().int(),
+            scanTime: z.number().int(),
+            cacheSize: z.number().int(),
+            cacheHits: z.number().int(),
+            cacheMisses: z.number().int(),
+          }),
+          ...ErrorResponses,
+        },
+      },
+    },
+    async () => cache.info(),
+  );
+
+  app.delete('/api/v1/server/cache', { schema: { tags: ['Server Config Management'], summary: 'Clear cache', response: { 204: z.null(), ...ErrorResponses } } }, async (_req, reply) => {
+    cache.clear();
+    return reply.code(204).send(null);
+  });
+
+  app.get(
+    '/api/v1/server/actors',
+    {
+      schema: {
+        tags: ['Server Management'],
+        summary: 'The live actor tree (Switchyard extension)',
+        description: 'Each actor with id, machine, state value, status (active/done/error/stopped), tags, a small context and its children.',
+        response: { 200: ActorNode, ...ErrorResponses },
+      },
+    },
+    async () => {
+      const root = rt.rootActor;
+      if (!root) throw new NotFoundError('The server actor is not running');
+      return actorTree(root);
+    },
+  );
+};

@@ -1,0 +1,131 @@
+import { readdirSync, readFileSync, existsSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { ConfigError } from '../errors.js';
+import { sectionNames, sectionSchemas, type Config, type SectionName } from './schema.js';
+
+export interface LoadOptions {
+  /** Folder of YAML files; default `SWITCHYARD_CONFIG_DIR` or `./config`. */
+  configDir?: string;
+  /** Environment to read overrides from; default `process.env`. */
+  env?: NodeJS.ProcessEnv;
+  /** Values applied after the files and the environment (tests). */
+  overrides?: { [K in SectionName]?: Record<string, unknown> };
+}
+
+export interface LoadedConfig {
+  config: Config;
+  configDir: string;
+  /** The file each section came from, for messages. */
+  sources: Partial<Record<SectionName, string>>;
+}
+
+function describeIssue(issue: z.core.$ZodIssue, raw: unknown): string {
+  const path = issue.path.join('.');
+  let got: unknown = raw;
+  for (const p of issue.path) got = got && typeof got === 'object' ? (got as Record<PropertyKey, unknown>)[p as PropertyKey] : undefined;
+  if (issue.code === 'unrecognized_keys') {
+    return `unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `'${path ? path + '.' : ''}${k}'`).join(', ')}`;
+  }
+  const shown = got === undefined ? 'nothing' : JSON.stringify(got);
+  return `key '${path}': ${issue.message}; got ${shown}`;
+}
+
+const envRules: Array<{ name: string; section: SectionName; key: string; kind: 'port' | 'string' | 'boolean' }> = [
+  { name: 'SWITCHYARD_DATA_DIR', section: 'MessageDaemon', key: 'dataDirectory', kind: 'string' },
+  { name: 'SWITCHYARD_REST_PORT', section: 'RestApi', key: 'port', kind: 'port' },
+  { name: 'SWITCHYARD_REST_HOST', section: 'RestApi', key: 'hostnames', kind: 'string' },
+  { name: 'SWITCHYARD_LOG_LEVEL', section: 'MessageDaemon', key: 'logLevel', kind: 'string' },
+  { name: 'SWITCHYARD_ALLOW_ANONYMOUS', section: 'AuthManager', key: 'allowAnonymous', kind: 'boolean' },
+];
+
+/**
+ * Reads every `*.yaml` / `*.yml` file of the config folder. Each file holds one or more sections as top-level keys
+ * (`RestApi:`, `MessageDaemon:` ...). Then the environment overrides are applied, then each section is validated.
+ * Any problem throws a ConfigError naming the file, the key and what was expected.
+ */
+export function loadConfig(options: LoadOptions = {}): LoadedConfig {
+  const env = options.env ?? process.env;
+  const configDir = resolve(options.configDir ?? env.SWITCHYARD_CONFIG_DIR ?? './config');
+  const raw: Partial<Record<SectionName, Record<string, unknown>>> = {};
+  const sources: Partial<Record<SectionName, string>> = {};
+
+  if (existsSync(configDir)) {
+    if (!statSync(configDir).isDirectory()) throw new ConfigError(`${configDir}: the configuration directory is not a directory`);
+    const files = readdirSync(configDir).filter((f) => /\.ya?ml$/i.test(f)).sort();
+    for (const file of files) {
+      const path = join(configDir, file);
+      let doc: unknown;
+      try {
+        doc = parseYaml(readFileSync(path, 'utf8'));
+      } catch (err) {
+        throw new ConfigError(`${path}: not valid YAML: ${(err as Error).message.split('\n')[0]}`);
+      }
+      if (doc === null || doc === undefined) continue;
+      if (typeof doc !== 'object' || Array.isArray(doc)) {
+        throw new ConfigError(`${path}: expected a mapping of section names (${sectionNames.join(', ')}) at the top level`);
+      }
+      for (const [section, value] of Object.entries(doc as Record<string, unknown>)) {
+        if (!(sectionNames as string[]).includes(section)) {
+          throw new ConfigError(`${path}: unknown section '${section}'; expected one of ${sectionNames.join(', ')}`);
+        }
+        if (sources[section as SectionName]) {
+          throw new ConfigError(`${path}: section '${section}' is also defined in ${sources[section as SectionName]}`);
+        }
+        if (value !== null && (typeof value !== 'object' || Array.isArray(value))) {
+          throw new ConfigError(`${path}: section '${section}' must be a mapping of keys to values`);
+        }
+        raw[section as SectionName] = (value ?? {}) as Record<string, unknown>;
+        sources[section as SectionName] = path;
+      }
+    }
+  } else if (options.configDir !== undefined || env.SWITCHYARD_CONFIG_DIR !== undefined) {
+    throw new ConfigError(`${configDir}: the configuration directory does not exist`);
+  }
+
+  for (const rule of envRules) {
+    const value = env[rule.name];
+    if (value === undefined || value === '') continue;
+    let parsed: unknown = value;
+    if (rule.kind === 'port') {
+      if (!/^\d+$/.test(value) || Number(value) > 65535) {
+        throw new ConfigError(`environment ${rule.name}: expected a port between 0 and 65535; got ${JSON.stringify(value)}`);
+      }
+      parsed = Number(value);
+    } else if (rule.kind === 'boolean') {
+      if (!/^(true|false|1|0)$/i.test(value)) throw new ConfigError(`environment ${rule.name}: expected true or false; got ${JSON.stringify(value)}`);
+      parsed = /^(true|1)$/i.test(value);
+    }
+    raw[rule.section] = { ...(raw[rule.section] ?? {}), [rule.key]: parsed };
+    sources[rule.section] ??= `environment ${rule.name}`;
+  }
+  for (const [section, values] of Object.entries(options.overrides ?? {})) {
+    raw[section as SectionName] = { ...(raw[section as SectionName] ?? {}), ...values };
+  }
+
+  const config = {} as Record<SectionName, unknown>;
+  for (const name of sectionNames) {
+    const result = sectionSchemas[name].safeParse(raw[name] ?? {});
+    if (!result.success) {
+      const where = sources[name] ?? '(defaults)';
+      const problems = result.error.issues.map((i) => describeIssue(i, raw[name]));
+      throw new ConfigError(`${where}: section '${name}', ${problems.join('; ')}`);
+    }
+    config[name] = result.data;
+  }
+  return { config: config as Config, configDir, sources };
+}
+
+/** Replaces values of keys that look like secrets, for display. */
+export function maskSecrets(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(maskSecrets);
+  if (value && typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) {
+      out[k] = /pass(word|phrase)?|secret|token|privatekey|credential/i.test(k) && v !== null && typeof v !== 'object' && v !== '' ? '********' : maskSecrets(v);
+    }
+    return out;
+  }
+  return value;
+}

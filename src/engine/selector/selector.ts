@@ -1,0 +1,486 @@
+/**
+ * Selector engine: one SQL-92 / JMS message selector language for subscription filters over messages and for
+ * every `filter` query parameter of the REST API.
+ *
+ * The peggy grammar (selector.peggy) builds an AST; this module compiles it once into a tree of closures and
+ * caches the result by selector text. Evaluation never throws: anything that cannot be evaluated is UNKNOWN.
+ *
+ * Semantics:
+ * - Three-valued logic: a condition is TRUE, FALSE or UNKNOWN (`null` here). NULL (a missing field, `null`,
+ *   `undefined`, NaN) makes a comparison UNKNOWN; NOT UNKNOWN is UNKNOWN; FALSE AND UNKNOWN is FALSE;
+ *   TRUE OR UNKNOWN is TRUE. A selector matches only when it evaluates to TRUE. `x = NULL` is always UNKNOWN:
+ *   use `x IS NULL`.
+ * - Identifiers: `a.b` and `a#b` walk nested objects and Maps; own properties and getters (own or inherited,
+ *   below Object.prototype) are fields; methods and Object.prototype members are not. A "quoted name" is one
+ *   segment taken literally (`"a.b"` is the key `a.b`).
+ * - Bare words: an unquoted identifier standing directly as the right operand of a comparison, as an IN list
+ *   item or as a BETWEEN bound, that names no field (resolves to `undefined`) is the string of its own text:
+ *   `state = PAUSED` means `state = 'PAUSED'`. On the left side a missing field is NULL as usual.
+ * - Values: bigint is read as a number, a Date as its epoch milliseconds. A number compared with a string that
+ *   parses as a finite number compares numerically; a boolean compared with the string 'true' / 'false'
+ *   (any case) compares as a boolean.
+ * - Equality (=, <>, IN) of two strings ignores case, because REST filters compare enum-like fields
+ *   (`state = 'started'` matches `Started`). Values of different, non-coercible types are never equal (FALSE,
+ *   not UNKNOWN), so `x <> 1` holds for `x = 'abc'`.
+ * - Ordering (<, <=, >, >=, BETWEEN): numbers numerically, strings by plain (case-sensitive, UTF-16 code unit)
+ *   lexicographic order; other combinations (booleans, mixed non-coercible types) are UNKNOWN.
+ * - LIKE ignores case too, for the same reason as equality (`type LIKE 'top%'` matches `Topic`). `%` matches
+ *   any sequence, `_` exactly one character; with `ESCAPE 'c'`, `c%`, `c_` and `cc` are literal. LIKE applies to
+ *   strings and numbers (read in decimal); any other value is UNKNOWN.
+ * - Arithmetic (+ - * /, unary minus) needs numbers or numeric strings; anything else, a division by zero and
+ *   any non-finite result are NULL.
+ */
+import { SelectorSyntaxError } from '../../errors.js';
+import { parse, SyntaxError as ParserSyntaxError, type Expectation } from './selector-parser.js';
+
+export type Predicate = (obj: unknown) => boolean;
+
+export interface CompiledSelector {
+  readonly text: string;
+  matches: Predicate;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// AST, as built by selector.peggy
+
+type ComparisonOperator = '=' | '<>' | '<' | '<=' | '>' | '>=';
+type ArithmeticOperator = '+' | '-' | '*' | '/';
+
+type Node =
+  | { readonly type: 'or' | 'and'; readonly left: Node; readonly right: Node }
+  | { readonly type: 'not'; readonly operand: Node }
+  | { readonly type: 'compare'; readonly op: ComparisonOperator; readonly left: Node; readonly right: Node }
+  | { readonly type: 'between'; readonly negated: boolean; readonly value: Node; readonly low: Node; readonly high: Node }
+  | { readonly type: 'in'; readonly negated: boolean; readonly value: Node; readonly items: readonly Node[] }
+  | { readonly type: 'like'; readonly negated: boolean; readonly value: Node; readonly pattern: string; readonly escape: string | null }
+  | { readonly type: 'isNull'; readonly negated: boolean; readonly value: Node }
+  | { readonly type: 'arithmetic'; readonly op: ArithmeticOperator; readonly left: Node; readonly right: Node }
+  | { readonly type: 'negate'; readonly operand: Node }
+  | { readonly type: 'literal'; readonly value: string | number | boolean | null }
+  | { readonly type: 'identifier'; readonly path: readonly string[]; readonly text: string; readonly quoted: boolean };
+
+type IdentifierNode = Extract<Node, { type: 'identifier' }>;
+
+// ---------------------------------------------------------------------------------------------------------
+// Values
+
+/** Stands for any value the language cannot compare (functions, symbols). Objects and arrays stay as they are. */
+const OPAQUE: object = Object.freeze({});
+
+/** A normalised value: `null` is SQL NULL. Objects (arrays, plain objects) are opaque. */
+type Value = null | number | string | boolean | object;
+/** A three-valued truth value: `null` is UNKNOWN. */
+type Truth = boolean | null;
+
+type ValueFn = (obj: unknown) => Value;
+type TruthFn = (obj: unknown) => Truth;
+
+function normalize(raw: unknown): Value {
+  switch (typeof raw) {
+    case 'undefined':
+      return null;
+    case 'number':
+      return Number.isNaN(raw) ? null : raw;
+    case 'string':
+    case 'boolean':
+      return raw;
+    case 'bigint':
+      return Number(raw);
+    case 'object': {
+      if (raw === null) return null;
+      if (raw instanceof Date) {
+        const time = raw.getTime();
+        return Number.isNaN(time) ? null : time;
+      }
+      return raw;
+    }
+    default:
+      return OPAQUE;
+  }
+}
+
+/** A string as a number when it is one (`' 42 '`, `'1e3'`, `'0x1F'`), else `null`. */
+function numericString(text: string): number | null {
+  if (text.trim() === '') return null;
+  const n = Number(text);
+  return Number.isFinite(n) ? n : null;
+}
+
+/** 'true' / 'false' in any case as a boolean, else `null`. */
+function booleanString(text: string): boolean | null {
+  const lower = text.trim().toLowerCase();
+  return lower === 'true' ? true : lower === 'false' ? false : null;
+}
+
+function sameText(a: string, b: string): boolean {
+  return a === b || a.toLowerCase() === b.toLowerCase();
+}
+
+/** Equality: UNKNOWN with a NULL, FALSE across types that do not coerce. */
+function equals(a: Value, b: Value): Truth {
+  if (a === null || b === null) return null;
+  switch (typeof a) {
+    case 'number':
+      if (typeof b === 'number') return a === b;
+      return typeof b === 'string' ? numericString(b) === a : false;
+    case 'string':
+      if (typeof b === 'string') return sameText(a, b);
+      if (typeof b === 'number') return numericString(a) === b;
+      return typeof b === 'boolean' ? booleanString(a) === b : false;
+    case 'boolean':
+      if (typeof b === 'boolean') return a === b;
+      return typeof b === 'string' ? booleanString(b) === a : false;
+    default:
+      return false;
+  }
+}
+
+/** Ordering: negative, zero or positive; `null` (UNKNOWN) for a NULL or types that do not order together. */
+function order(a: Value, b: Value): number | null {
+  if (a === null || b === null) return null;
+  let x: number | string | null;
+  let y: number | string | null;
+  if (typeof a === 'string' && typeof b === 'string') {
+    x = a;
+    y = b;
+  } else if (typeof a === 'number' || typeof b === 'number') {
+    x = typeof a === 'number' ? a : typeof a === 'string' ? numericString(a) : null;
+    y = typeof b === 'number' ? b : typeof b === 'string' ? numericString(b) : null;
+    if (x === null || y === null) return null;
+  } else {
+    return null;
+  }
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+function toArithmetic(value: Value): number | null {
+  if (typeof value === 'number') return value;
+  if (typeof value === 'string') return numericString(value);
+  return null;
+}
+
+function finiteOrNull(n: number): number | null {
+  return Number.isFinite(n) ? n : null;
+}
+
+/** A value in a condition: booleans (and 'true' / 'false') are themselves, anything else is UNKNOWN. */
+function toTruth(value: Value): Truth {
+  if (typeof value === 'boolean') return value;
+  if (typeof value === 'string') return booleanString(value);
+  return null;
+}
+
+function not3(t: Truth): Truth {
+  return t === null ? null : !t;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Identifier resolution
+
+/** A field of `target`: a Map entry, an own property, or a getter (or non-method data) inherited below Object.prototype. */
+function field(target: unknown, key: string): unknown {
+  if (target === null || (typeof target !== 'object' && typeof target !== 'function')) return undefined;
+  try {
+    if (target instanceof Map) return target.get(key);
+    if (Object.hasOwn(target, key)) return (target as Record<string, unknown>)[key];
+    for (let proto = Object.getPrototypeOf(target); proto !== null && proto !== Object.prototype; proto = Object.getPrototypeOf(proto)) {
+      const descriptor = Object.getOwnPropertyDescriptor(proto, key);
+      if (descriptor === undefined) continue;
+      if (descriptor.get !== undefined) return descriptor.get.call(target);
+      return typeof descriptor.value === 'function' ? undefined : descriptor.value;
+    }
+  } catch {
+    // A throwing getter or proxy trap: the field is missing.
+  }
+  return undefined;
+}
+
+/** The raw value at `path`; `undefined` when some step is missing (a `null` on the way is missing too). */
+function resolve(obj: unknown, path: readonly string[]): unknown {
+  let current = obj;
+  for (let i = 0; i < path.length; i++) {
+    if (current === null || current === undefined) return undefined;
+    current = field(current, path[i]!);
+  }
+  return current;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Compilation into closures
+
+function compileIdentifier(node: IdentifierNode, bareWord: boolean): ValueFn {
+  const { path, text } = node;
+  if (bareWord && !node.quoted) {
+    return (obj) => {
+      const raw = resolve(obj, path);
+      return raw === undefined ? text : normalize(raw);
+    };
+  }
+  if (path.length === 1) {
+    const key = path[0]!;
+    return (obj) => normalize(field(obj, key));
+  }
+  return (obj) => normalize(resolve(obj, path));
+}
+
+/** An operand where a bare word that names no field reads as its own text. */
+function compileOperand(node: Node): ValueFn {
+  return node.type === 'identifier' ? compileIdentifier(node, true) : compileValue(node);
+}
+
+function compileValue(node: Node): ValueFn {
+  switch (node.type) {
+    case 'literal': {
+      const value = node.value;
+      return () => value;
+    }
+    case 'identifier':
+      return compileIdentifier(node, false);
+    case 'negate': {
+      const operand = compileValue(node.operand);
+      return (obj) => {
+        const n = toArithmetic(operand(obj));
+        return n === null ? null : -n;
+      };
+    }
+    case 'arithmetic':
+      return compileArithmetic(node.op, compileValue(node.left), compileValue(node.right));
+    default:
+      // A condition used as a value, as in `(a > 1) = TRUE`: TRUE, FALSE or NULL.
+      return compileCondition(node);
+  }
+}
+
+function compileArithmetic(op: ArithmeticOperator, left: ValueFn, right: ValueFn): ValueFn {
+  const apply = ARITHMETIC[op];
+  return (obj) => {
+    const a = toArithmetic(left(obj));
+    if (a === null) return null;
+    const b = toArithmetic(right(obj));
+    return b === null ? null : apply(a, b);
+  };
+}
+
+const ARITHMETIC: Record<ArithmeticOperator, (a: number, b: number) => number | null> = {
+  '+': (a, b) => finiteOrNull(a + b),
+  '-': (a, b) => finiteOrNull(a - b),
+  '*': (a, b) => finiteOrNull(a * b),
+  '/': (a, b) => (b === 0 ? null : finiteOrNull(a / b)),
+};
+
+const COMPARISON: Record<ComparisonOperator, (a: Value, b: Value) => Truth> = {
+  '=': equals,
+  '<>': (a, b) => not3(equals(a, b)),
+  '<': (a, b) => {
+    const c = order(a, b);
+    return c === null ? null : c < 0;
+  },
+  '<=': (a, b) => {
+    const c = order(a, b);
+    return c === null ? null : c <= 0;
+  },
+  '>': (a, b) => {
+    const c = order(a, b);
+    return c === null ? null : c > 0;
+  },
+  '>=': (a, b) => {
+    const c = order(a, b);
+    return c === null ? null : c >= 0;
+  },
+};
+
+function negatedIf(negated: boolean, fn: TruthFn): TruthFn {
+  return negated ? (obj) => not3(fn(obj)) : fn;
+}
+
+function compileCondition(node: Node): TruthFn {
+  switch (node.type) {
+    case 'or': {
+      const left = compileCondition(node.left);
+      const right = compileCondition(node.right);
+      return (obj) => {
+        const l = left(obj);
+        if (l === true) return true;
+        const r = right(obj);
+        if (r === true) return true;
+        return l === false && r === false ? false : null;
+      };
+    }
+    case 'and': {
+      const left = compileCondition(node.left);
+      const right = compileCondition(node.right);
+      return (obj) => {
+        const l = left(obj);
+        if (l === false) return false;
+        const r = right(obj);
+        if (r === false) return false;
+        return l === true && r === true ? true : null;
+      };
+    }
+    case 'not': {
+      const operand = compileCondition(node.operand);
+      return (obj) => not3(operand(obj));
+    }
+    case 'compare': {
+      const compare = COMPARISON[node.op];
+      const left = compileValue(node.left);
+      const right = compileOperand(node.right);
+      return (obj) => compare(left(obj), right(obj));
+    }
+    case 'between': {
+      const value = compileValue(node.value);
+      const low = compileOperand(node.low);
+      const high = compileOperand(node.high);
+      return negatedIf(node.negated, (obj) => {
+        const v = value(obj);
+        const above = order(v, low(obj));
+        if (above !== null && above < 0) return false;
+        const below = order(v, high(obj));
+        if (below !== null && below > 0) return false;
+        return above === null || below === null ? null : true;
+      });
+    }
+    case 'in': {
+      const value = compileValue(node.value);
+      const items = node.items.map(compileOperand);
+      return negatedIf(node.negated, (obj) => {
+        const v = value(obj);
+        if (v === null) return null;
+        let unknown = false;
+        for (const item of items) {
+          const eq = equals(v, item(obj));
+          if (eq === true) return true;
+          if (eq === null) unknown = true;
+        }
+        return unknown ? null : false;
+      });
+    }
+    case 'like': {
+      const value = compileValue(node.value);
+      const regex = likeToRegExp(node.pattern, node.escape);
+      return negatedIf(node.negated, (obj) => {
+        const v = value(obj);
+        if (typeof v === 'string') return regex.test(v);
+        if (typeof v === 'number') return regex.test(String(v));
+        return null;
+      });
+    }
+    case 'isNull': {
+      const value = compileValue(node.value);
+      return node.negated ? (obj) => value(obj) !== null : (obj) => value(obj) === null;
+    }
+    default: {
+      // A value used as a condition: `schemaSupport`, `TRUE`, `flags.enabled AND x > 1`.
+      const value = compileValue(node);
+      return (obj) => toTruth(value(obj));
+    }
+  }
+}
+
+const REGEXP_SYNTAX = /[\\^$.*+?()[\]{}|/]/g;
+
+/** `%` any sequence, `_` one character, `escape` makes the next character literal; anchored, case-insensitive. */
+function likeToRegExp(pattern: string, escape: string | null): RegExp {
+  let source = '^';
+  let escaping = false;
+  for (const ch of pattern) {
+    if (escaping) {
+      source += ch.replace(REGEXP_SYNTAX, '\\$&');
+      escaping = false;
+    } else if (ch === escape) {
+      escaping = true;
+    } else if (ch === '%') {
+      source += '.*';
+    } else if (ch === '_') {
+      source += '.';
+    } else {
+      source += ch.replace(REGEXP_SYNTAX, '\\$&');
+    }
+  }
+  return new RegExp(`${source}$`, 'isu');
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Parsing and errors
+
+const START = { offset: 0, line: 1, column: 1 } as const;
+
+function describeExpected(expected: readonly Expectation[]): Expectation[] {
+  // peggy folds single-character alternatives into a class ([*/]); list them as the characters they are.
+  return expected.flatMap((e): Expectation[] =>
+    e.type === 'class' && !e.inverted && e.parts.every((p) => typeof p === 'string')
+      ? e.parts.map((text) => ({ type: 'literal', text: text as string, ignoreCase: false }))
+      : [e],
+  );
+}
+
+function syntaxError(error: ParserSyntaxError): SelectorSyntaxError {
+  const { offset, line, column } = error.location.start;
+  let detail: string;
+  if (Array.isArray(error.expected)) {
+    detail = ParserSyntaxError.buildMessage(describeExpected(error.expected), error.found);
+    detail = detail.charAt(0).toLowerCase() + detail.slice(1);
+  } else {
+    detail = error.message; // raised by the grammar itself (unterminated string, bad ESCAPE, ...)
+  }
+  return new SelectorSyntaxError(
+    `Invalid selector at position ${offset} (line ${line}, column ${column}): ${detail}`,
+    { offset, line, column },
+    { cause: error },
+  );
+}
+
+function compile(text: string): CompiledSelector {
+  let condition: TruthFn;
+  try {
+    condition = compileCondition(parse(text) as Node);
+  } catch (error) {
+    if (error instanceof ParserSyntaxError) throw syntaxError(error);
+    // The recursive-descent parser (or the compiler) ran out of stack.
+    if (error instanceof RangeError) {
+      throw new SelectorSyntaxError('Invalid selector: too deeply nested', START, { cause: error });
+    }
+    throw error;
+  }
+  const matches: Predicate = (obj) => {
+    try {
+      return condition(obj) === true;
+    } catch {
+      return false;
+    }
+  };
+  return Object.freeze({ text, matches });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Public API with an LRU cache
+
+const CACHE_LIMIT = 500;
+const cache = new Map<string, CompiledSelector>();
+
+/**
+ * Compiles a selector (cached by its text). Throws SelectorSyntaxError for a blank or malformed selector,
+ * naming the zero-based offset, the one-based line and column, and what was expected.
+ */
+export function compileSelector(text: string): CompiledSelector {
+  if (typeof text !== 'string' || text.trim() === '') {
+    throw new SelectorSyntaxError('Selector must not be blank', START);
+  }
+  const cached = cache.get(text);
+  if (cached !== undefined) {
+    cache.delete(text); // most recently used goes last
+    cache.set(text, cached);
+    return cached;
+  }
+  const compiled = compile(text);
+  cache.set(text, compiled);
+  if (cache.size > CACHE_LIMIT) cache.delete(cache.keys().next().value!);
+  return compiled;
+}
+
+/** A REST `filter` query parameter: absent -> undefined; blank -> SelectorSyntaxError; else compiled. */
+export function parseFilterParam(filter: string | undefined): CompiledSelector | undefined {
+  if (filter === undefined) return undefined;
+  if (filter.trim() === '') throw new SelectorSyntaxError('Filter must not be blank', START);
+  return compileSelector(filter);
+}

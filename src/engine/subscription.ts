@@ -1,0 +1,349 @@
+/**
+ * Subscriptions and sinks.
+ *
+ * A subscription is one session's interest in a filter (possibly `$share/<group>/<filter>`), or a consumer of a
+ * queue. It holds messages it cannot hand over yet (no credit, pull sink, session offline) up to `maxDepth`,
+ * and messages in flight (sent, waiting for an acknowledgement or a commit).
+ *
+ * Two kinds of sink:
+ * - push (MQTT, SSE): the engine calls `deliver(sub, msg, destinationName)` synchronously; returning false means
+ *   "no credit now": the message stays held and the sink calls `sub.resume()` when credit is back (e.g. after a
+ *   PUBACK frees a receive-maximum slot). With an effective QoS ≥ 1 a delivered message is in flight until
+ *   `sub.ack(msg.id)`.
+ * - pull (REST): messages are buffered; `sub.take(n)` hands out up to n. Transactional subscriptions keep taken
+ *   messages in flight until `sub.commit(ids)` or `sub.abort(ids)`.
+ *
+ * The delivery logic lives in the engine; the methods here delegate to it.
+ */
+import type { Destination } from './destination.js';
+import type { Message, QoS } from './message.js';
+
+export type Selector = (msg: Message & { destinationName: string }) => boolean;
+
+export interface PushSink {
+  readonly kind: 'push';
+  /** Hand a message over. Return false when there is no credit: the message stays queued until `sub.resume()`. */
+  deliver(sub: Subscription, msg: Message, destinationName: string): boolean;
+  /** Called when the engine ends the subscription (unsubscribe, destination deleted). */
+  closed?(sub: Subscription, reason: string): void;
+}
+
+export interface PullSink {
+  readonly kind: 'pull';
+  /** Called when the buffer goes from empty to non-empty (wake a long poll). */
+  notify?(sub: Subscription): void;
+  closed?(sub: Subscription, reason: string): void;
+}
+
+export type Sink = PushSink | PullSink;
+
+export interface SubscribeOptions {
+  sessionId: string;
+  /** Topic filter, may be `$share/<group>/<filter>`; or the exact name of a queue. */
+  filter: string;
+  /** Precompiled by the caller. */
+  selector?: Selector;
+  /** Messages held for this subscription before NEW ones are dropped (drops are counted). Default 1000. */
+  maxDepth?: number;
+  /** Pull only: taken messages stay in flight until commit/abort. */
+  transactional?: boolean;
+  /** Maximum QoS granted; the effective QoS of a delivery is min(message, subscription). Default 0. */
+  qos?: QoS;
+  /** Do not deliver messages whose `origin` is this session [MQTT-3.8.3-3]. */
+  noLocal?: boolean;
+  /** 0 = send retained messages on subscribe, 1 = only if the subscription is new, 2 = never. Default 0. */
+  retainHandling?: 0 | 1 | 2;
+  /** Keep the retain flag on live deliveries (otherwise it is cleared) [MQTT-3.3.1-12], [MQTT-3.3.1-13]. */
+  retainAsPublished?: boolean;
+  /** Messages held for this subscription (also while offline) are persisted and recovered after a restart. */
+  durable?: boolean;
+  /** MQTT 5 subscription identifier, carried for the protocol layer. */
+  subscriptionId?: number;
+  sink: Sink;
+}
+
+/** One message handed out by `take`. `eventId` is the message id; pass it to commit/abort. */
+export interface Delivery {
+  eventId: number;
+  destinationName: string;
+  message: Message;
+}
+
+/** MAPS SubscriptionStateDTO. */
+export interface SubscriptionStateDTO {
+  destinationName: string;
+  sessionId: string;
+  hibernating: boolean;
+  size: number;
+  pending: number;
+  sync: boolean;
+  hasMessagesInFlight: boolean;
+  hasAtRestMessages: boolean;
+  isPaused: boolean;
+  messagesIgnored: number;
+  messagesRegistered: number;
+  messagesSent: number;
+  messagesAcked: number;
+  messagesRolledBack: number;
+  messagesExpired: number;
+}
+
+/** The engine side of a subscription (implemented by Engine). */
+export interface SubscriptionHost {
+  _take(sub: Subscription, n: number): Delivery[];
+  _settle(sub: Subscription, ids: readonly number[], commit: boolean): number;
+  _resume(sub: Subscription): void;
+  _hibernate(sub: Subscription): void;
+  _attach(sub: Subscription, sink: Sink): void;
+  unsubscribe(sub: Subscription): boolean;
+}
+
+/** Messages held for a subscription, with the destination each came from (parallel ring, no per-entry object). */
+export class HeldBuffer {
+  private msgs: Array<Message | undefined> = [];
+  private dests: Array<Destination | undefined> = [];
+  private head = 0;
+
+  get size(): number {
+    return this.msgs.length - this.head;
+  }
+
+  push(msg: Message, dest: Destination): void {
+    this.msgs.push(msg);
+    this.dests.push(dest);
+  }
+
+  /** Add at the front (returned messages are delivered before newer ones). */
+  unshift(msg: Message, dest: Destination): void {
+    if (this.head > 0) {
+      this.head--;
+      this.msgs[this.head] = msg;
+      this.dests[this.head] = dest;
+    } else {
+      this.msgs.unshift(msg);
+      this.dests.unshift(dest);
+    }
+  }
+
+  peekMsg(): Message | undefined {
+    return this.msgs[this.head];
+  }
+
+  peekDest(): Destination | undefined {
+    return this.dests[this.head];
+  }
+
+  /** Drop the front entry (read it first with peekMsg/peekDest). */
+  drop(): void {
+    if (this.head >= this.msgs.length) return;
+    this.msgs[this.head] = undefined;
+    this.dests[this.head] = undefined;
+    this.head++;
+    if (this.head === this.msgs.length) {
+      this.msgs.length = 0;
+      this.dests.length = 0;
+      this.head = 0;
+    } else if (this.head >= 1024 && this.head * 2 >= this.msgs.length) {
+      this.msgs = this.msgs.slice(this.head);
+      this.dests = this.dests.slice(this.head);
+      this.head = 0;
+    }
+  }
+
+  /** Remove entries matching `pred`, calling `removed` for each; keeps order. */
+  removeWhere(pred: (m: Message, d: Destination) => boolean, removed: (m: Message, d: Destination) => void): number {
+    let w = this.head;
+    let n = 0;
+    for (let r = this.head; r < this.msgs.length; r++) {
+      const m = this.msgs[r]!;
+      const d = this.dests[r]!;
+      if (pred(m, d)) {
+        removed(m, d);
+        n++;
+      } else {
+        this.msgs[w] = m;
+        this.dests[w] = d;
+        w++;
+      }
+    }
+    this.msgs.length = w;
+    this.dests.length = w;
+    return n;
+  }
+
+  /** Empty the buffer, returning its entries in order. */
+  drain(): Array<[Message, Destination]> {
+    const out: Array<[Message, Destination]> = [];
+    for (let i = this.head; i < this.msgs.length; i++) out.push([this.msgs[i]!, this.dests[i]!]);
+    this.msgs = [];
+    this.dests = [];
+    this.head = 0;
+    return out;
+  }
+}
+
+/** A message sent and not yet acknowledged / committed. */
+export interface InFlight {
+  msg: Message;
+  dest: Destination;
+}
+
+/** Members of one `$share/<group>/<filter>`; each message goes to one member, round-robin. */
+export class SharedGroup {
+  readonly isGroup = true as const;
+  readonly members: Subscription[] = [];
+  rr = 0;
+
+  constructor(
+    readonly group: string,
+    readonly filter: string,
+  ) {}
+}
+
+/** What the trie holds: a plain subscription or a shared group. */
+export type Route = Subscription | SharedGroup;
+
+export class Subscription {
+  readonly isGroup = false as const;
+  /** Filter as subscribed, e.g. `$share/g/a/+`. */
+  readonly filter: string;
+  /** Filter without the `$share/<group>/` prefix (for a queue consumer: the queue name). */
+  readonly topicFilter: string;
+  readonly shareGroup: string | undefined;
+  /** Stable identity of (session, filter), also used in store keys. */
+  readonly key: string;
+  readonly durable: boolean;
+  readonly transactional: boolean;
+
+  selector: Selector | undefined;
+  maxDepth: number;
+  qos: QoS;
+  noLocal: boolean;
+  retainHandling: 0 | 1 | 2;
+  retainAsPublished: boolean;
+  subscriptionId: number | undefined;
+  sink: Sink | undefined;
+
+  /** Session offline: messages are held, nothing is delivered. */
+  hibernating = false;
+  /** Push sink said "no credit"; cleared by `resume()`. */
+  blocked = false;
+  closed = false;
+  draining = false;
+  /** Set for a queue consumer. */
+  queue: Destination | undefined = undefined;
+  group: SharedGroup | undefined = undefined;
+
+  readonly held = new HeldBuffer();
+  readonly inFlight = new Map<number, InFlight>();
+
+  messagesIgnored = 0;
+  messagesRegistered = 0;
+  messagesSent = 0;
+  messagesAcked = 0;
+  messagesRolledBack = 0;
+  messagesExpired = 0;
+  messagesDropped = 0;
+  /** A slow-consumer notice was sent and the buffer has not drained since. */
+  slow = false;
+
+  constructor(
+    private readonly host: SubscriptionHost,
+    readonly id: number,
+    readonly sessionId: string,
+    opts: SubscribeOptions,
+    topicFilter: string,
+    shareGroup: string | undefined,
+    maxDepth: number,
+  ) {
+    this.filter = opts.filter;
+    this.topicFilter = topicFilter;
+    this.shareGroup = shareGroup;
+    this.key = subscriptionKey(sessionId, opts.filter);
+    this.durable = opts.durable === true;
+    this.transactional = opts.transactional === true;
+    this.selector = opts.selector;
+    this.maxDepth = maxDepth;
+    this.qos = opts.qos ?? 0;
+    this.noLocal = opts.noLocal === true;
+    this.retainHandling = opts.retainHandling ?? 0;
+    this.retainAsPublished = opts.retainAsPublished === true;
+    this.subscriptionId = opts.subscriptionId;
+    this.sink = opts.sink;
+  }
+
+  get isPull(): boolean {
+    return this.sink !== undefined && this.sink.kind === 'pull';
+  }
+
+  /** Pull: take up to `n` held messages (in flight afterwards when transactional, consumed otherwise). */
+  take(n: number): Delivery[] {
+    return this.host._take(this, n);
+  }
+
+  /** Acknowledge / commit every listed event id. Returns how many were in flight. */
+  commit(ids: readonly number[]): number {
+    return this.host._settle(this, ids, true);
+  }
+
+  /** Roll back every listed event id: the messages become deliverable again. Returns how many were in flight. */
+  abort(ids: readonly number[]): number {
+    return this.host._settle(this, ids, false);
+  }
+
+  /** Push, QoS ≥ 1: the client acknowledged `msgId` (PUBACK / PUBCOMP). */
+  ack(msgId: number): boolean {
+    return this.host._settle(this, [msgId], true) === 1;
+  }
+
+  /** Push: credit is back, deliver what is held. */
+  resume(): void {
+    this.host._resume(this);
+  }
+
+  /** Session went offline: keep the subscription and hold messages (in-flight ones are delivered again later). */
+  hibernate(): void {
+    this.host._hibernate(this);
+  }
+
+  /** Session is back: deliver through `sink`. */
+  attach(sink: Sink): void {
+    this.host._attach(this, sink);
+  }
+
+  unsubscribe(): boolean {
+    return this.host.unsubscribe(this);
+  }
+
+  /** Messages held and not yet handed out. */
+  depth(): number {
+    return this.held.size;
+  }
+
+  state(): SubscriptionStateDTO {
+    const inFlight = this.inFlight.size;
+    const atRest = this.held.size;
+    return {
+      destinationName: this.filter,
+      sessionId: this.sessionId,
+      hibernating: this.hibernating,
+      size: atRest + inFlight,
+      pending: inFlight,
+      sync: this.isPull,
+      hasMessagesInFlight: inFlight > 0,
+      hasAtRestMessages: atRest > 0,
+      isPaused: this.blocked || (this.queue !== undefined && this.queue.paused),
+      messagesIgnored: this.messagesIgnored,
+      messagesRegistered: this.messagesRegistered,
+      messagesSent: this.messagesSent,
+      messagesAcked: this.messagesAcked,
+      messagesRolledBack: this.messagesRolledBack,
+      messagesExpired: this.messagesExpired,
+    };
+  }
+}
+
+/** `<url-encoded session id>|<filter>`: unambiguous, readable in store keys. */
+export function subscriptionKey(sessionId: string, filter: string): string {
+  return `${encodeURIComponent(sessionId)}|${filter}`;
+}

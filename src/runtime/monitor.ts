@@ -1,0 +1,209 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { AnyActorRef } from 'xstate';
+import { SUPERVISORS, type Runtime } from './runtime.js';
+
+/**
+ * Every GET view of the server is a pure function of live state here (NATS `Connz` style); routes only adapt.
+ */
+
+export type SubsystemState = 'OK' | 'STOPPED' | 'PAUSED' | 'DISABLED' | 'WARN' | 'ERROR';
+export interface SubSystemStatus {
+  name: string;
+  comment: string;
+  status: SubsystemState;
+}
+
+interface SnapshotLike {
+  value: unknown;
+  status: string;
+  context?: Record<string, unknown>;
+  children?: Record<string, AnyActorRef | undefined>;
+  hasTag?: (tag: string) => boolean;
+  tags?: Set<string>;
+  error?: unknown;
+}
+
+function snap(ref: AnyActorRef): SnapshotLike {
+  return ref.getSnapshot() as SnapshotLike;
+}
+
+function stateString(value: unknown): string {
+  if (typeof value === 'string') return value;
+  if (value && typeof value === 'object') {
+    return Object.entries(value as Record<string, unknown>)
+      .map(([k, v]) => (v && (typeof v === 'string' || typeof v === 'object') ? `${k}.${stateString(v)}` : k))
+      .join(',');
+  }
+  return String(value ?? '');
+}
+
+function title(name: string): string {
+  return name.charAt(0).toUpperCase() + name.slice(1);
+}
+
+/** Worst of a supervisor's own state and its children: failed tag → ERROR; degraded tag, crashed child or pending restart → WARN. */
+export function supervisorStatus(name: string, ref: AnyActorRef | undefined): SubSystemStatus {
+  if (!ref) return { name: title(name), comment: 'not running', status: 'STOPPED' };
+  const s = snap(ref);
+  const ctx = (s.context ?? {}) as { lastError?: string; pending?: string[] };
+  if (s.hasTag?.('failed')) return { name: title(name), comment: ctx.lastError ?? 'failed', status: 'ERROR' };
+  const children = Object.entries(s.children ?? {}).filter(([, c]) => c);
+  const troubled: string[] = [];
+  for (const [id, child] of children) {
+    const cs = snap(child!);
+    if (cs.status === 'error' || cs.hasTag?.('failed') || cs.hasTag?.('degraded')) troubled.push(`${id} ${stateString(cs.value) || cs.status}`);
+  }
+  for (const id of ctx.pending ?? []) troubled.push(`${id} restarting`);
+  if (troubled.length) return { name: title(name), comment: `${troubled.join('; ')}${ctx.lastError ? ` (last crash: ${ctx.lastError})` : ''}`, status: 'WARN' };
+  return { name: title(name), comment: `${children.length} running`, status: 'OK' };
+}
+
+export function subsystemStatus(rt: Runtime, extra: SubSystemStatus[] = []): SubSystemStatus[] {
+  const list: SubSystemStatus[] = [];
+  const state = rt.state;
+  list.push({
+    name: 'Server',
+    comment: state,
+    status: state === 'running' ? 'OK' : state === 'failed' ? 'ERROR' : state === 'stopped' ? 'STOPPED' : 'WARN',
+  });
+  list.push({ name: 'Store', comment: `LevelDB ${rt.store.status}`, status: rt.store.status === 'open' ? 'OK' : 'ERROR' });
+  for (const name of SUPERVISORS) list.push(supervisorStatus(name, rt.supervisor(name)));
+  return [...list, ...extra];
+}
+
+export type Health = 'Ok' | 'Warning' | 'Error';
+export function healthOf(list: SubSystemStatus[]): { status: Health; issueCount: number } {
+  let errors = 0;
+  let warnings = 0;
+  for (const s of list) {
+    if (s.status === 'ERROR') errors++;
+    else if (s.status === 'WARN') warnings++;
+  }
+  return { status: errors ? 'Error' : warnings ? 'Warning' : 'Ok', issueCount: errors + warnings };
+}
+
+export interface ActorNode {
+  id: string;
+  machine: string;
+  state: unknown;
+  status: string;
+  tags: string[];
+  context: Record<string, unknown>;
+  children: ActorNode[];
+}
+
+/** Only small scalar context values are shown (no functions, no logic objects, no large arrays). */
+function smallContext(ctx: Record<string, unknown> | undefined): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(ctx ?? {})) {
+    if (v === null || ['string', 'number', 'boolean'].includes(typeof v)) {
+      if (typeof v === 'string' && v.length > 200) out[k] = v.slice(0, 200) + '…';
+      else out[k] = v;
+    } else if (Array.isArray(v) && v.length <= 20 && v.every((x) => ['string', 'number', 'boolean'].includes(typeof x))) out[k] = v;
+  }
+  return out;
+}
+
+export function actorTree(ref: AnyActorRef, id = 'server'): ActorNode {
+  const s = snap(ref);
+  const logic = (ref as unknown as { logic?: { id?: string; config?: { id?: string } } }).logic;
+  return {
+    id,
+    machine: logic?.id ?? logic?.config?.id ?? 'actor',
+    state: s.value ?? null,
+    status: s.status,
+    tags: s.tags ? [...s.tags] : [],
+    context: smallContext(s.context),
+    children: Object.entries(s.children ?? {})
+      .filter(([, c]) => c)
+      .map(([cid, c]) => actorTree(c!, cid)),
+  };
+}
+
+function dirSize(dir: string): number {
+  let total = 0;
+  try {
+    for (const e of readdirSync(dir, { withFileTypes: true })) {
+      const p = join(dir, e.name);
+      if (e.isDirectory()) total += dirSize(p);
+      else if (e.isFile()) total += statSync(p).size;
+    }
+  } catch {
+    /* vanished while reading */
+  }
+  return total;
+}
+
+function threadCount(): number {
+  try {
+    const m = /^Threads:\s+(\d+)/m.exec(readFileSync('/proc/self/status', 'utf8'));
+    if (m) return Number(m[1]);
+  } catch {
+    /* not Linux */
+  }
+  return 1 + Number(process.env.UV_THREADPOOL_SIZE ?? 4);
+}
+
+let lastCpu = { at: process.hrtime.bigint(), usage: process.cpuUsage() };
+function cpuPercent(): number {
+  const now = process.hrtime.bigint();
+  const usage = process.cpuUsage();
+  const elapsedUs = Number(now - lastCpu.at) / 1000;
+  const usedUs = usage.user - lastCpu.usage.user + (usage.system - lastCpu.usage.system);
+  lastCpu = { at: now, usage };
+  return elapsedUs > 0 ? Math.round((usedUs / elapsedUs) * 10000) / 100 : 0;
+}
+
+export interface ServerInfo {
+  serverName: string;
+  version: string;
+  buildDate: string;
+  totalMemory: number;
+  maxMemory: number;
+  freeMemory: number;
+  numberOfThreads: number;
+  timeToCreateNano: number;
+  uptime: number;
+  connections: number;
+  destinations: number;
+  cpuTime: number;
+  cpuPercent: number;
+  storageSize: number;
+  threadState: Record<string, number>;
+}
+
+export const VERSION = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version as string;
+export const BUILD_DATE = (() => {
+  try {
+    return statSync(new URL('../../package.json', import.meta.url)).mtime.toISOString().slice(0, 10);
+  } catch {
+    return new Date().toISOString().slice(0, 10);
+  }
+})();
+
+/** ServerInfoDTO: memory in bytes (V8 heap), uptime and cpuTime in ms and ns, storage in bytes. */
+export async function serverInfo(rt: Runtime, destinations: number): Promise<ServerInfo> {
+  const { getHeapStatistics } = await import('node:v8');
+  const mem = process.memoryUsage();
+  const heap = getHeapStatistics();
+  const cpu = process.cpuUsage();
+  const threads = threadCount();
+  return {
+    serverName: rt.serverName,
+    version: VERSION,
+    buildDate: BUILD_DATE,
+    totalMemory: mem.heapTotal,
+    maxMemory: heap.heap_size_limit,
+    freeMemory: Math.max(0, mem.heapTotal - mem.heapUsed),
+    numberOfThreads: threads,
+    timeToCreateNano: rt.bootDurationNs,
+    uptime: Date.now() - rt.startedAt,
+    connections: rt.network.currentConnections,
+    destinations,
+    cpuTime: (cpu.user + cpu.system) * 1000,
+    cpuPercent: cpuPercent(),
+    storageSize: dirSize(rt.store.dir),
+    threadState: { RUNNABLE: 1, WAITING: Math.max(0, threads - 1) },
+  };
+}
