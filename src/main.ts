@@ -30,21 +30,6 @@ async function main(): Promise<void> {
   await rt.start();
   const app = await buildApp(rt);
   const rest = rt.config.RestApi;
-  if (rest.enabled) {
-    try {
-      await app.listen({ port: rest.port, host: rest.hostnames, backlog: 511 });
-    } catch (err) {
-      process.stderr.write(`switchyard: cannot listen for REST on ${rest.hostnames}:${rest.port}: ${(err as Error).message}\n`);
-      await rt.stop();
-      process.exit(EXIT.LISTEN);
-    }
-    const addr = app.server.address();
-    const port = typeof addr === 'object' && addr ? addr.port : rest.port;
-    rt.log.info({ port, host: rest.hostnames }, `REST API listening on http://${rest.hostnames}:${port}/`);
-    // A line machines can read (tests, scripts): the bound REST port.
-    process.stdout.write(`SWITCHYARD_READY rest=${port}\n`);
-  }
-
   let stopping = false;
   const shutdown = async (reason: string) => {
     if (stopping) return;
@@ -66,6 +51,21 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
   process.on('SIGINT', () => void shutdown('SIGINT'));
   rt.on('shutdown-requested', () => void shutdown('REST request'));
+  if (rest.enabled) {
+    try {
+      await app.listen({ port: rest.port, host: rest.hostnames, backlog: 511 });
+    } catch (err) {
+      process.stderr.write(`switchyard: cannot listen for REST on ${rest.hostnames}:${rest.port}: ${(err as Error).message}\n`);
+      await rt.stop();
+      process.exit(EXIT.LISTEN);
+    }
+    const addr = app.server.address();
+    const port = typeof addr === 'object' && addr ? addr.port : rest.port;
+    rt.log.info({ port, host: rest.hostnames }, `REST API listening on http://${rest.hostnames}:${port}/`);
+    // A line machines can read (tests, scripts): the bound REST port.
+    process.stdout.write(`SWITCHYARD_READY rest=${port}\n`);
+  }
+
 }
 
 main().catch((err) => {

@@ -3,7 +3,7 @@ import fastifyCookie from '@fastify/cookie';
 import { fastifySSE } from '@fastify/sse';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
-import { jsonSchemaTransform, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
+import { jsonSchemaTransform, jsonSchemaTransformObject, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Runtime } from '../runtime/runtime.js';
 import { VERSION } from '../runtime/monitor.js';
 import { ResponseCache } from './cache.js';
@@ -68,6 +68,7 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
       },
     },
     transform: jsonSchemaTransform,
+    transformObject: jsonSchemaTransformObject,
   });
   if (rest.enableSwaggerUI) await app.register(fastifySwaggerUi, { routePrefix: '/swagger-ui' });
 

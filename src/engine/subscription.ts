@@ -16,6 +16,7 @@
  * The delivery logic lives in the engine; the methods here delegate to it.
  */
 import type { Destination } from './destination.js';
+import { durablePrefix } from './engine-store.js';
 import type { Message, QoS } from './message.js';
 
 export type Selector = (msg: Message & { destinationName: string }) => boolean;
@@ -212,6 +213,8 @@ export class Subscription {
   readonly shareGroup: string | undefined;
   /** Stable identity of (session, filter), also used in store keys. */
   readonly key: string;
+  /** Store key prefix of messages held for this subscription when durable: `d!<key>!`. */
+  readonly storePrefix: string;
   readonly durable: boolean;
   readonly transactional: boolean;
 
@@ -260,6 +263,7 @@ export class Subscription {
     this.topicFilter = topicFilter;
     this.shareGroup = shareGroup;
     this.key = subscriptionKey(sessionId, opts.filter);
+    this.storePrefix = durablePrefix(this.key);
     this.durable = opts.durable === true;
     this.transactional = opts.transactional === true;
     this.selector = opts.selector;

@@ -47,17 +47,19 @@ const ServerStatisticsDTO = z.object({
   retrievedPerSecond: z.number(),
   stats: z.string().describe('JSON-encoded metrics: name → {name, unitName, timeSpan, current, stats}'),
 });
-const ActorNode: z.ZodType = z.lazy(() =>
-  z.object({
+const ActorNode = z
+  .object({
     id: z.string(),
     machine: z.string(),
     state: z.unknown(),
     status: z.string(),
     tags: z.array(z.string()),
     context: z.record(z.string(), z.unknown()),
-    children: z.array(ActorNode),
-  }),
-);
+    get children(): z.ZodArray<typeof ActorNode> {
+      return z.array(ActorNode);
+    },
+  })
+  .meta({ id: 'ActorNode' });
 
 /** Subsystem statuses plus the API's own (cache). */
 export function statusList(ctx: ApiContext): SubSystemStatus[] {
@@ -98,7 +100,7 @@ export const serverRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) 
   app.get(
     '/api/v1/name',
     { schema: { tags: ['Server Health'], summary: "Retrieve the server's unique name", response: { 200: z.string(), ...ErrorResponses } } },
-    async () => rt.serverName,
+    async (_req, reply) => reply.type('application/json; charset=utf-8').send(JSON.stringify(rt.serverName)),
   );
 
   app.get(

@@ -1,0 +1,1313 @@
+/**
+ * The messaging engine: routes every message by plain function calls (no xstate, no async per delivery).
+ *
+ * Destinations and the queue naming convention
+ * --------------------------------------------
+ * A destination is created on demand by the first publish to it or subscription to its exact name, or up front
+ * by `createDestination` / `declareQueue` (from configuration). Its type is fixed at creation:
+ * - a name starting with `queue/` or `/queue/` is a Queue (the default convention), as is any name passed to
+ *   `declareQueue(name)`; every other name is a Topic. Temporary topics and queues exist only through
+ *   `createDestination(name, 'TemporaryTopic' | 'TemporaryQueue', { owner })`; they are never persisted and are
+ *   deleted by `closeSession(owner)`.
+ * - Topic: every matching subscription (MQTT `+`/`#` filters, `$share/<group>/<filter>` groups) gets the message;
+ *   one retained message per topic.
+ * - Queue: each message goes to exactly one consumer (round-robin among competing consumers), ordered by priority
+ *   (higher first) then arrival, kept — in memory and in the store — until consumed (acknowledged / committed /
+ *   taken without a transaction). No consumer: it waits. Consumers subscribe to the exact queue name; wildcard
+ *   filters never match queues (a wildcard filter under `queue/` is rejected).
+ *
+ * Durability: queue messages, retained messages and messages held for durable subscriptions are written through
+ * group commit before `publish()`'s promise resolves; other publishes return a shared, already resolved promise.
+ * Delivery to online consumers does not wait for the write (at-least-once: if the write fails the publisher sees
+ * the rejection and may publish again).
+ *
+ * Paused destinations accept publishes (queue messages and retained messages are stored as usual) and hold
+ * delivery until resumed: a paused queue does not dispatch, a paused topic keeps new messages (in memory, up to
+ * `maxPausedHold`, counted as delayed) and routes them on resume. Messages already handed to a subscription are
+ * not held back.
+ *
+ * Expiry is checked whenever a message would be handed out and by `sweepExpired(now)`, which the caller
+ * schedules. Counters count expired copies (a topic message expiring in three subscriptions counts three).
+ */
+import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
+import { RateMeter, ServerTotals } from './counters.js';
+import { Destination, DestinationType, isDestinationType, isQueueName } from './destination.js';
+import type { EngineStore } from './engine-store.js';
+import {
+  DURABLE_PREFIX,
+  QUEUE_PREFIX,
+  RETAINED_PREFIX,
+  decodeHeld,
+  encodeHeld,
+  padId,
+  parseDurableKey,
+  parseQueueKey,
+  queueKey,
+  retainedKey,
+} from './engine-store.js';
+import { GroupCommit } from './group-commit.js';
+import type { Message, MessageInit } from './message.js';
+import { MessageIdGenerator, createMessage, decodeMessage, encodeMessage } from './message.js';
+import type { Delivery, Route, Sink, SubscribeOptions, SubscriptionHost, SubscriptionStateDTO } from './subscription.js';
+import { SharedGroup, Subscription, subscriptionKey } from './subscription.js';
+import { TopicTree, TopicTrie, hasWildcard, parseSharedFilter, validateTopicFilter, validateTopicName } from './topic-trie.js';
+
+/** Lifecycle and threshold notices; never called per message. */
+export interface EngineEvents {
+  onDestinationCreated(name: string, type: DestinationType): void;
+  onDestinationDeleted(name: string, type: DestinationType): void;
+  /** Queue depth (messages waiting for a consumer) reached the high-water mark. Re-armed at half of it. */
+  onQueueHighWater(name: string, depth: number): void;
+  /** Queue depth fell back to half the high-water mark after a high-water notice. */
+  onQueueLowWater(name: string, depth: number): void;
+  /** A subscription started dropping messages (maxDepth reached). Re-armed when its buffer empties. */
+  onSlowConsumer(sessionId: string, filter: string, depth: number): void;
+  onStoreFailure(err: unknown): void;
+}
+
+export interface EngineOptions {
+  store?: EngineStore;
+  now?: () => number;
+  events?: Partial<EngineEvents>;
+  /** Queue depth that raises `onQueueHighWater`. Default 10 000. */
+  queueHighWater?: number;
+  /** maxDepth of subscriptions that do not set one. Default 1000. */
+  defaultMaxDepth?: number;
+  /** Messages a paused topic keeps for delivery on resume; beyond that they are dropped. Default 100 000. */
+  maxPausedHold?: number;
+}
+
+export interface PublishOptions {
+  /** Publishing session / connection id (overrides `msg.origin`). */
+  origin?: string;
+  /** Create the destination when missing (default true); false → NotFoundError. */
+  create?: boolean;
+}
+
+/** MAPS DestinationDTO. */
+export interface DestinationDTO {
+  name: string;
+  type: DestinationType;
+  storedMessages: number;
+  delayedMessages: number;
+  pendingMessages: number;
+  schemaId: string;
+  noInterestMessages: number;
+  publishedMessages: number;
+  retrievedMessages: number;
+  expiredMessages: number;
+  deliveredMessages: number;
+  readTimeAveNs: number;
+  writeTimeAveNs: number;
+  deleteTimeAveNs: number;
+}
+
+/** Server totals (MAPS ServerStatisticsDTO names) and per-second rates. */
+export interface EngineStats {
+  totalPublishedMessages: number;
+  totalDeliveredMessages: number;
+  totalSubscribedMessages: number;
+  totalNoInterestMessages: number;
+  totalRetrievedMessages: number;
+  totalExpiredMessages: number;
+  totalDroppedMessages: number;
+  publishedPerSecond: number;
+  subscribedPerSecond: number;
+  noInterestPerSecond: number;
+  deliveredPerSecond: number;
+  retrievedPerSecond: number;
+  expiredPerSecond: number;
+  destinations: number;
+  subscriptions: number;
+  storeBatches: number;
+  storeOperations: number;
+}
+
+export interface RecoveryResult {
+  queued: number;
+  retained: number;
+  held: number;
+  expired: number;
+  corrupt: number;
+}
+
+const RESOLVED: Promise<void> = Promise.resolve();
+function noop(): void {}
+
+const RATE_KEYS = [
+  'totalPublishedMessages',
+  'totalSubscribedMessages',
+  'totalNoInterestMessages',
+  'totalDeliveredMessages',
+  'totalRetrievedMessages',
+  'totalExpiredMessages',
+] as const;
+type RateKey = (typeof RATE_KEYS)[number];
+
+export class Engine implements SubscriptionHost {
+  readonly totals = new ServerTotals();
+  private readonly store: EngineStore | undefined;
+  private readonly commit: GroupCommit | undefined;
+  private readonly now: () => number;
+  private readonly events: EngineEvents;
+  private readonly highWater: number;
+  private readonly defaultMaxDepth: number;
+  private readonly maxPausedHold: number;
+
+  private readonly dests = new Map<string, Destination>();
+  private readonly trie = new TopicTrie<Route>();
+  /** Bumped on every trie change; destinations re-match lazily when their cached generation differs. */
+  private trieGen = 0;
+  private readonly retainedIndex = new TopicTree<Destination>();
+  private readonly groups = new Map<string, SharedGroup>();
+  private readonly subs = new Map<string, Subscription>();
+  private readonly sessions = new Map<string, Set<Subscription>>();
+  /** Durable-subscription messages found by `recover()`, adopted when that subscription is made again. */
+  private readonly recoveredHeld = new Map<string, Array<[string, Message]>>();
+  private readonly ids = new MessageIdGenerator(0, Date.now());
+  private readonly rates: RateMeter<RateKey>;
+  private nextSubId = 1;
+  private closed = false;
+  private recovered = false;
+
+  /** Promise of the batch holding the writes made by the publish in progress. */
+  private lastWrite: Promise<void> | undefined = undefined;
+  // one-entry caches so a message fanned out to many subscriptions is converted/encoded once
+  private viewMsg: Message | undefined = undefined;
+  private viewDest: Destination | undefined = undefined;
+  private view: (Message & { destinationName: string }) | undefined = undefined;
+  private liveMsg: Message | undefined = undefined;
+  private live: Message | undefined = undefined;
+  private heldMsg: Message | undefined = undefined;
+  private heldDest: Destination | undefined = undefined;
+  private heldValue: Buffer | undefined = undefined;
+
+  constructor(opts: EngineOptions = {}) {
+    this.store = opts.store;
+    this.now = opts.now ?? Date.now;
+    const events = opts.events ?? {};
+    this.events = {
+      onDestinationCreated: events.onDestinationCreated ?? noop,
+      onDestinationDeleted: events.onDestinationDeleted ?? noop,
+      onQueueHighWater: events.onQueueHighWater ?? noop,
+      onQueueLowWater: events.onQueueLowWater ?? noop,
+      onSlowConsumer: events.onSlowConsumer ?? noop,
+      onStoreFailure: events.onStoreFailure ?? noop,
+    };
+    this.highWater = opts.queueHighWater ?? 10_000;
+    this.defaultMaxDepth = opts.defaultMaxDepth ?? 1000;
+    this.maxPausedHold = opts.maxPausedHold ?? 100_000;
+    if (this.store !== undefined) {
+      this.commit = new GroupCommit(this.store, (err) => this.events.onStoreFailure(err));
+    }
+    this.rates = new RateMeter<RateKey>(RATE_KEYS, this.now());
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Publish
+  // ------------------------------------------------------------------------------------------------------------
+
+  /**
+   * Publish to a topic or queue. Resolves once the message is durable (queue message, retained message, copies
+   * held for durable subscriptions); otherwise returns an already resolved promise. Rejects with a
+   * ValidationError (bad name, QoS), NotFoundError (`create: false`), ConflictError (closed) or the store error.
+   */
+  publish(destinationName: string, init: MessageInit, opts?: PublishOptions): Promise<void> {
+    if (this.closed) return Promise.reject(new ConflictError('the messaging engine is closed'));
+    let dest = this.dests.get(destinationName);
+    let msg: Message;
+    const now = this.now();
+    try {
+      if (dest === undefined) {
+        if (opts?.create === false) throw new NotFoundError(`destination "${destinationName}" not found`);
+        validateTopicName(destinationName);
+        dest = this.createDest(destinationName, isQueueName(destinationName) ? DestinationType.Queue : DestinationType.Topic);
+      }
+      msg = createMessage(init, this.ids.next(), now);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    if (opts?.origin !== undefined) msg.origin = opts.origin;
+    dest.counters.published++;
+    this.totals.totalPublishedMessages++;
+    if (msg.expiresAt !== 0 && msg.expiresAt <= now) {
+      dest.counters.expired++;
+      this.totals.totalExpiredMessages++;
+      return RESOLVED;
+    }
+    const saved = this.lastWrite;
+    this.lastWrite = undefined;
+    if (dest.isQueue) {
+      this.enqueue(dest, msg);
+    } else {
+      if (msg.retain) this.setRetained(dest, msg);
+      if (dest.paused) this.holdPaused(dest, msg);
+      else this.route(dest, msg);
+    }
+    const written = this.lastWrite;
+    this.lastWrite = saved;
+    return written ?? RESOLVED;
+  }
+
+  private enqueue(dest: Destination, msg: Message): void {
+    if (this.commit !== undefined && dest.persistent) {
+      this.lastWrite = this.commit.put(queueKey(dest.name, msg), encodeMessage(msg), dest.timings);
+    }
+    dest.queue!.push(msg);
+    this.dispatch(dest);
+    if (!dest.highWater && dest.queue!.size >= this.highWater) {
+      dest.highWater = true;
+      this.events.onQueueHighWater(dest.name, dest.queue!.size);
+    }
+  }
+
+  private setRetained(dest: Destination, msg: Message): void {
+    if (msg.payload.length === 0) {
+      // [MQTT-3.3.1-10] an empty retained message removes the retained message of the topic
+      if (dest.retained !== undefined) this.dropRetained(dest);
+      return;
+    }
+    if (dest.retained === undefined) this.retainedIndex.set(dest.name, dest);
+    dest.retained = msg;
+    if (this.commit !== undefined && dest.persistent) {
+      this.lastWrite = this.commit.put(retainedKey(dest.name), encodeMessage(msg), dest.timings);
+    }
+  }
+
+  private dropRetained(dest: Destination): void {
+    dest.retained = undefined;
+    this.retainedIndex.delete(dest.name);
+    if (this.commit !== undefined && dest.persistent) {
+      this.lastWrite = this.commit.del(retainedKey(dest.name), dest.timings);
+    }
+  }
+
+  private holdPaused(dest: Destination, msg: Message): void {
+    if (dest.held.length >= this.maxPausedHold) {
+      dest.counters.dropped++;
+      this.totals.totalDroppedMessages++;
+      return;
+    }
+    dest.held.push(msg);
+  }
+
+  /** Fan a topic message out to every matching subscription / shared group. */
+  private route(dest: Destination, msg: Message): void {
+    let routes = dest.routes;
+    if (dest.routeGen !== this.trieGen) {
+      // a fresh array: an outer publish may still be iterating the old one
+      routes = dest.routes = this.trie.match(dest.levels, []);
+      dest.routeGen = this.trieGen;
+    }
+    let accepted = 0;
+    for (let i = 0; i < routes.length; i++) {
+      const r = routes[i]!;
+      if (r.isGroup ? this.offerGroup(r, dest, msg) : this.offer(r, dest, msg, false)) accepted++;
+    }
+    if (accepted === 0) {
+      dest.counters.noInterest++;
+      this.totals.totalNoInterestMessages++;
+    }
+  }
+
+  /** noLocal, selector, retain-as-published, then deliver or hold. */
+  private offer(sub: Subscription, dest: Destination, msg: Message, retainedDelivery: boolean): boolean {
+    if (sub.closed) return false;
+    if (sub.noLocal && msg.origin !== undefined && msg.origin === sub.sessionId) {
+      sub.messagesIgnored++; // [MQTT-3.8.3-3]
+      return false;
+    }
+    if (sub.selector !== undefined && !this.select(sub, msg, dest)) {
+      sub.messagesIgnored++;
+      return false;
+    }
+    return this.hold(sub, dest, retainedDelivery ? msg : this.asPublished(sub, msg));
+  }
+
+  /** One member of the group gets the message: the next ready one, else the next one with room. */
+  private offerGroup(group: SharedGroup, dest: Destination, msg: Message): boolean {
+    const members = group.members;
+    const n = members.length;
+    let fallback = -1;
+    for (let k = 0; k < n; k++) {
+      const i = (group.rr + k) % n;
+      const s = members[i]!;
+      if (s.closed) continue;
+      // noLocal does not apply to shared subscriptions [MQTT-3.8.3-4]
+      if (s.selector !== undefined && !this.select(s, msg, dest)) continue;
+      if (this.ready(s)) {
+        group.rr = (i + 1) % n;
+        return this.hold(s, dest, this.asPublished(s, msg));
+      }
+      if (fallback < 0 && s.held.size + s.inFlight.size < s.maxDepth) fallback = i;
+    }
+    if (fallback >= 0) {
+      group.rr = (fallback + 1) % n;
+      const s = members[fallback]!;
+      return this.hold(s, dest, this.asPublished(s, msg));
+    }
+    return false;
+  }
+
+  /** Can take a message right now without holding it. */
+  private ready(s: Subscription): boolean {
+    const sink = s.sink;
+    if (sink === undefined || s.hibernating || s.closed) return false;
+    if (sink.kind === 'push') return !s.blocked && s.held.size === 0;
+    return s.held.size + s.inFlight.size < s.maxDepth;
+  }
+
+  /** Topic copy for one subscription: push it now when possible, else keep it (or drop it when full). */
+  private hold(sub: Subscription, dest: Destination, msg: Message): boolean {
+    const sink = sub.sink;
+    if (sink !== undefined && sink.kind === 'push' && !sub.hibernating && !sub.blocked && sub.held.size === 0) {
+      const ack = sub.qos > 0 && msg.qos > 0;
+      if (ack) sub.inFlight.set(msg.id, { msg, dest });
+      if (sink.deliver(sub, msg, dest.name)) {
+        sub.messagesRegistered++;
+        dest.counters.subscribed++;
+        this.totals.totalSubscribedMessages++;
+        this.sent(sub, dest, msg);
+        if (ack && sub.durable && sub.inFlight.has(msg.id)) this.persistHeld(sub, dest, msg);
+        return true;
+      }
+      if (ack) sub.inFlight.delete(msg.id);
+      sub.blocked = true;
+    }
+    if (sub.held.size + sub.inFlight.size >= sub.maxDepth) {
+      this.dropped(sub, dest);
+      return false;
+    }
+    sub.held.push(msg, dest);
+    dest.pendingCopies++;
+    sub.messagesRegistered++;
+    dest.counters.subscribed++;
+    this.totals.totalSubscribedMessages++;
+    if (sub.durable) this.persistHeld(sub, dest, msg);
+    if (sink !== undefined && sink.kind === 'pull' && sub.held.size === 1 && sink.notify !== undefined) sink.notify(sub);
+    return true;
+  }
+
+  private dropped(sub: Subscription, dest: Destination): void {
+    sub.messagesDropped++;
+    sub.messagesIgnored++;
+    dest.counters.dropped++;
+    this.totals.totalDroppedMessages++;
+    if (!sub.slow) {
+      sub.slow = true;
+      this.events.onSlowConsumer(sub.sessionId, sub.filter, sub.held.size + sub.inFlight.size);
+    }
+  }
+
+  private sent(sub: Subscription, dest: Destination, _msg: Message): void {
+    sub.messagesSent++;
+    dest.counters.delivered++;
+    this.totals.totalDeliveredMessages++;
+  }
+
+  private select(sub: Subscription, msg: Message, dest: Destination): boolean {
+    if (this.viewMsg !== msg || this.viewDest !== dest) {
+      this.viewMsg = msg;
+      this.viewDest = dest;
+      this.view = { ...msg, destinationName: dest.name };
+    }
+    try {
+      return sub.selector!(this.view!) === true;
+    } catch {
+      return false; // a selector that fails at run time does not match
+    }
+  }
+
+  /** Live deliveries clear the retain flag unless the subscription asked for retain-as-published [MQTT-3.3.1-12]. */
+  private asPublished(sub: Subscription, msg: Message): Message {
+    if (!msg.retain || sub.retainAsPublished) return msg;
+    if (this.liveMsg !== msg) {
+      this.liveMsg = msg;
+      this.live = { ...msg, retain: false };
+    }
+    return this.live!;
+  }
+
+  private persistHeld(sub: Subscription, dest: Destination, msg: Message): void {
+    if (this.commit === undefined || !dest.persistent) return;
+    if (this.heldMsg !== msg || this.heldDest !== dest) {
+      this.heldMsg = msg;
+      this.heldDest = dest;
+      this.heldValue = encodeHeld(dest.name, msg);
+    }
+    this.lastWrite = this.commit.put(sub.storePrefix + padId(msg.id), this.heldValue!, dest.timings);
+  }
+
+  private unpersistHeld(sub: Subscription, dest: Destination, msg: Message): void {
+    if (this.commit === undefined || !dest.persistent || !sub.durable) return;
+    this.commit.del(sub.storePrefix + padId(msg.id), dest.timings);
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Queues
+  // ------------------------------------------------------------------------------------------------------------
+
+  /** Hand waiting queue messages to ready consumers, round-robin, until the queue or the consumers run out. */
+  private dispatch(dest: Destination): void {
+    const q = dest.queue;
+    if (q === undefined || dest.dispatching || dest.paused || dest.deleted) return;
+    const consumers = dest.consumers;
+    if (q.size === 0 || consumers.length === 0) return;
+    dest.dispatching = true;
+    try {
+      const now = this.now();
+      while (q.size > 0) {
+        const n = consumers.length;
+        if (n === 0) break;
+        const msg = q.peek()!;
+        if (msg.expiresAt !== 0 && msg.expiresAt <= now) {
+          q.shift();
+          this.expireQueued(dest, msg);
+          continue;
+        }
+        let chosen: Subscription | undefined;
+        let at = 0;
+        for (let k = 0; k < n; k++) {
+          const i = (dest.rr + k) % n;
+          const c = consumers[i]!;
+          if (!this.consumerReady(c)) continue;
+          if (c.selector !== undefined && !this.select(c, msg, dest)) continue;
+          chosen = c;
+          at = i;
+          break;
+        }
+        if (chosen === undefined) break; // nobody can take the head message now
+        dest.rr = (at + 1) % n;
+        q.shift();
+        dest.outstanding++;
+        const sink = chosen.sink!;
+        if (sink.kind === 'push') {
+          const ack = chosen.qos > 0 && msg.qos > 0;
+          if (ack) chosen.inFlight.set(msg.id, { msg, dest });
+          if (!sink.deliver(chosen, msg, dest.name)) {
+            if (ack) chosen.inFlight.delete(msg.id);
+            dest.outstanding--;
+            chosen.blocked = true;
+            q.unshift(msg);
+            continue;
+          }
+          chosen.messagesRegistered++;
+          dest.counters.subscribed++;
+          this.totals.totalSubscribedMessages++;
+          this.sent(chosen, dest, msg);
+          if (!ack) this.consumeQueued(dest, msg);
+        } else {
+          chosen.held.push(msg, dest);
+          chosen.messagesRegistered++;
+          dest.counters.subscribed++;
+          this.totals.totalSubscribedMessages++;
+          if (chosen.held.size === 1 && sink.notify !== undefined) sink.notify(chosen);
+        }
+      }
+    } finally {
+      dest.dispatching = false;
+    }
+    this.checkLowWater(dest);
+  }
+
+  private consumerReady(c: Subscription): boolean {
+    const sink = c.sink;
+    if (sink === undefined || c.closed || c.hibernating) return false;
+    if (sink.kind === 'push' && c.blocked) return false;
+    return c.held.size + c.inFlight.size < c.maxDepth;
+  }
+
+  private checkLowWater(dest: Destination): void {
+    if (dest.highWater && dest.queue!.size <= this.highWater / 2) {
+      dest.highWater = false;
+      this.events.onQueueLowWater(dest.name, dest.queue!.size);
+    }
+  }
+
+  /** A queue message was consumed: forget it and delete it from the store. */
+  private consumeQueued(dest: Destination, msg: Message): void {
+    dest.outstanding--;
+    if (this.commit !== undefined && dest.persistent) this.commit.del(queueKey(dest.name, msg), dest.timings);
+  }
+
+  /** A queue message expired while waiting in the queue. */
+  private expireQueued(dest: Destination, msg: Message): void {
+    dest.counters.expired++;
+    this.totals.totalExpiredMessages++;
+    if (this.commit !== undefined && dest.persistent) this.commit.del(queueKey(dest.name, msg), dest.timings);
+  }
+
+  /** A message held by a subscription expired (already removed from its buffer). */
+  private expireHeld(sub: Subscription, dest: Destination, msg: Message): void {
+    sub.messagesExpired++;
+    dest.counters.expired++;
+    this.totals.totalExpiredMessages++;
+    if (dest.isQueue) this.consumeQueued(dest, msg);
+    else this.unpersistHeld(sub, dest, msg);
+  }
+
+  /** The subscription is done with a message (acknowledged, committed or taken without a transaction). */
+  private completed(sub: Subscription, dest: Destination, msg: Message): void {
+    if (dest.isQueue) this.consumeQueued(dest, msg);
+    else this.unpersistHeld(sub, dest, msg);
+  }
+
+  /** Put messages a consumer will not consume back into their queue (in their original order). */
+  private returnToQueue(dest: Destination, msg: Message): void {
+    dest.outstanding--;
+    dest.queue!.requeue(msg);
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // SubscriptionHost (called through Subscription methods)
+  // ------------------------------------------------------------------------------------------------------------
+
+  /** @internal */
+  _take(sub: Subscription, n: number): Delivery[] {
+    if (sub.closed || !(n > 0)) return [];
+    const out: Delivery[] = [];
+    const now = this.now();
+    const held = sub.held;
+    while (out.length < n && held.size > 0) {
+      const msg = held.peekMsg()!;
+      const dest = held.peekDest()!;
+      held.drop();
+      if (!dest.isQueue) dest.pendingCopies--;
+      if (msg.expiresAt !== 0 && msg.expiresAt <= now) {
+        this.expireHeld(sub, dest, msg);
+        continue;
+      }
+      out.push({ eventId: msg.id, destinationName: dest.name, message: msg });
+      this.sent(sub, dest, msg);
+      dest.counters.retrieved++;
+      this.totals.totalRetrievedMessages++;
+      if (sub.transactional) sub.inFlight.set(msg.id, { msg, dest });
+      else this.completed(sub, dest, msg);
+    }
+    if (held.size === 0) sub.slow = false;
+    if (sub.queue !== undefined) this.dispatch(sub.queue);
+    return out;
+  }
+
+  /** @internal commit (ack) or abort (roll back) in-flight messages; every id counts. */
+  _settle(sub: Subscription, ids: readonly number[], commit: boolean): number {
+    let n = 0;
+    let returned: Array<{ msg: Message; dest: Destination }> | undefined;
+    for (let i = 0; i < ids.length; i++) {
+      const f = sub.inFlight.get(ids[i]!);
+      if (f === undefined) continue;
+      sub.inFlight.delete(ids[i]!);
+      n++;
+      if (commit) {
+        sub.messagesAcked++;
+        this.completed(sub, f.dest, f.msg);
+      } else {
+        sub.messagesRolledBack++;
+        (returned ??= []).push(f);
+      }
+    }
+    if (returned !== undefined) {
+      if (sub.queue !== undefined) {
+        for (const f of returned) this.returnToQueue(f.dest, f.msg);
+      } else {
+        returned.sort((a, b) => b.msg.id - a.msg.id);
+        for (const f of returned) {
+          sub.held.unshift(f.msg, f.dest);
+          f.dest.pendingCopies++;
+        }
+        const sink = sub.sink;
+        if (sink !== undefined && sink.kind === 'pull' && sink.notify !== undefined) sink.notify(sub);
+      }
+    }
+    if (n > 0 && !sub.closed) {
+      if (sub.queue !== undefined) this.dispatch(sub.queue);
+      else this.drain(sub);
+    }
+    return n;
+  }
+
+  /** @internal */
+  _resume(sub: Subscription): void {
+    if (sub.closed) return;
+    sub.blocked = false;
+    if (sub.queue !== undefined) this.dispatch(sub.queue);
+    else this.drain(sub);
+  }
+
+  /** @internal */
+  _hibernate(sub: Subscription): void {
+    if (sub.closed || sub.hibernating) return;
+    sub.hibernating = true;
+    sub.blocked = false;
+    sub.sink = undefined;
+    if (sub.queue !== undefined) {
+      // a queue consumer going offline gives its messages back to the other consumers
+      this.releaseConsumer(sub);
+      this.dispatch(sub.queue);
+      return;
+    }
+    // unacknowledged messages are delivered again when the session comes back [MQTT-4.4.0-1]
+    if (sub.inFlight.size > 0) {
+      const back = [...sub.inFlight.values()].sort((a, b) => b.msg.id - a.msg.id);
+      sub.inFlight.clear();
+      for (const f of back) {
+        sub.held.unshift(f.msg, f.dest);
+        f.dest.pendingCopies++;
+      }
+    }
+  }
+
+  /** @internal */
+  _attach(sub: Subscription, sink: Sink): void {
+    if (sub.closed) return;
+    sub.sink = sink;
+    sub.hibernating = false;
+    sub.blocked = false;
+    if (sub.queue !== undefined) {
+      this.dispatch(sub.queue);
+      return;
+    }
+    if (sink.kind === 'push') this.drain(sub);
+    else if (sub.held.size > 0 && sink.notify !== undefined) sink.notify(sub);
+  }
+
+  /** Push held messages until the sink runs out of credit. */
+  private drain(sub: Subscription): void {
+    const sink = sub.sink;
+    if (sink === undefined || sink.kind !== 'push' || sub.draining || sub.closed || sub.hibernating || sub.blocked) return;
+    sub.draining = true;
+    try {
+      const now = this.now();
+      const held = sub.held;
+      while (held.size > 0) {
+        const msg = held.peekMsg()!;
+        const dest = held.peekDest()!;
+        if (msg.expiresAt !== 0 && msg.expiresAt <= now) {
+          held.drop();
+          if (!dest.isQueue) dest.pendingCopies--;
+          this.expireHeld(sub, dest, msg);
+          continue;
+        }
+        const ack = sub.qos > 0 && msg.qos > 0;
+        if (ack) sub.inFlight.set(msg.id, { msg, dest });
+        if (!sink.deliver(sub, msg, dest.name)) {
+          if (ack) sub.inFlight.delete(msg.id);
+          sub.blocked = true;
+          break;
+        }
+        held.drop();
+        if (!dest.isQueue) dest.pendingCopies--;
+        this.sent(sub, dest, msg);
+        if (!ack) this.completed(sub, dest, msg);
+      }
+      if (held.size === 0) sub.slow = false;
+    } finally {
+      sub.draining = false;
+    }
+  }
+
+  /** Give a consumer's held and in-flight queue messages back to its queue. */
+  private releaseConsumer(sub: Subscription): void {
+    for (const [msg, dest] of sub.held.drain()) this.returnToQueue(dest, msg);
+    for (const f of sub.inFlight.values()) this.returnToQueue(f.dest, f.msg);
+    sub.inFlight.clear();
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Subscribe / unsubscribe
+  // ------------------------------------------------------------------------------------------------------------
+
+  /**
+   * Subscribe a session to a topic filter (`+`, `#`, `$share/<group>/<filter>`) or consume from a queue (its
+   * exact name). Subscribing again with the same session and filter updates the existing subscription (and its
+   * sink) and returns the same handle [MQTT-3.8.4-3]. Retained messages are delivered per `retainHandling`
+   * [MQTT-3.3.1-9..11]; shared subscriptions get none (MQTT 5 §4.8.2).
+   */
+  subscribe(opts: SubscribeOptions): Subscription {
+    if (this.closed) throw new ConflictError('the messaging engine is closed');
+    if (typeof opts.sessionId !== 'string' || opts.sessionId.length === 0) {
+      throw new ValidationError('a subscription needs a non-empty sessionId');
+    }
+    validateTopicFilter(opts.filter);
+    const sink = opts.sink;
+    if (sink === undefined || (sink.kind !== 'push' && sink.kind !== 'pull')) {
+      throw new ValidationError('a subscription needs a sink of kind "push" or "pull"');
+    }
+    const maxDepth = opts.maxDepth ?? this.defaultMaxDepth;
+    if (!Number.isInteger(maxDepth) || maxDepth < 1) {
+      throw new ValidationError(`maxDepth must be a positive integer, got ${String(opts.maxDepth)}`);
+    }
+    if (opts.qos !== undefined && opts.qos !== 0 && opts.qos !== 1 && opts.qos !== 2) {
+      throw new ValidationError(`qos must be 0, 1 or 2, got ${String(opts.qos)}`);
+    }
+    if (opts.retainHandling !== undefined && opts.retainHandling !== 0 && opts.retainHandling !== 1 && opts.retainHandling !== 2) {
+      throw new ValidationError(`retainHandling must be 0, 1 or 2, got ${String(opts.retainHandling)}`);
+    }
+
+    const existing = this.subs.get(subscriptionKey(opts.sessionId, opts.filter));
+    if (existing !== undefined) {
+      this.replace(existing, opts, maxDepth);
+      return existing;
+    }
+
+    const shared = parseSharedFilter(opts.filter);
+    const topicFilter = shared !== null ? shared.filter : opts.filter;
+    let queue: Destination | undefined;
+    if (!hasWildcard(topicFilter)) {
+      let dest = this.dests.get(topicFilter);
+      if (dest === undefined) {
+        dest = this.createDest(topicFilter, isQueueName(topicFilter) ? DestinationType.Queue : DestinationType.Topic);
+      }
+      if (dest.isQueue) queue = dest;
+    } else if (isQueueName(topicFilter)) {
+      throw new ValidationError(
+        `"${opts.filter}": wildcards cannot consume from queues; subscribe to the exact queue name`,
+      );
+    }
+
+    const sub = new Subscription(this, this.nextSubId++, opts.sessionId, opts, topicFilter, shared?.group, maxDepth);
+    this.subs.set(sub.key, sub);
+    let set = this.sessions.get(sub.sessionId);
+    if (set === undefined) this.sessions.set(sub.sessionId, (set = new Set()));
+    set.add(sub);
+
+    if (queue !== undefined) {
+      sub.queue = queue;
+      queue.consumers.push(sub);
+      this.dispatch(queue);
+      return sub;
+    }
+    if (shared !== null) {
+      const groupKey = `${shared.group}\u0000${topicFilter}`;
+      let group = this.groups.get(groupKey);
+      if (group === undefined) {
+        group = new SharedGroup(shared.group, topicFilter);
+        this.groups.set(groupKey, group);
+        this.trie.add(topicFilter, group);
+        this.trieGen++;
+      }
+      group.members.push(sub);
+      sub.group = group;
+    } else {
+      this.trie.add(topicFilter, sub);
+      this.trieGen++;
+    }
+    if (sub.durable) this.adoptRecovered(sub);
+    // retained messages are not sent to shared subscriptions (MQTT 5 §4.8.2)
+    if (shared === null && sub.retainHandling !== 2) this.sendRetained(sub);
+    return sub;
+  }
+
+  private replace(sub: Subscription, opts: SubscribeOptions, maxDepth: number): void {
+    sub.selector = opts.selector;
+    sub.maxDepth = maxDepth;
+    sub.qos = opts.qos ?? 0;
+    sub.noLocal = opts.noLocal === true;
+    sub.retainHandling = opts.retainHandling ?? 0;
+    sub.retainAsPublished = opts.retainAsPublished === true;
+    sub.subscriptionId = opts.subscriptionId;
+    if (sub.sink !== opts.sink || sub.hibernating) this._attach(sub, opts.sink);
+    // retainHandling 0 resends retained messages on a repeated subscribe; 1 only on a new one [MQTT-3.3.1-10]
+    if (sub.queue === undefined && sub.group === undefined && sub.retainHandling === 0) this.sendRetained(sub);
+  }
+
+  private sendRetained(sub: Subscription): void {
+    if (this.retainedIndex.size === 0) return;
+    const found = this.retainedIndex.match(sub.topicFilter, []);
+    const now = this.now();
+    for (const dest of found) {
+      const msg = dest.retained;
+      if (msg === undefined || dest.paused) continue;
+      if (msg.expiresAt !== 0 && msg.expiresAt <= now) {
+        this.dropRetained(dest);
+        dest.counters.expired++;
+        this.totals.totalExpiredMessages++;
+        continue;
+      }
+      this.offer(sub, dest, msg, true); // retained flag stays set on these [MQTT-3.3.1-8]
+    }
+  }
+
+  private adoptRecovered(sub: Subscription): void {
+    const list = this.recoveredHeld.get(sub.key);
+    if (list === undefined) return;
+    this.recoveredHeld.delete(sub.key);
+    for (const [name, msg] of list) {
+      const dest = this.dests.get(name) ?? this.createDest(name, DestinationType.Topic);
+      sub.held.push(msg, dest);
+      dest.pendingCopies++;
+      sub.messagesRegistered++;
+    }
+    const sink = sub.sink;
+    if (sink?.kind === 'push') this.drain(sub);
+    else if (sink?.kind === 'pull' && sink.notify !== undefined && sub.held.size > 0) sink.notify(sub);
+  }
+
+  /**
+   * End a subscription. Queue messages held by or in flight to it go back to the queue; a shared member's held
+   * messages go to the other members; a durable subscription's stored messages are deleted.
+   */
+  unsubscribe(sub: Subscription, reason?: string): boolean;
+  unsubscribe(sessionId: string, filter: string): boolean;
+  unsubscribe(a: Subscription | string, b?: string): boolean {
+    let sub: Subscription | undefined;
+    let reason = 'unsubscribed';
+    if (typeof a === 'string') sub = this.subs.get(subscriptionKey(a, b ?? ''));
+    else {
+      sub = a;
+      if (b !== undefined) reason = b;
+    }
+    if (sub === undefined || sub.closed) return false;
+    sub.closed = true;
+    if (this.subs.get(sub.key) === sub) this.subs.delete(sub.key);
+    const set = this.sessions.get(sub.sessionId);
+    if (set !== undefined) {
+      set.delete(sub);
+      if (set.size === 0) this.sessions.delete(sub.sessionId);
+    }
+    if (sub.queue !== undefined) {
+      const dest = sub.queue;
+      const at = dest.consumers.indexOf(sub);
+      if (at >= 0) {
+        dest.consumers.splice(at, 1);
+        if (at < dest.rr) dest.rr--;
+        if (dest.rr >= dest.consumers.length) dest.rr = 0;
+      }
+      this.releaseConsumer(sub);
+      this.dispatch(dest);
+    } else {
+      const entries = sub.held.drain();
+      for (const [, dest] of entries) dest.pendingCopies--;
+      for (const f of sub.inFlight.values()) entries.push([f.msg, f.dest]);
+      sub.inFlight.clear();
+      for (const [msg, dest] of entries) this.unpersistHeld(sub, dest, msg);
+      const group = sub.group;
+      if (group !== undefined) {
+        const at = group.members.indexOf(sub);
+        if (at >= 0) {
+          group.members.splice(at, 1);
+          if (at < group.rr) group.rr--;
+          if (group.rr >= group.members.length) group.rr = 0;
+        }
+        if (group.members.length === 0) {
+          this.groups.delete(`${group.group}\u0000${group.filter}`);
+          this.trie.remove(group.filter, group);
+          this.trieGen++;
+        } else {
+          // a shared subscription's undelivered messages go to the remaining members (MQTT 5 §4.8.2)
+          for (const [msg, dest] of entries) this.offerGroup(group, dest, msg);
+        }
+      } else {
+        this.trie.remove(sub.topicFilter, sub);
+        this.trieGen++;
+      }
+    }
+    const sink = sub.sink;
+    sub.sink = undefined;
+    if (sink?.closed !== undefined) sink.closed(sub, reason);
+    return true;
+  }
+
+  /**
+   * A session ended for good: unsubscribe all its subscriptions, forget recovered durable messages for it, and
+   * delete the temporary destinations it owns. Returns the number of subscriptions removed.
+   */
+  closeSession(sessionId: string): number {
+    const set = this.sessions.get(sessionId);
+    let n = 0;
+    if (set !== undefined) for (const sub of [...set]) if (this.unsubscribe(sub, 'session closed')) n++;
+    const prefix = `${encodeURIComponent(sessionId)}|`;
+    for (const [key, list] of this.recoveredHeld) {
+      if (!key.startsWith(prefix)) continue;
+      this.recoveredHeld.delete(key);
+      if (this.commit !== undefined) for (const [, msg] of list) this.commit.del(`${DURABLE_PREFIX}${key}!${padId(msg.id)}`);
+    }
+    for (const dest of [...this.dests.values()]) {
+      if (dest.owner === sessionId && !dest.persistent) void this.deleteDestination(dest.name, { force: true }).catch(noop);
+    }
+    return n;
+  }
+
+  subscription(sessionId: string, filter: string): Subscription | undefined {
+    return this.subs.get(subscriptionKey(sessionId, filter));
+  }
+
+  sessionSubscriptions(sessionId: string): Subscription[] {
+    const set = this.sessions.get(sessionId);
+    return set === undefined ? [] : [...set];
+  }
+
+  get subscriptionCount(): number {
+    return this.subs.size;
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Destinations
+  // ------------------------------------------------------------------------------------------------------------
+
+  private createDest(name: string, type: DestinationType, owner?: string): Destination {
+    const dest = new Destination(name, type, this.now());
+    dest.owner = owner;
+    this.dests.set(name, dest);
+    this.events.onDestinationCreated(name, type);
+    return dest;
+  }
+
+  private require(name: string): Destination {
+    const dest = this.dests.get(name);
+    if (dest === undefined) throw new NotFoundError(`destination "${name}" not found`);
+    return dest;
+  }
+
+  /**
+   * Create a destination of a given type (idempotent for the same type; ConflictError for another type).
+   * Temporary destinations may name their owning session; `closeSession(owner)` deletes them.
+   */
+  createDestination(name: string, type: DestinationType, opts?: { owner?: string }): DestinationDTO {
+    if (!isDestinationType(type)) throw new ValidationError(`unknown destination type "${String(type)}"`);
+    validateTopicName(name);
+    const existing = this.dests.get(name);
+    if (existing !== undefined) {
+      if (existing.type !== type) {
+        throw new ConflictError(`destination "${name}" already exists as a ${existing.type}, not a ${type}`);
+      }
+      return this.dto(existing);
+    }
+    return this.dto(this.createDest(name, type, opts?.owner));
+  }
+
+  /** Declare a queue whatever its name (configuration). */
+  declareQueue(name: string): DestinationDTO {
+    return this.createDestination(name, DestinationType.Queue);
+  }
+
+  hasDestination(name: string): boolean {
+    return this.dests.has(name);
+  }
+
+  destinations(): DestinationDTO[] {
+    const out: DestinationDTO[] = [];
+    for (const d of this.dests.values()) out.push(this.dto(d));
+    return out;
+  }
+
+  destinationNames(): string[] {
+    return [...this.dests.keys()];
+  }
+
+  destination(name: string): DestinationDTO | undefined {
+    const d = this.dests.get(name);
+    return d === undefined ? undefined : this.dto(d);
+  }
+
+  /** DestinationDTO of an existing destination; NotFoundError otherwise. */
+  destinationDto(name: string): DestinationDTO {
+    return this.dto(this.require(name));
+  }
+
+  isPaused(name: string): boolean {
+    return this.require(name).paused;
+  }
+
+  private dto(d: Destination): DestinationDTO {
+    const q = d.queue;
+    const c = d.counters;
+    return {
+      name: d.name,
+      type: d.type,
+      storedMessages: q !== undefined ? q.size + d.outstanding : d.retained !== undefined ? 1 : 0,
+      delayedMessages: q !== undefined ? (d.paused ? q.size : 0) : d.held.length,
+      pendingMessages: q !== undefined ? (d.paused ? 0 : q.size) : d.pendingCopies,
+      schemaId: d.schemaId,
+      noInterestMessages: c.noInterest,
+      publishedMessages: c.published,
+      retrievedMessages: c.retrieved,
+      expiredMessages: c.expired,
+      deliveredMessages: c.delivered,
+      readTimeAveNs: d.timings.readTimeAveNs,
+      writeTimeAveNs: d.timings.writeTimeAveNs,
+      deleteTimeAveNs: d.timings.deleteTimeAveNs,
+    };
+  }
+
+  /** SubscriptionStateDTO of every subscription receiving from the destination (queue consumers or matching filters). */
+  subscriptionStates(name: string): SubscriptionStateDTO[] {
+    const d = this.require(name);
+    const out: SubscriptionStateDTO[] = [];
+    if (d.isQueue) {
+      for (const c of d.consumers) out.push(c.state());
+      return out;
+    }
+    for (const r of this.trie.match(d.levels, [])) {
+      if (r.isGroup) for (const m of r.members) out.push(m.state());
+      else out.push(r.state());
+    }
+    return out;
+  }
+
+  /** Messages waiting in a queue, in delivery order (or the retained message of a topic), without consuming them. */
+  browse(name: string, limit = 100): Message[] {
+    const d = this.require(name);
+    const out: Message[] = [];
+    if (d.queue !== undefined) {
+      for (const m of d.queue) {
+        if (out.length >= limit) break;
+        out.push(m);
+      }
+    } else if (d.retained !== undefined && limit > 0) out.push(d.retained);
+    return out;
+  }
+
+  /** The retained message of a topic, if any. */
+  retained(name: string): Message | undefined {
+    return this.dests.get(name)?.retained;
+  }
+
+  pauseDestination(name: string): void {
+    this.require(name).paused = true;
+  }
+
+  resumeDestination(name: string): void {
+    const d = this.require(name);
+    if (!d.paused) return;
+    d.paused = false;
+    if (d.isQueue) {
+      this.dispatch(d);
+      return;
+    }
+    const held = d.held;
+    d.held = [];
+    const now = this.now();
+    for (const msg of held) {
+      if (msg.expiresAt !== 0 && msg.expiresAt <= now) {
+        d.counters.expired++;
+        this.totals.totalExpiredMessages++;
+      } else {
+        this.route(d, msg);
+      }
+    }
+  }
+
+  /**
+   * Delete a destination with its stored messages and retained message. A queue with consumers is a conflict
+   * unless `force`, which ends those subscriptions. Resolves once the deletes are written.
+   */
+  deleteDestination(name: string, opts?: { force?: boolean }): Promise<void> {
+    const d = this.dests.get(name);
+    if (d === undefined) return Promise.reject(new NotFoundError(`destination "${name}" not found`));
+    if (d.isQueue && d.consumers.length > 0 && opts?.force !== true) {
+      return Promise.reject(
+        new ConflictError(`queue "${name}" has ${d.consumers.length} consumer(s); unsubscribe them first or delete with force`),
+      );
+    }
+    const saved = this.lastWrite;
+    this.lastWrite = undefined;
+    d.deleted = true; // stops dispatch while consumers are released
+    for (const c of [...d.consumers]) this.unsubscribe(c, 'destination deleted');
+    this.dests.delete(name);
+    if (d.queue !== undefined) {
+      const msgs = d.queue.clear();
+      if (this.commit !== undefined && d.persistent) {
+        for (const m of msgs) this.lastWrite = this.commit.del(queueKey(name, m), d.timings);
+      }
+      if (d.highWater) {
+        d.highWater = false;
+        this.events.onQueueLowWater(name, 0);
+      }
+    }
+    if (d.retained !== undefined) this.dropRetained(d);
+    d.held = [];
+    d.routes = [];
+    this.events.onDestinationDeleted(name, d.type);
+    const written = this.lastWrite;
+    this.lastWrite = saved;
+    return written ?? RESOLVED;
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Expiry, stats, recovery, shutdown
+  // ------------------------------------------------------------------------------------------------------------
+
+  /** Remove expired messages from queues, retained slots, paused holds and subscription buffers. Returns the count. */
+  sweepExpired(now: number = this.now()): number {
+    let n = 0;
+    const isExpired = (m: Message): boolean => m.expiresAt !== 0 && m.expiresAt <= now;
+    for (const d of this.dests.values()) {
+      const q = d.queue;
+      if (q !== undefined) {
+        if (q.size > 0) n += q.removeWhere(isExpired, (m) => this.expireQueued(d, m));
+        this.checkLowWater(d);
+        continue;
+      }
+      if (d.retained !== undefined && isExpired(d.retained)) {
+        this.dropRetained(d);
+        d.counters.expired++;
+        this.totals.totalExpiredMessages++;
+        n++;
+      }
+      if (d.held.length > 0) {
+        const keep = d.held.filter((m) => !isExpired(m));
+        const gone = d.held.length - keep.length;
+        if (gone > 0) {
+          d.held = keep;
+          d.counters.expired += gone;
+          this.totals.totalExpiredMessages += gone;
+          n += gone;
+        }
+      }
+    }
+    for (const s of this.subs.values()) {
+      if (s.held.size === 0) continue;
+      n += s.held.removeWhere(isExpired, (m, d) => {
+        if (!d.isQueue) d.pendingCopies--;
+        this.expireHeld(s, d, m);
+      });
+      if (s.queue !== undefined) this.dispatch(s.queue);
+    }
+    return n;
+  }
+
+  stats(): EngineStats {
+    const t = this.totals;
+    const r = this.rates.update(t, this.now());
+    return {
+      totalPublishedMessages: t.totalPublishedMessages,
+      totalDeliveredMessages: t.totalDeliveredMessages,
+      totalSubscribedMessages: t.totalSubscribedMessages,
+      totalNoInterestMessages: t.totalNoInterestMessages,
+      totalRetrievedMessages: t.totalRetrievedMessages,
+      totalExpiredMessages: t.totalExpiredMessages,
+      totalDroppedMessages: t.totalDroppedMessages,
+      publishedPerSecond: r.totalPublishedMessages,
+      subscribedPerSecond: r.totalSubscribedMessages,
+      noInterestPerSecond: r.totalNoInterestMessages,
+      deliveredPerSecond: r.totalDeliveredMessages,
+      retrievedPerSecond: r.totalRetrievedMessages,
+      expiredPerSecond: r.totalExpiredMessages,
+      destinations: this.dests.size,
+      subscriptions: this.subs.size,
+      storeBatches: this.commit?.batches ?? 0,
+      storeOperations: this.commit?.opsWritten ?? 0,
+    };
+  }
+
+  /**
+   * Load queue messages, retained messages and durable-subscription messages from the store. Call once, at
+   * start-up, before publishing. Expired messages are deleted instead of loaded.
+   */
+  async recover(): Promise<RecoveryResult> {
+    const result: RecoveryResult = { queued: 0, retained: 0, held: 0, expired: 0, corrupt: 0 };
+    if (this.recovered) throw new ConflictError('recover() was already called');
+    this.recovered = true;
+    const store = this.store;
+    if (store === undefined) return result;
+    const now = this.now();
+    let maxId = 0;
+    let last = process.hrtime.bigint();
+    const readTime = (d: Destination): void => {
+      const t = process.hrtime.bigint();
+      d.timings.readNs += Number(t - last);
+      d.timings.reads++;
+      last = t;
+    };
+    const expired = (key: string, m: Message, d: Destination | undefined): boolean => {
+      if (m.expiresAt === 0 || m.expiresAt > now) return false;
+      result.expired++;
+      if (d !== undefined) d.counters.expired++;
+      this.totals.totalExpiredMessages++;
+      this.commit!.del(key);
+      return true;
+    };
+
+    for await (const [key, value] of store.iterate(QUEUE_PREFIX)) {
+      const parsed = parseQueueKey(key);
+      let msg: Message;
+      try {
+        if (parsed === null) throw new Error('bad key');
+        msg = decodeMessage(value);
+      } catch {
+        result.corrupt++;
+        continue;
+      }
+      if (msg.id > maxId) maxId = msg.id;
+      let d = this.dests.get(parsed.destination);
+      if (d === undefined) d = this.createDest(parsed.destination, DestinationType.Queue);
+      if (!d.isQueue || !d.persistent) {
+        result.corrupt++;
+        continue;
+      }
+      readTime(d);
+      if (expired(key, msg, d)) continue;
+      d.queue!.push(msg);
+      result.queued++;
+    }
+
+    for await (const [key, value] of store.iterate(RETAINED_PREFIX)) {
+      const topic = key.slice(RETAINED_PREFIX.length);
+      let msg: Message;
+      try {
+        msg = decodeMessage(value);
+      } catch {
+        result.corrupt++;
+        continue;
+      }
+      if (msg.id > maxId) maxId = msg.id;
+      let d = this.dests.get(topic);
+      if (d === undefined) d = this.createDest(topic, DestinationType.Topic);
+      if (d.isQueue) {
+        result.corrupt++;
+        continue;
+      }
+      readTime(d);
+      if (expired(key, msg, d)) continue;
+      if (d.retained === undefined) this.retainedIndex.set(topic, d);
+      d.retained = msg;
+      result.retained++;
+    }
+
+    for await (const [key, value] of store.iterate(DURABLE_PREFIX)) {
+      const parsed = parseDurableKey(key);
+      let held: { destination: string; msg: Message };
+      try {
+        if (parsed === null) throw new Error('bad key');
+        held = decodeHeld(value);
+      } catch {
+        result.corrupt++;
+        continue;
+      }
+      if (held.msg.id > maxId) maxId = held.msg.id;
+      if (expired(key, held.msg, this.dests.get(held.destination))) continue;
+      let list = this.recoveredHeld.get(parsed.storeKey);
+      if (list === undefined) this.recoveredHeld.set(parsed.storeKey, (list = []));
+      list.push([held.destination, held.msg]);
+      result.held++;
+    }
+
+    this.ids.observe(maxId);
+    for (const d of this.dests.values()) {
+      if (d.queue === undefined) continue;
+      this.dispatch(d);
+      if (!d.highWater && d.queue.size >= this.highWater) {
+        d.highWater = true;
+        this.events.onQueueHighWater(d.name, d.queue.size);
+      }
+    }
+    for (const sub of this.subs.values()) if (sub.durable) this.adoptRecovered(sub);
+    return result;
+  }
+
+  /** Wait until every write queued so far is in the store. */
+  flush(): Promise<void> {
+    return this.commit?.flush() ?? RESOLVED;
+  }
+
+  /** Stop accepting publishes and subscriptions, then flush the pending batch. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.flush();
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+}

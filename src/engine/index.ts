@@ -1,0 +1,22 @@
+/** Public surface of the messaging engine. */
+export { Engine } from './engine.js';
+export type { DestinationDTO, EngineEvents, EngineOptions, EngineStats, PublishOptions, RecoveryResult } from './engine.js';
+export { DestinationType, isQueueName, isQueueType, isTemporaryType } from './destination.js';
+export type { Delivery, PullSink, PushSink, Selector, Sink, SubscribeOptions, SubscriptionStateDTO } from './subscription.js';
+export { Subscription } from './subscription.js';
+export type { Message, MessageInit, QoS } from './message.js';
+export { DEFAULT_PRIORITY, MAX_PRIORITY, MessageIdGenerator, clampPriority, createMessage, decodeMessage, encodeMessage } from './message.js';
+export type { EngineStore, MemoryEngineStore, StoreOp } from './engine-store.js';
+export { levelEngineStore, memoryEngineStore } from './engine-store.js';
+export {
+  TopicTree,
+  TopicTrie,
+  hasWildcard,
+  parseSharedFilter,
+  splitTopic,
+  topicMatchesFilter,
+  validateTopicFilter,
+  validateTopicName,
+} from './topic-trie.js';
+export { GroupCommit } from './group-commit.js';
+export { DestinationCounters, RateMeter, ServerTotals, StoreTimings } from './counters.js';

@@ -1,0 +1,84 @@
+import { after, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { loadConfig, maskSecrets } from '../../src/config/load.js';
+import { ConfigError } from '../../src/errors.js';
+import { CONFIG_DIR, removeDir, tempDir } from '../helpers.js';
+
+const dirs: string[] = [];
+function configDir(files: Record<string, string>): string {
+  const d = tempDir('switchyard-config-');
+  dirs.push(d);
+  mkdirSync(d, { recursive: true });
+  for (const [name, text] of Object.entries(files)) writeFileSync(join(d, name), text);
+  return d;
+}
+after(() => dirs.forEach(removeDir));
+
+describe('configuration', () => {
+  test('config - the shipped config loads with MAPS defaults', () => {
+    const { config } = loadConfig({ configDir: CONFIG_DIR, env: {} });
+    assert.equal(config.RestApi.port, 8080);
+    assert.equal(config.RestApi.cacheLifetime, 30000);
+    assert.equal(config.MessageDaemon.dataDirectory, './data');
+    assert.equal(config.AuthManager.maxFailuresBeforeLock, 5);
+  });
+
+  test('config - environment overrides the files', () => {
+    const { config } = loadConfig({
+      configDir: CONFIG_DIR,
+      env: { SWITCHYARD_REST_PORT: '9090', SWITCHYARD_DATA_DIR: '/tmp/elsewhere', SWITCHYARD_ALLOW_ANONYMOUS: 'true' },
+    });
+    assert.equal(config.RestApi.port, 9090);
+    assert.equal(config.MessageDaemon.dataDirectory, '/tmp/elsewhere');
+    assert.equal(config.AuthManager.allowAnonymous, true);
+  });
+
+  test('config - SWITCHYARD_CONFIG_DIR chooses the folder', () => {
+    const d = configDir({ 'rest.yaml': 'RestApi:\n  port: 7000\n' });
+    assert.equal(loadConfig({ env: { SWITCHYARD_CONFIG_DIR: d } }).config.RestApi.port, 7000);
+  });
+
+  test('config - a wrong type names the file, the key and what was expected', () => {
+    const d = configDir({ 'RestApi.yaml': 'RestApi:\n  port: "eighty"\n' });
+    assert.throws(
+      () => loadConfig({ configDir: d, env: {} }),
+      (err: Error) => {
+        assert.ok(err instanceof ConfigError);
+        assert.match(err.message, /RestApi\.yaml: section 'RestApi', key 'port': Invalid input: expected number, received string; got "eighty"/);
+        return true;
+      },
+    );
+  });
+
+  test('config - an unknown section name stops loading', () => {
+    const d = configDir({ 'x.yaml': 'RestAPI:\n  port: 80\n' });
+    assert.throws(() => loadConfig({ configDir: d, env: {} }), /x\.yaml: unknown section 'RestAPI'; expected one of MessageDaemon, RestApi/);
+  });
+
+  test('config - a port out of range stops loading', () => {
+    const d = configDir({ 'RestApi.yaml': 'RestApi:\n  port: 70000\n' });
+    assert.throws(() => loadConfig({ configDir: d, env: {} }), /key 'port': .*a port between 0 and 65535.*got 70000/);
+    assert.throws(() => loadConfig({ configDir: CONFIG_DIR, env: { SWITCHYARD_REST_PORT: '70000' } }), /SWITCHYARD_REST_PORT: expected a port between 0 and 65535; got "70000"/);
+  });
+
+  test('config - an unknown key inside a section is refused (typos do not pass silently)', () => {
+    const d = configDir({ 'RestApi.yaml': 'RestApi:\n  prot: 80\n' });
+    assert.throws(() => loadConfig({ configDir: d, env: {} }), /unknown key 'prot'/);
+  });
+
+  test('config - invalid YAML and a missing folder are reported with the path', () => {
+    const d = configDir({ 'bad.yaml': 'RestApi: [\n' });
+    assert.throws(() => loadConfig({ configDir: d, env: {} }), /bad\.yaml: not valid YAML/);
+    assert.throws(() => loadConfig({ configDir: join(d, 'nope'), env: {} }), /nope: the configuration directory does not exist/);
+  });
+
+  test('config - secrets are masked for display', () => {
+    assert.deepEqual(maskSecrets({ user: 'a', password: 'p', nested: { tokenSecret: 'x', list: [{ passphrase: 'y' }] } }), {
+      user: 'a',
+      password: '********',
+      nested: { tokenSecret: '********', list: [{ passphrase: '********' }] },
+    });
+  });
+});

@@ -1,0 +1,123 @@
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createActor, fromCallback, setup } from 'xstate';
+import { backoffFor, supervisorMachine } from '../../actors/supervisor/supervisor.machine.js';
+import { startServer, waitUntil } from '../helpers.js';
+
+/** A child whose start throws: what a real actor does when its I/O cannot even begin. */
+function throwingChild(starts: number[]) {
+  return fromCallback(() => {
+    starts.push(Date.now());
+    throw new Error('cannot open device');
+  });
+}
+
+describe('supervisor', () => {
+  test('supervisor - backoff doubles from the initial value up to the maximum', () => {
+    const ctx = { backoffInitial: 100, backoffMax: 1000 };
+    assert.deepEqual([1, 2, 3, 4, 5, 6].map((a) => backoffFor(ctx, a)), [100, 200, 400, 800, 1000, 1000]);
+  });
+
+  test('supervisor - a crashed child is restarted with backoff; a healthy sibling is untouched (one-for-one)', async () => {
+    let attempts = 0;
+    const flaky = fromCallback(() => {
+      attempts++;
+      if (attempts <= 2) throw new Error(`boom ${attempts}`);
+    });
+    let siblingStarts = 0;
+    const sibling = fromCallback(() => {
+      siblingStarts++;
+    });
+    const sup = createActor(supervisorMachine, {
+      input: {
+        name: 'test',
+        intensity: 5,
+        period: 60000,
+        backoffInitial: 30,
+        backoffMax: 200,
+        children: [
+          { id: 'flaky', logic: flaky },
+          { id: 'sibling', logic: sibling },
+        ],
+      },
+    }).start();
+    const t0 = Date.now();
+    await waitUntil(() => attempts === 3, 5000, 'third start');
+    const elapsed = Date.now() - t0;
+    assert.ok(elapsed >= 30 + 60 - 5, `two backoffs (30 + 60 ms) passed, took ${elapsed} ms`);
+    assert.equal(sup.getSnapshot().value, 'running');
+    assert.equal(siblingStarts, 1, 'the sibling was never restarted');
+    assert.ok(sup.getSnapshot().children.flaky, 'the restarted child is alive');
+    sup.stop();
+  });
+
+  test('supervisor - a stopped supervisor cancels pending restarts', async () => {
+    const starts: number[] = [];
+    const sup = createActor(supervisorMachine, {
+      input: { name: 't', intensity: 10, period: 60000, backoffInitial: 50, backoffMax: 50, children: [{ id: 'bad', logic: throwingChild(starts) }] },
+    }).start();
+    sup.stop();
+    await new Promise((r) => setTimeout(r, 120));
+    assert.equal(starts.length, 1);
+  });
+
+  test('supervisor - a child that throws on start exhausts the budget; the supervisor fails, /health reports it and REST still answers', async () => {
+    const starts: number[] = [];
+    const s = await startServer({
+      overrides: { MessageDaemon: { supervisor: { intensity: 3, period: 60000, backoffInitial: 20, backoffMax: 80 } } },
+      extraChildren: { devices: [{ id: 'device:broken', logic: throwingChild(starts) }] },
+    });
+    try {
+      await waitUntil(async () => (await s.app.inject('/api/v1/server/health')).json().status === 'Error', 10000, 'supervisor failure');
+      assert.equal(starts.length, 4, 'first start plus three restarts');
+      const gaps = starts.slice(1).map((t, i) => t - starts[i]);
+      assert.ok(gaps[0] >= 15 && gaps[1] >= 35 && gaps[2] >= 75, `backoff grows: ${gaps.join(', ')} ms`);
+
+      const tree = (await s.app.inject('/api/v1/server/actors')).json();
+      const devices = tree.children.find((c: { id: string }) => c.id === 'devices');
+      assert.equal(devices.state, 'failed');
+      assert.deepEqual(devices.tags, ['failed']);
+      assert.equal(devices.children.length, 0, 'the failed supervisor stopped its children');
+      assert.equal(tree.state, 'running', 'the server keeps running');
+
+      assert.equal((await s.app.inject('/health')).body, 'Error');
+      const status = (await s.app.inject('/api/v1/server/status')).json() as Array<{ name: string; status: string; comment: string }>;
+      const dev = status.find((x) => x.name === 'Devices')!;
+      assert.equal(dev.status, 'ERROR');
+      assert.match(dev.comment, /restart budget spent \(3 restarts within 60000 ms\); last crash: device:broken: cannot open device/);
+      assert.deepEqual((await s.app.inject('/api/v1/server/health')).json(), { status: 'Error', issueCount: 1 });
+      assert.deepEqual((await s.app.inject('/api/v1/ping')).json(), { status: 'Success' });
+    } finally {
+      await s.close();
+    }
+  });
+
+  test('supervisor - while a child waits to be restarted, health is Warning', async () => {
+    const starts: number[] = [];
+    const s = await startServer({
+      overrides: { MessageDaemon: { supervisor: { intensity: 5, period: 60000, backoffInitial: 5000, backoffMax: 5000 } } },
+      extraChildren: { lora: [{ id: 'lora:radio0', logic: throwingChild(starts) }] },
+    });
+    try {
+      await waitUntil(() => starts.length === 1, 5000, 'first start');
+      const h = (await s.app.inject('/api/v1/server/health')).json();
+      assert.deepEqual(h, { status: 'Warning', issueCount: 1 });
+      assert.equal((await s.app.inject('/health')).body, 'Warning');
+    } finally {
+      await s.close();
+    }
+  });
+
+  test('supervisor - a machine child in a state tagged degraded shows as Warning', async () => {
+    const m = setup({}).createMachine({ id: 'fake', initial: 'backoff', states: { backoff: { tags: ['degraded'] } } });
+    const s = await startServer({ extraChildren: { endpoints: [{ id: 'endpoint:mqtt', logic: m }] } });
+    try {
+      const status = (await s.app.inject('/api/v1/server/status')).json() as Array<{ name: string; status: string; comment: string }>;
+      const ep = status.find((x) => x.name === 'Endpoints')!;
+      assert.equal(ep.status, 'WARN');
+      assert.match(ep.comment, /endpoint:mqtt backoff/);
+    } finally {
+      await s.close();
+    }
+  });
+});
