@@ -48,7 +48,7 @@ import {
 import { GroupCommit } from './group-commit.js';
 import type { Message, MessageInit } from './message.js';
 import { MessageIdGenerator, createMessage, decodeMessage, encodeMessage } from './message.js';
-import type { Delivery, Route, Sink, SubscribeOptions, SubscriptionHost, SubscriptionStateDTO } from './subscription.js';
+import type { Delivery, PushSink, Route, Sink, SubscribeOptions, SubscriptionHost, SubscriptionStateDTO } from './subscription.js';
 import { SharedGroup, Subscription, subscriptionKey } from './subscription.js';
 import { TopicTree, TopicTrie, hasWildcard, parseSharedFilter, validateTopicFilter, validateTopicName } from './topic-trie.js';
 
@@ -324,7 +324,10 @@ export class Engine implements SubscriptionHost {
     return this.hold(sub, dest, retainedDelivery ? msg : this.asPublished(sub, msg));
   }
 
-  /** One member of the group gets the message: the next ready one, else the next one with room. */
+  /**
+   * One member of the group gets the message: the next member (round-robin) that takes it right away, else the
+   * next one with room to hold it.
+   */
   private offerGroup(group: SharedGroup, dest: Destination, msg: Message): boolean {
     const members = group.members;
     const n = members.length;
@@ -336,17 +339,27 @@ export class Engine implements SubscriptionHost {
       // noLocal does not apply to shared subscriptions [MQTT-3.8.3-4]
       if (s.selector !== undefined && !this.select(s, msg, dest)) continue;
       if (this.ready(s)) {
-        group.rr = (i + 1) % n;
-        return this.hold(s, dest, this.asPublished(s, msg));
+        const m = this.asPublished(s, msg);
+        if (s.sink!.kind === 'pull' ? this.keep(s, dest, m) : this.tryPush(s, dest, m)) {
+          group.rr = (i + 1) % n;
+          return true;
+        }
       }
-      if (fallback < 0 && s.held.size + s.inFlight.size < s.maxDepth) fallback = i;
+      if (fallback < 0 && s.sink !== undefined && s.held.size + s.inFlight.size < s.maxDepth) fallback = i;
     }
-    if (fallback >= 0) {
-      group.rr = (fallback + 1) % n;
-      const s = members[fallback]!;
-      return this.hold(s, dest, this.asPublished(s, msg));
+    if (fallback < 0) {
+      for (let k = 0; k < n; k++) {
+        const s = members[(group.rr + k) % n]!;
+        if (!s.closed && (s.selector === undefined || this.select(s, msg, dest))) {
+          this.dropped(s, dest);
+          break;
+        }
+      }
+      return false;
     }
-    return false;
+    group.rr = (fallback + 1) % n;
+    const s = members[fallback]!;
+    return this.keep(s, dest, this.asPublished(s, msg));
   }
 
   /** Can take a message right now without holding it. */
@@ -361,19 +374,31 @@ export class Engine implements SubscriptionHost {
   private hold(sub: Subscription, dest: Destination, msg: Message): boolean {
     const sink = sub.sink;
     if (sink !== undefined && sink.kind === 'push' && !sub.hibernating && !sub.blocked && sub.held.size === 0) {
-      const ack = sub.qos > 0 && msg.qos > 0;
-      if (ack) sub.inFlight.set(msg.id, { msg, dest });
-      if (sink.deliver(sub, msg, dest.name)) {
-        sub.messagesRegistered++;
-        dest.counters.subscribed++;
-        this.totals.totalSubscribedMessages++;
-        this.sent(sub, dest, msg);
-        if (ack && sub.durable && sub.inFlight.has(msg.id)) this.persistHeld(sub, dest, msg);
-        return true;
-      }
-      if (ack) sub.inFlight.delete(msg.id);
-      sub.blocked = true;
+      if (this.tryPush(sub, dest, msg)) return true;
     }
+    return this.keep(sub, dest, msg);
+  }
+
+  /** Hand a topic copy to an available push sink; false (and blocked) when the sink has no credit. */
+  private tryPush(sub: Subscription, dest: Destination, msg: Message): boolean {
+    const sink = sub.sink as PushSink;
+    const ack = sub.qos > 0 && msg.qos > 0;
+    if (ack) sub.inFlight.set(msg.id, { msg, dest });
+    if (sink.deliver(sub, msg, dest.name)) {
+      sub.messagesRegistered++;
+      dest.counters.subscribed++;
+      this.totals.totalSubscribedMessages++;
+      this.sent(sub, dest, msg);
+      if (ack && sub.durable && sub.inFlight.has(msg.id)) this.persistHeld(sub, dest, msg);
+      return true;
+    }
+    if (ack) sub.inFlight.delete(msg.id);
+    sub.blocked = true;
+    return false;
+  }
+
+  /** Keep a topic copy in the subscription's buffer; drop it (counted) when the buffer is full. */
+  private keep(sub: Subscription, dest: Destination, msg: Message): boolean {
     if (sub.held.size + sub.inFlight.size >= sub.maxDepth) {
       this.dropped(sub, dest);
       return false;
@@ -384,6 +409,7 @@ export class Engine implements SubscriptionHost {
     dest.counters.subscribed++;
     this.totals.totalSubscribedMessages++;
     if (sub.durable) this.persistHeld(sub, dest, msg);
+    const sink = sub.sink;
     if (sink !== undefined && sink.kind === 'pull' && sub.held.size === 1 && sink.notify !== undefined) sink.notify(sub);
     return true;
   }

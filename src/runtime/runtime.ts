@@ -6,6 +6,7 @@ import { loadConfig, type LoadOptions } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { createLogs, type Logs } from '../log.js';
 import { Store, type InstanceRecord } from '../store/store.js';
+import { openSecurity, type SecurityService } from '../security/types.js';
 
 /** The supervisors under the root, in start order (DESIGN.md, actor tree). */
 export const SUPERVISORS = ['destinations', 'subscriptions', 'endpoints', 'integrations', 'devices', 'lora', 'lockouts'] as const;
@@ -96,6 +97,8 @@ export class Runtime extends EventEmitter {
   };
   /** Counters for `/api/v1/updates`. */
   readonly updates = { schemaUpdate: 0, destinationUpdate: 0, interfaceUpdate: 0 };
+  /** Authentication and authorisation for every protocol; open until the security service replaces it. */
+  security: SecurityService = openSecurity;
   /** Set by the messaging service while the server runs. */
   engineView?: EngineView;
   private root?: Actor<typeof serverMachine>;

@@ -47,7 +47,7 @@ describe('supervisor', () => {
     assert.ok(elapsed >= 30 + 60 - 5, `two backoffs (30 + 60 ms) passed, took ${elapsed} ms`);
     assert.equal(sup.getSnapshot().value, 'running');
     assert.equal(siblingStarts, 1, 'the sibling was never restarted');
-    assert.ok(sup.getSnapshot().children.flaky, 'the restarted child is alive');
+    assert.ok((sup.getSnapshot().children as Record<string, unknown>).flaky, 'the restarted child is alive');
     sup.stop();
   });
 

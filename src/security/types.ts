@@ -1,0 +1,100 @@
+/**
+ * The security contract every protocol and route uses. The runtime holds one `SecurityService`; until
+ * authentication is configured on, it is `openSecurity` (everyone is the anonymous principal, everything allowed).
+ */
+
+/** Permission wire names (reference section 8), lowercase. */
+export const Permissions = [
+  'connect',
+  'persistent_session',
+  'create_destination',
+  'purge_server',
+  'list_destinations',
+  'manage_destinations',
+  'view_stats',
+  'view_config',
+  'manage_config',
+  'manage_authentication',
+  'manage_authorization',
+  'rest_api_access',
+  'manage_interfaces',
+  'manage_protocols',
+  'wildcard_subscription',
+  'publish',
+  'subscribe',
+  'schema_subscribe',
+  'schema_publish',
+  'retain',
+  'delete',
+  'durable',
+  'purge',
+  'view',
+] as const;
+export type Permission = (typeof Permissions)[number];
+
+export const ResourceTypes = ['Server', 'Topic', 'Queue', 'TemporaryTopic', 'TemporaryQueue', 'Schema', 'Metrics'] as const;
+export type ResourceType = (typeof ResourceTypes)[number];
+
+export interface Principal {
+  username: string;
+  /** User UUID. */
+  uniqueId: string;
+  /** Group UUIDs in membership order. */
+  groups: string[];
+  anonymous: boolean;
+}
+
+export interface AuthContext {
+  clientAddress?: string;
+  /** 'REST', 'MQTT', ... */
+  protocol: string;
+}
+
+/** Bad credentials or a locked account (`retryAfterSeconds` set when locked). */
+export class AuthenticationFailedError extends Error {
+  constructor(
+    message: string,
+    readonly retryAfterSeconds?: number,
+  ) {
+    super(message);
+    this.name = 'AuthenticationFailedError';
+  }
+}
+
+export interface SecurityService {
+  /** True when credentials are checked at all. */
+  readonly enabled: boolean;
+  /** Checks a username and password; no username → the anonymous principal when anonymous access is on. Throws AuthenticationFailedError. */
+  authenticate(username: string | undefined, password: string | Buffer | undefined, ctx: AuthContext): Promise<Principal>;
+  /** The ACL decision; cheap (cached), synchronous, safe on a per-connection path (not per message where avoidable). */
+  isAllowed(principal: Principal, permission: Permission, resourceType: ResourceType, resourceKey: string): boolean;
+}
+
+export const ANONYMOUS: Principal = Object.freeze({ username: 'anonymous', uniqueId: '00000000-0000-0000-0000-000000000000', groups: [], anonymous: true });
+
+/** Authentication off: everyone is anonymous and everything is allowed. */
+export const openSecurity: SecurityService = {
+  enabled: false,
+  async authenticate(username) {
+    return username ? { ...ANONYMOUS, username, anonymous: false } : ANONYMOUS;
+  },
+  isAllowed() {
+    return true;
+  },
+};
+
+/**
+ * What a REST route needs, declared in the route's `config.permission` (e.g. `{ permission: 'view_stats' }` on the
+ * Server resource). Routes without a declaration need `rest_api_access` on Server; `config.public: true` marks the
+ * few open routes. The declaration also appears in the OpenAPI document as `x-required-permission`.
+ */
+export interface RoutePermission {
+  permission: Permission;
+  resourceType?: ResourceType;
+}
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    permission?: RoutePermission;
+    public?: boolean;
+  }
+}
