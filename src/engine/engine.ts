@@ -75,6 +75,8 @@ export interface EngineOptions {
   defaultMaxDepth?: number;
   /** Messages a paused topic keeps for delivery on resume; beyond that they are dropped. Default 100 000. */
   maxPausedHold?: number;
+  /** Name prefixes that make a destination a Queue. Default `queue/` and `/queue/`. */
+  queuePrefixes?: string[];
 }
 
 export interface PublishOptions {
@@ -182,6 +184,9 @@ export class Engine implements SubscriptionHost {
   private heldDest: Destination | undefined = undefined;
   private heldValue: Buffer | undefined = undefined;
 
+  /** The queue naming convention (configurable prefixes). */
+  readonly isQueueName: (name: string) => boolean = isQueueName;
+
   constructor(opts: EngineOptions = {}) {
     this.store = opts.store;
     this.now = opts.now ?? Date.now;
@@ -197,6 +202,10 @@ export class Engine implements SubscriptionHost {
     this.highWater = opts.queueHighWater ?? 10_000;
     this.defaultMaxDepth = opts.defaultMaxDepth ?? 1000;
     this.maxPausedHold = opts.maxPausedHold ?? 100_000;
+    if (opts.queuePrefixes) {
+      const prefixes = [...opts.queuePrefixes];
+      this.isQueueName = (name) => prefixes.some((p) => name.startsWith(p));
+    }
     if (this.store !== undefined) {
       this.commit = new GroupCommit(this.store, (err) => this.events.onStoreFailure(err));
     }
@@ -221,7 +230,7 @@ export class Engine implements SubscriptionHost {
       if (dest === undefined) {
         if (opts?.create === false) throw new NotFoundError(`destination "${destinationName}" not found`);
         validateTopicName(destinationName);
-        dest = this.createDest(destinationName, isQueueName(destinationName) ? DestinationType.Queue : DestinationType.Topic);
+        dest = this.createDest(destinationName, this.isQueueName(destinationName) ? DestinationType.Queue : DestinationType.Topic);
       }
       msg = createMessage(init, this.ids.next(), now);
     } catch (err) {
@@ -263,7 +272,7 @@ export class Engine implements SubscriptionHost {
 
   private setRetained(dest: Destination, msg: Message): void {
     if (msg.payload.length === 0) {
-      // [MQTT-3.3.1-10] an empty retained message removes the retained message of the topic
+      // an empty retained message removes the topic's retained message (3.1.1 [MQTT-3.3.1-10], 5 [MQTT-3.3.1-6])
       if (dest.retained !== undefined) this.dropRetained(dest);
       return;
     }
@@ -388,7 +397,7 @@ export class Engine implements SubscriptionHost {
       sub.messagesRegistered++;
       dest.counters.subscribed++;
       this.totals.totalSubscribedMessages++;
-      this.sent(sub, dest, msg);
+      this.sent(sub, dest);
       if (ack && sub.durable && sub.inFlight.has(msg.id)) this.persistHeld(sub, dest, msg);
       return true;
     }
@@ -425,7 +434,7 @@ export class Engine implements SubscriptionHost {
     }
   }
 
-  private sent(sub: Subscription, dest: Destination, _msg: Message): void {
+  private sent(sub: Subscription, dest: Destination): void {
     sub.messagesSent++;
     dest.counters.delivered++;
     this.totals.totalDeliveredMessages++;
@@ -520,7 +529,7 @@ export class Engine implements SubscriptionHost {
           chosen.messagesRegistered++;
           dest.counters.subscribed++;
           this.totals.totalSubscribedMessages++;
-          this.sent(chosen, dest, msg);
+          this.sent(chosen, dest);
           if (!ack) this.consumeQueued(dest, msg);
         } else {
           chosen.held.push(msg, dest);
@@ -604,7 +613,7 @@ export class Engine implements SubscriptionHost {
         continue;
       }
       out.push({ eventId: msg.id, destinationName: dest.name, message: msg });
-      this.sent(sub, dest, msg);
+      this.sent(sub, dest);
       dest.counters.retrieved++;
       this.totals.totalRetrievedMessages++;
       if (sub.transactional) sub.inFlight.set(msg.id, { msg, dest });
@@ -723,7 +732,7 @@ export class Engine implements SubscriptionHost {
         }
         held.drop();
         if (!dest.isQueue) dest.pendingCopies--;
-        this.sent(sub, dest, msg);
+        this.sent(sub, dest);
         if (!ack) this.completed(sub, dest, msg);
       }
       if (held.size === 0) sub.slow = false;
@@ -782,10 +791,10 @@ export class Engine implements SubscriptionHost {
     if (!hasWildcard(topicFilter)) {
       let dest = this.dests.get(topicFilter);
       if (dest === undefined) {
-        dest = this.createDest(topicFilter, isQueueName(topicFilter) ? DestinationType.Queue : DestinationType.Topic);
+        dest = this.createDest(topicFilter, this.isQueueName(topicFilter) ? DestinationType.Queue : DestinationType.Topic);
       }
       if (dest.isQueue) queue = dest;
-    } else if (isQueueName(topicFilter)) {
+    } else if (this.isQueueName(topicFilter)) {
       throw new ValidationError(
         `"${opts.filter}": wildcards cannot consume from queues; subscribe to the exact queue name`,
       );
@@ -833,7 +842,7 @@ export class Engine implements SubscriptionHost {
     sub.retainAsPublished = opts.retainAsPublished === true;
     sub.subscriptionId = opts.subscriptionId;
     if (sub.sink !== opts.sink || sub.hibernating) this._attach(sub, opts.sink);
-    // retainHandling 0 resends retained messages on a repeated subscribe; 1 only on a new one [MQTT-3.3.1-10]
+    // retainHandling 0 resends retained messages on a repeated subscribe [MQTT-3.3.1-9]; 1 only on a new one [MQTT-3.3.1-10]
     if (sub.queue === undefined && sub.group === undefined && sub.retainHandling === 0) this.sendRetained(sub);
   }
 

@@ -7,6 +7,7 @@ import type { Config } from '../config/schema.js';
 import { createLogs, type Logs } from '../log.js';
 import { Store, type InstanceRecord } from '../store/store.js';
 import { openSecurity, type SecurityService } from '../security/types.js';
+import type { Engine } from '../engine/index.js';
 
 /** The supervisors under the root, in start order (DESIGN.md, actor tree). */
 export const SUPERVISORS = ['destinations', 'subscriptions', 'endpoints', 'integrations', 'devices', 'lora', 'lockouts'] as const;
@@ -101,6 +102,8 @@ export class Runtime extends EventEmitter {
   security: SecurityService = openSecurity;
   /** Set by the messaging service while the server runs. */
   engineView?: EngineView;
+  /** The messaging engine, while the server runs (between boot and stop). */
+  engine?: Engine;
   private root?: Actor<typeof serverMachine>;
   private readonly services: Service[] = [];
   private readonly extraChildren: Partial<Record<SupervisorName, ChildSpec[]>>;

@@ -507,3 +507,27 @@ test('engine - a sink may re-enter the engine (ack and publish) during delivery'
   assert.deepEqual(texts(out.got), ['echo a', 'echo b']);
   assert.equal(engine.destinationDto('queue/in').storedMessages, 0);
 });
+
+test('engine - a leaving shared member hands its undelivered messages to the rest of the group', async () => {
+  const engine = new Engine();
+  const leaving = engine.subscribe({ sessionId: 'leaving', filter: '$share/g/w', maxDepth: 100, sink: pullSink() });
+  const other = engine.subscribe({ sessionId: 'other', filter: '$share/g/w', maxDepth: 100, sink: pullSink() });
+  for (let i = 0; i < 4; i++) await engine.publish('w', { payload: String(i) });
+  assert.deepEqual([leaving.depth(), other.depth()], [2, 2]);
+  assert.equal(engine.unsubscribe('leaving', '$share/g/w'), true);
+  assert.deepEqual(other.take(10).map((d) => d.message.payload.toString()).sort(), ['0', '1', '2', '3']);
+});
+
+test('engine - a hibernating queue consumer gives its messages to the other consumers', async () => {
+  const engine = new Engine();
+  const a = pushSink();
+  const subA = engine.subscribe({ sessionId: 'a', filter: 'queue/h', qos: 1, sink: a });
+  await engine.publish('queue/h', { payload: 'm1', qos: 1 });
+  assert.equal(a.got.length, 1);
+  const b = pushSink();
+  engine.subscribe({ sessionId: 'b', filter: 'queue/h', qos: 1, sink: b });
+  subA.hibernate();
+  assert.deepEqual(texts(b.got), ['m1']);
+  await engine.publish('queue/h', { payload: 'm2', qos: 1 });
+  assert.deepEqual(texts(b.got), ['m1', 'm2']);
+});

@@ -1,0 +1,99 @@
+import { assign, setup } from 'xstate';
+
+/**
+ * One actor per username that failed to log in (unknown names too, so a lock reveals nothing about which names
+ * exist), under the `lockouts` supervisor as `lockout:<username>`. MAPS policy (reference section 7):
+ *
+ * - every failure counts; at `maxFailuresBeforeLock` failures the name is locked for
+ *   `min(initialLockSeconds × 2^lockCount, maxLockSeconds)` (30, 60, 120, ... 900 s) and `lockCount` grows;
+ * - while locked nothing counts and even the right password fails (the caller asks `locked` first);
+ * - when a lock ends the failure count stays, so the next failure locks again at once, for twice as long;
+ * - `failureDecaySeconds` after the last failure everything is forgotten (≤ 0: never) and the actor ends;
+ * - a successful login, an unlock or a password change (`lockout.reset`) forgets everything and ends the actor.
+ *
+ * Time: waits are `after` delays (the system clock: XState's SimulatedClock in tests); `now()` comes in the input so
+ * the same clock gives `lockedUntil`.
+ */
+export interface LockoutInput {
+  username: string;
+  maxFailuresBeforeLock: number;
+  initialLockSeconds: number;
+  maxLockSeconds: number;
+  /** ≤ 0: failures are never forgotten. */
+  failureDecaySeconds: number;
+  now: () => number;
+}
+
+export interface LockoutContext extends LockoutInput {
+  failures: number;
+  lockCount: number;
+  lastFailureAt: number;
+  /** Epoch ms; 0 when not locked. */
+  lockedUntil: number;
+  lastAddress?: string;
+}
+
+export type LockoutEvent = { type: 'login.failed'; address?: string } | { type: 'login.succeeded' } | { type: 'lockout.reset' };
+
+/** The longest single setTimeout Node accepts; used when failures never decay. */
+const FOREVER = 2 ** 31 - 1;
+
+export function lockSeconds(ctx: Pick<LockoutContext, 'initialLockSeconds' | 'maxLockSeconds'>, lockCount: number): number {
+  return Math.min(ctx.maxLockSeconds, ctx.initialLockSeconds * 2 ** lockCount);
+}
+
+export const lockoutMachine = setup({
+  types: {
+    context: {} as LockoutContext,
+    events: {} as LockoutEvent,
+    input: {} as LockoutInput,
+  },
+  guards: {
+    reachesLimit: ({ context }) => context.failures + 1 >= context.maxFailuresBeforeLock,
+    decays: ({ context }) => context.failureDecaySeconds > 0,
+  },
+  delays: {
+    lockDuration: ({ context }) => Math.max(0, context.lockedUntil - context.now()),
+    decay: ({ context }) =>
+      context.failureDecaySeconds > 0 ? Math.max(0, context.lastFailureAt + context.failureDecaySeconds * 1000 - context.now()) : FOREVER,
+  },
+  actions: {
+    countFailure: assign(({ context, event }) => ({
+      failures: context.failures + 1,
+      lastFailureAt: context.now(),
+      lastAddress: event.type === 'login.failed' ? event.address : context.lastAddress,
+    })),
+    lock: assign(({ context }) => ({
+      lockedUntil: context.now() + lockSeconds(context, context.lockCount) * 1000,
+      lockCount: context.lockCount + 1,
+    })),
+    clearLock: assign({ lockedUntil: 0 }),
+  },
+}).createMachine({
+  id: 'lockout',
+  context: ({ input }) => ({ ...input, failures: 0, lockCount: 0, lastFailureAt: input.now(), lockedUntil: 0 }),
+  initial: 'counting',
+  states: {
+    counting: {
+      on: {
+        'login.failed': [
+          { guard: 'reachesLimit', target: 'locked', actions: 'countFailure' },
+          { target: 'counting', reenter: true, actions: 'countFailure' },
+        ],
+        'login.succeeded': 'forgotten',
+        'lockout.reset': 'forgotten',
+      },
+      after: { decay: { guard: 'decays', target: 'forgotten' } },
+    },
+    locked: {
+      tags: ['locked'],
+      entry: 'lock',
+      exit: 'clearLock',
+      on: {
+        'lockout.reset': 'forgotten',
+      },
+      after: { lockDuration: 'counting' },
+    },
+    forgotten: { type: 'final' },
+  },
+});

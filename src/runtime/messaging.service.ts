@@ -1,0 +1,61 @@
+import { Engine, levelEngineStore } from '../engine/index.js';
+import type { Runtime, Service } from './runtime.js';
+
+/**
+ * Boots the messaging engine with the server tree: opens it over the store's `messages` sublevel, declares the
+ * configured destinations, recovers persisted queues, retained and durable messages, and schedules the expiry
+ * sweep. On stop (or restart) it flushes pending group commits.
+ */
+export function messagingService(): Service {
+  let sweep: NodeJS.Timeout | undefined;
+  return {
+    name: 'messaging',
+    async start(rt: Runtime) {
+      const dm = rt.config.DestinationManager;
+      const engine = new Engine({
+        store: levelEngineStore(rt.store.sublevel('messages') as never),
+        queuePrefixes: dm.queuePrefixes,
+        events: {
+          onDestinationCreated: (name, type) => {
+            rt.updates.destinationUpdate++;
+            rt.emit('destination.created', name, type);
+          },
+          onDestinationDeleted: (name, type) => {
+            rt.updates.destinationUpdate++;
+            rt.emit('destination.deleted', name, type);
+          },
+          onQueueHighWater: (name, depth) => {
+            rt.log.warn({ destination: name, depth }, 'queue reached its high-water mark');
+            rt.emit('destination.highWater', name, depth);
+          },
+          onQueueLowWater: (name, depth) => rt.emit('destination.lowWater', name, depth),
+          onSlowConsumer: (sessionId, filter, depth) => rt.log.warn({ sessionId, filter, depth }, 'slow consumer: subscription is dropping messages'),
+          onStoreFailure: (err) => {
+            rt.log.error({ err }, 'store write failed');
+            rt.emit('store.failed', err);
+          },
+        },
+      });
+      for (const d of dm.data) {
+        if (!engine.hasDestination(d.name)) engine.createDestination(d.name, d.type);
+      }
+      const recovered = await engine.recover();
+      rt.log.info(recovered, 'messages recovered from the store');
+      rt.engine = engine;
+      rt.engineView = {
+        totals: () => engine.stats(),
+        destinationCount: () => engine.stats().destinations,
+      };
+      sweep = setInterval(() => engine.sweepExpired(), dm.expirySweepInterval);
+      sweep.unref();
+    },
+    async stop(rt: Runtime) {
+      if (sweep) clearInterval(sweep);
+      sweep = undefined;
+      const engine = rt.engine;
+      rt.engineView = undefined;
+      rt.engine = undefined;
+      await engine?.close();
+    },
+  };
+}
