@@ -57,9 +57,129 @@ export const RestApiSchema = z
   })
   .strict();
 
+/** MqttConfigDTO (reference 4.6): limits of the MQTT protocol on one endpoint. */
+export const MqttConfigSchema = z
+  .object({
+    type: z.literal('mqtt'),
+    minServerKeepAlive: z.number().int().min(0).max(65535).default(0).describe('s; v5 clients asking for less get this (Server Keep Alive)'),
+    maxServerKeepAlive: z.number().int().min(0).max(65535).default(60).describe('s; v5 clients asking for more (or 0) get this; 0 = no limit'),
+    maximumSessionExpiry: z.number().int().min(0).max(4294967295).default(86400).describe('s; longest session kept after a disconnect'),
+    maximumBufferSize: z.number().int().min(64).max(268435460).default(10485760).describe('largest MQTT packet accepted, bytes'),
+    serverReceiveMaximum: z.number().int().min(1).max(65535).default(10).describe('QoS 1/2 publishes a v5 client may have unacknowledged'),
+    clientReceiveMaximum: z.number().int().min(1).max(65535).default(65535).describe('cap on QoS 1/2 messages in flight to a client'),
+    clientMaximumTopicAlias: z.number().int().min(0).max(65535).default(32767).describe('cap on topic aliases kept per connection'),
+    serverMaximumTopicAlias: z.number().int().min(0).max(65535).default(0).describe('Topic Alias Maximum announced to v5 clients'),
+    strictClientId: z.boolean().default(false).describe('refuse client ids outside [0-9a-zA-Z], 1..23 characters'),
+    proxyProtocol: z.boolean().default(false),
+  })
+  .strict();
+
+/** The `ws` protocol entry: MQTT over WebSocket (subprotocol `mqtt`) on a ws:// or wss:// endpoint. */
+export const WsConfigSchema = z.object({ type: z.literal('ws'), proxyProtocol: z.boolean().default(false) }).strict();
+
+export const ProtocolConfigSchema = z.discriminatedUnion('type', [MqttConfigSchema, WsConfigSchema]);
+
+/** SslConfigDTO, with PEM files (keyFile, certFile, caFile) as Node's TLS uses them. */
+export const SslConfigSchema = z
+  .object({
+    keyFile: z.string().min(1).describe('PEM private key path'),
+    certFile: z.string().min(1).describe('PEM certificate (chain) path'),
+    caFile: z.string().min(1).optional().describe('PEM CA bundle for client certificates'),
+    passphrase: z.string().optional(),
+    clientCertificateRequired: z.boolean().default(false),
+    clientCertificateWanted: z.boolean().default(false),
+    context: z.string().default('TLS'),
+  })
+  .strict();
+
+/** EndPointConfigDTO / TcpConfigDTO / TlsConfigDTO. */
+export const EndPointConfigSchema = z
+  .object({
+    type: z.enum(['tcp', 'ssl', 'ws', 'wss']).optional().describe('defaults to the URL scheme'),
+    discoverable: z.boolean().default(false),
+    selectorThreadCount: z.number().int().min(1).default(2),
+    serverReadBufferSize: z.number().int().min(1).default(10240),
+    serverWriteBufferSize: z.number().int().min(1).default(10240),
+    proxyProtocolMode: z.enum(['ENABLED', 'DISABLED', 'REQUIRED']).default('DISABLED'),
+    allowedProxyHosts: z.string().optional(),
+    connectionTimeout: z.number().int().min(100).max(3600000).default(5000).describe('ms a new connection has to send CONNECT'),
+    receiveBufferSize: z.number().int().min(1).default(128000),
+    sendBufferSize: z.number().int().min(1).default(128000),
+    timeout: z.number().int().min(0).default(60000),
+    backlog: z.number().int().min(1).max(10000).default(100),
+    soLingerDelaySec: z.number().int().min(0).default(10),
+    sslConfig: SslConfigSchema.optional().describe('required for ssl:// and wss://'),
+  })
+  .strict();
+
+export const URL_PATTERN = /^(tcp|ssl|udp|dtls|ws|wss|serial):\/\/\S+$/;
+
+/** EndPointServerConfigDTO: one network endpoint. The limits are the service specification's (Update endpoint). */
+export const EndPointServerConfigSchema = z
+  .object({
+    schemaLoadingVersion: z.number().int().min(0).max(10).default(1),
+    name: z.string().trim().min(1, 'name is required').max(256),
+    url: z
+      .string()
+      .min(1, 'url must not be empty')
+      .max(2048, 'url must be at most 2048 characters')
+      .regex(URL_PATTERN, 'url must be <scheme>://<address> with scheme tcp, ssl, udp, dtls, ws, wss or serial and no whitespace'),
+    endPointConfig: EndPointConfigSchema.prefault({}),
+    saslConfig: z
+      .object({ realmName: z.string().optional(), mechanism: z.string().optional(), identityProvider: z.string().optional(), saslEntries: z.record(z.string(), z.unknown()).optional() })
+      .strict()
+      .nullable()
+      .optional(),
+    protocolConfigs: z.array(ProtocolConfigSchema).min(1, 'protocolConfigs must name at least one protocol'),
+    authenticationRealm: z.string().min(1).default('default'),
+    backlog: z.number().int().min(1).max(10000).default(100),
+    selectorTaskWait: z.number().int().min(1).max(1000).default(10),
+    autoStart: z.boolean().default(true).describe('start the endpoint when the server boots'),
+  })
+  .strict();
+export type EndPointServerConfig = z.output<typeof EndPointServerConfigSchema>;
+export type MqttConfig = z.output<typeof MqttConfigSchema>;
+
+/** Names of the two default endpoints (SWITCHYARD_MQTT_PORT / SWITCHYARD_MQTT_WS_PORT apply to them). */
+export const DEFAULT_MQTT_ENDPOINT = 'MQTT Interface';
+export const DEFAULT_MQTT_WS_ENDPOINT = 'MQTT WebSocket Interface';
+const defaultEndpoints = () => [
+  { name: DEFAULT_MQTT_ENDPOINT, url: 'tcp://0.0.0.0:1883/', protocolConfigs: [{ type: 'mqtt' as const }] },
+  { name: DEFAULT_MQTT_WS_ENDPOINT, url: 'ws://0.0.0.0:8083/mqtt', protocolConfigs: [{ type: 'mqtt' as const }, { type: 'ws' as const }] },
+];
+
+/** `scheme://host:port/path` of an endpoint URL; host `''`, `::` or `0.0.0.0` means every interface. */
+export interface EndpointAddress {
+  scheme: string;
+  host: string;
+  port: number;
+  path: string;
+}
+export function parseEndpointUrl(url: string): EndpointAddress {
+  const m = /^([a-z]+):\/\/(\[[^\]]*\]|[^/]*?)(?::(\d+))?(\/.*)?$/i.exec(url);
+  if (!m) throw new Error(`url "${url}" is not <scheme>://<host>:<port>/`);
+  let host = m[2] ?? '';
+  if (host.startsWith('[')) host = host.slice(1, -1);
+  // MAPS writes the IPv6 wildcard as tcp://:::1883/
+  if (/^:+$/.test(host)) host = '::';
+  const port = m[3] === undefined ? NaN : Number(m[3]);
+  return { scheme: m[1]!.toLowerCase(), host, port, path: m[4] ?? '/' };
+}
+export function withPort(url: string, port: number, host?: string): string {
+  const a = parseEndpointUrl(url);
+  const h = host ?? a.host;
+  const hostPart = h.includes(':') ? `[${h}]` : h;
+  return `${a.scheme}://${hostPart}:${port}${a.path}`;
+}
+
 export const NetworkManagerSchema = z
   .object({
-    data: z.array(z.record(z.string(), z.unknown())).default([]),
+    data: z
+      .array(EndPointServerConfigSchema)
+      .default(() => defaultEndpoints() as never)
+      .refine((list) => new Set(list.map((e) => e.name)).size === list.length, 'endpoint names must be unique'),
+    retryInitial: millis.default(1000).describe('ms before the first retry of an endpoint that failed to bind'),
+    retryMax: millis.default(30000).describe('longest wait between retries'),
   })
   .strict();
 
@@ -78,6 +198,7 @@ export const AuthManagerSchema = z
     requireDigit: z.boolean().default(false),
     requireSpecial: z.boolean().default(false),
     requireCurrentPassword: z.boolean().default(true),
+    loginRateLimit: z.number().int().min(1).max(100000).default(30).describe('login attempts per client address per minute (POST /api/v1/login); more: 429'),
   })
   .strict();
 
@@ -95,7 +216,6 @@ export const DestinationManagerSchema = z
       )
       .default([]),
     expirySweepInterval: z.number().int().min(100).default(1000),
-    restSessionIdleTimeout: z.number().int().min(1000).default(180000),
   })
   .strict();
 

@@ -1,0 +1,119 @@
+import { z } from 'zod';
+import type { Message, MessageInit } from '../engine/index.js';
+import { compileSelector } from '../engine/selector/selector.js';
+import { ValidationError } from '../errors.js';
+
+/**
+ * The REST wire form of a message (MAPS MessageDTO): payload and correlationData as standard Base64, `expiry` as a
+ * time to live in ms (-1 or 0: never), `priority` 0..10 (default 4), `qualityOfService` 0..2, `creation` as an
+ * ISO-8601 date-time on output.
+ */
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+export const MessageIn = z
+  .object({
+    identifier: z.number().int().optional().describe('ignored on publish'),
+    payload: z.string().describe('standard Base64'),
+    contentType: z.string().max(256).optional(),
+    correlationData: z
+      .union([z.string(), z.array(z.number().int().min(-128).max(255))])
+      .optional()
+      .describe('Base64, or an array of bytes (MAPS form)'),
+    expiry: z.number().int().min(-1).optional().describe('time to live in ms; -1 or 0 = never expires'),
+    priority: z.number().int().min(0, 'priority must be between 0 and 10').max(10, 'priority must be between 0 and 10').optional(),
+    qualityOfService: z.number().int().min(0, 'qualityOfService must be 0, 1 or 2').max(2, 'qualityOfService must be 0, 1 or 2').optional(),
+    creation: z.string().optional().describe('ignored on publish'),
+    dataMap: z.record(z.string(), z.unknown()).optional(),
+    metaData: z.record(z.string(), z.string()).optional(),
+  })
+  .meta({ id: 'MessageDTO' });
+
+export const MessageOut = z
+  .object({
+    identifier: z.number().int(),
+    payload: z.string(),
+    contentType: z.string().optional(),
+    correlationData: z.string().optional(),
+    expiry: z.number().int(),
+    priority: z.number().int(),
+    qualityOfService: z.number().int(),
+    creation: z.string(),
+    dataMap: z.record(z.string(), z.unknown()),
+    metaData: z.record(z.string(), z.string()),
+    destinationName: z.string(),
+  })
+  .meta({ id: 'AsyncMessageDTO' });
+
+export type MessageInDTO = z.infer<typeof MessageIn>;
+export type MessageOutDTO = z.infer<typeof MessageOut>;
+
+export function decodeBase64(value: string, field: string): Buffer {
+  const clean = value.replace(/\s+/g, '');
+  if (!BASE64.test(clean)) throw new ValidationError(`${field} is not valid standard Base64`);
+  return Buffer.from(clean, 'base64');
+}
+
+/** Validated wire message → engine MessageInit. */
+export function fromDto(dto: MessageInDTO, now: number): MessageInit {
+  let correlationData: Buffer | undefined;
+  if (typeof dto.correlationData === 'string') correlationData = decodeBase64(dto.correlationData, 'message.correlationData');
+  else if (Array.isArray(dto.correlationData)) correlationData = Buffer.from(dto.correlationData.map((b) => b & 0xff));
+  return {
+    payload: decodeBase64(dto.payload, 'message.payload'),
+    contentType: dto.contentType,
+    correlationData,
+    expiresAt: dto.expiry !== undefined && dto.expiry > 0 ? now + dto.expiry : 0,
+    priority: dto.priority,
+    qos: dto.qualityOfService ?? 0,
+    creation: now,
+    dataMap: dto.dataMap ?? {},
+    metaData: dto.metaData ?? {},
+  };
+}
+
+/** Engine message → wire message (what consume and SSE deliver). */
+export function toDto(msg: Message, destinationName: string): MessageOutDTO {
+  const out: MessageOutDTO = {
+    identifier: msg.id,
+    payload: msg.payload.toString('base64'),
+    expiry: msg.expiresAt > 0 ? Math.max(0, msg.expiresAt - msg.creation) : -1,
+    priority: msg.priority,
+    qualityOfService: msg.qos,
+    creation: new Date(msg.creation).toISOString(),
+    dataMap: msg.dataMap ?? {},
+    metaData: msg.metaData ?? {},
+    destinationName,
+  };
+  if (msg.contentType !== undefined) out.contentType = msg.contentType;
+  if (msg.correlationData !== undefined) out.correlationData = msg.correlationData.toString('base64');
+  return out;
+}
+
+/**
+ * What a subscription selector sees of a message: the dataMap entries and metaData entries as properties (JMS
+ * message properties), plus the header fields under their MAPS names (priority, qualityOfService, contentType,
+ * expiry, creation, identifier, destinationName, retain); `dataMap.x` / `metaData.x` reach a field explicitly.
+ */
+export function selectorView(msg: Message & { destinationName: string }): Record<string, unknown> {
+  return {
+    ...msg.metaData,
+    ...msg.dataMap,
+    identifier: msg.id,
+    priority: msg.priority,
+    qualityOfService: msg.qos,
+    contentType: msg.contentType,
+    expiry: msg.expiresAt > 0 ? msg.expiresAt - msg.creation : -1,
+    creation: msg.creation,
+    retain: msg.retain,
+    destinationName: msg.destinationName,
+    dataMap: msg.dataMap,
+    metaData: msg.metaData,
+  };
+}
+
+/** A compiled selector text as an engine subscription selector. */
+export function messageSelector(text: string | null | undefined): ((m: Message & { destinationName: string }) => boolean) | undefined {
+  if (text === undefined || text === null) return undefined;
+  const compiled = compileSelector(text);
+  return (m) => compiled.matches(selectorView(m));
+}

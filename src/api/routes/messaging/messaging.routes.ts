@@ -1,0 +1,227 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type { Delivery } from '../../../engine/index.js';
+import { ConflictError, NotFoundError, ValidationError } from '../../../errors.js';
+import type { ApiContext } from '../../context.js';
+import { fromDto, MessageIn, MessageOut, messageSelector, toDto } from '../../message-dto.js';
+import { RestSessions, type RestSession, type RestSubscription } from '../../rest-session.js';
+import { ErrorResponses, StatusResponse } from '../../schemas.js';
+import { requireDestination, requireSubscribe } from './access.js';
+
+const name = (what: string) =>
+  z
+    .string({ error: `${what} is required` })
+    .trim()
+    .min(1, `${what} must not be blank`)
+    .max(65535, `${what} is too long`);
+
+export const SubscriptionRequest = z
+  .object({
+    destinationName: name('destinationName').describe('topic or queue name; MQTT wildcards + and # allowed'),
+    namedSubscription: z.string().trim().min(1).max(256).nullish().describe('a shared subscription name: sessions using the same name share the messages'),
+    filter: z.string().nullish().describe('JMS / SQL-92 selector over message fields, dataMap and metaData'),
+    maxDepth: z.number().int().min(1, 'maxDepth must be at least 1').max(100000, 'maxDepth must be at most 100000').nullish().describe('messages held before new ones are dropped (default 1)'),
+    transactional: z.boolean().nullish().describe('taken messages stay in flight until commit or abort'),
+    retainMessage: z.boolean().nullish().describe('true: receive the topic’s retained message on subscribe'),
+  })
+  .meta({ id: 'SubscriptionRequestDTO' });
+
+const ConsumeRequest = z
+  .object({
+    destination: z.string().trim().min(1).nullish().describe('subscription name as subscribed; omitted: every subscription of the session'),
+    depth: z.number().int().nullish().describe('most messages returned (default 10; <=0 → 10; >1000 → 1000)'),
+  })
+  .meta({ id: 'ConsumeRequestDTO' });
+
+const TransactionData = z
+  .object({
+    destinationName: name('destinationName').describe('subscription name as subscribed'),
+    eventIds: z.array(z.number().int().nonnegative()).min(1, 'eventIds must not be empty').max(100000),
+  })
+  .meta({ id: 'TransactionData' });
+
+function clampDepth(depth: number | null | undefined): number {
+  if (depth === undefined || depth === null || depth <= 0) return 10;
+  return Math.min(depth, 1000);
+}
+
+/** Subscribes the session (or updates an existing subscription of the same name). */
+export function subscribeSession(ctx: ApiContext, session: RestSession, body: z.infer<typeof SubscriptionRequest>): RestSubscription {
+  const engine = session.engine;
+  const dest = body.destinationName;
+  const filter = body.namedSubscription ? `$share/${body.namedSubscription}/${dest}` : dest;
+  const transactional = body.transactional === true;
+  const existing = session.subs.get(dest);
+  if (existing && existing.sub.filter !== filter) engine.unsubscribe(existing.sub);
+  const sub = engine.subscribe({
+    sessionId: session.engineSessionId,
+    filter,
+    selector: messageSelector(body.filter),
+    maxDepth: body.maxDepth ?? 1,
+    transactional,
+    qos: transactional ? 1 : 0,
+    retainHandling: body.retainMessage ? 0 : 2,
+    sink: { kind: 'pull' },
+  });
+  const rs: RestSubscription = { name: dest, sub, transactional };
+  session.subs.set(dest, rs);
+  void ctx;
+  return rs;
+}
+
+export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => {
+  const { rt, sessions } = ctx;
+  const session = (req: Parameters<typeof RestSessions.idOf>[0], reply: Parameters<typeof RestSessions.idOf>[1]) => sessions.get(RestSessions.idOf(req, reply));
+  const findSub = (s: RestSession, name: string): RestSubscription => {
+    const rs = s.subs.get(name);
+    if (!rs || rs.sub.closed) {
+      s.subs.delete(name);
+      throw new NotFoundError(`No subscription to ${name} in this session`);
+    }
+    return rs;
+  };
+  const tags = ['Messaging Interface'];
+
+  app.post(
+    '/api/v1/messaging/publish',
+    {
+      schema: {
+        tags,
+        summary: 'Publish a message',
+        description: 'Resolves once the message is accepted: for queue messages and retained messages, once they are in the store.',
+        body: z
+          .object({
+            destinationName: name('destinationName').describe('topic or queue name (no wildcards)'),
+            message: MessageIn,
+            retain: z.boolean().nullish().describe('store as the topic’s retained message, sent to new subscribers'),
+          })
+          .meta({ id: 'PublishRequestDTO' }),
+        response: { 200: StatusResponse, ...ErrorResponses },
+      },
+    },
+    async (req) => {
+      const engine = rt.engine;
+      if (!engine) throw new ConflictError('The messaging engine is not running (server restarting)');
+      const { destinationName, message, retain } = req.body;
+      requireDestination(rt, req, 'publish', destinationName);
+      if (retain) requireDestination(rt, req, 'retain', destinationName);
+      const init = fromDto(message, Date.now());
+      init.retain = retain === true;
+      init.origin = `rest:${RestSessions.idOf(req)}`;
+      await engine.publish(destinationName, init);
+      return { status: 'Message published successfully' };
+    },
+  );
+
+  app.post(
+    '/api/v1/messaging/subscribe',
+    { schema: { tags, summary: 'Subscribe to a topic', body: SubscriptionRequest, response: { 200: StatusResponse, ...ErrorResponses } } },
+    async (req, reply) => {
+      requireSubscribe(rt, req, req.body.destinationName);
+      subscribeSession(ctx, session(req, reply), req.body);
+      return { status: `Successfully subscribed to ${req.body.destinationName}` };
+    },
+  );
+
+  app.post(
+    '/api/v1/messaging/unsubscribe',
+    { schema: { tags, summary: 'Unsubscribe from a topic', body: SubscriptionRequest, response: { 200: StatusResponse, ...ErrorResponses } } },
+    async (req, reply) => {
+      const s = session(req, reply);
+      const rs = findSub(s, req.body.destinationName);
+      s.engine.unsubscribe(rs.sub);
+      s.subs.delete(rs.name);
+      return { status: `Successfully unsubscribed to ${req.body.destinationName}` };
+    },
+  );
+
+  app.post(
+    '/api/v1/messaging/consume',
+    {
+      schema: {
+        tags,
+        summary: 'Get messages',
+        description: 'Takes up to depth messages from one subscription, or round-robin from every subscription of the session (wildcard ones too).',
+        body: ConsumeRequest.nullish(),
+        response: { 200: z.object({ consumedMessages: z.array(MessageOut) }).meta({ id: 'ConsumedResponse' }), ...ErrorResponses },
+      },
+    },
+    async (req, reply) => {
+      const s = session(req, reply);
+      const depth = clampDepth(req.body?.depth);
+      let taken: Delivery[] = [];
+      if (req.body?.destination) {
+        taken = findSub(s, req.body.destination).sub.take(depth);
+      } else {
+        const list = [...s.subs.values()].filter((r) => !r.sub.closed);
+        // Round-robin, one message at a time, starting after where the last call stopped.
+        let progress = true;
+        while (taken.length < depth && progress && list.length) {
+          progress = false;
+          for (let i = 0; i < list.length && taken.length < depth; i++) {
+            const r = list[(s.next + i) % list.length];
+            const one = r.sub.take(1);
+            if (one.length) {
+              taken.push(one[0]);
+              progress = true;
+            }
+          }
+        }
+        if (list.length) s.next = (s.next + 1) % list.length;
+      }
+      return { consumedMessages: taken.map((d) => toDto(d.message, d.destinationName)) };
+    },
+  );
+
+  app.post(
+    '/api/v1/messaging/subscriptionDepth',
+    {
+      schema: {
+        tags,
+        summary: 'Get message depth',
+        body: ConsumeRequest.nullish(),
+        response: {
+          200: z
+            .object({ subscriptionDepths: z.array(z.object({ destination: z.string(), depth: z.number().int() })) })
+            .meta({ id: 'SubscriptionDepthResponse' }),
+          ...ErrorResponses,
+        },
+      },
+    },
+    async (req, reply) => {
+      const s = session(req, reply);
+      const list = req.body?.destination ? [findSub(s, req.body.destination)] : [...s.subs.values()].filter((r) => !r.sub.closed);
+      return { subscriptionDepths: list.map((r) => ({ destination: r.name, depth: r.sub.depth() })) };
+    },
+  );
+
+  for (const [path, commit] of [
+    ['/api/v1/messaging/commit', true],
+    ['/api/v1/messaging/abort', false],
+  ] as const) {
+    app.post(
+      path,
+      {
+        schema: {
+          tags,
+          summary: commit ? 'Commit the message' : 'Abort the message',
+          description: commit
+            ? 'Acknowledges every listed event id of a transactional subscription.'
+            : 'Rolls back every listed event id: the messages become deliverable again.',
+          body: TransactionData,
+          response: { 200: StatusResponse, ...ErrorResponses },
+        },
+      },
+      async (req, reply) => {
+        const s = session(req, reply);
+        const rs = findSub(s, req.body.destinationName);
+        if (!rs.transactional) throw new ConflictError(`Subscription ${rs.name} is not transactional: messages are acknowledged when consumed`);
+        const unknown = req.body.eventIds.filter((id) => !rs.sub.inFlight.has(id));
+        if (unknown.length) throw new ValidationError(`No such transaction: event ids ${unknown.join(', ')} are not in flight on ${rs.name}`);
+        if (commit) rs.sub.commit(req.body.eventIds);
+        else rs.sub.abort(req.body.eventIds);
+        return { status: commit ? 'Successfully committed messages' : 'Successfully aborted messages' };
+      },
+    );
+  }
+};

@@ -1,0 +1,104 @@
+import { randomUUID } from 'node:crypto';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type { PushSink } from '../../../engine/index.js';
+import { ConflictError, ForbiddenError } from '../../../errors.js';
+import type { ApiContext } from '../../context.js';
+import { messageSelector, toDto } from '../../message-dto.js';
+import { RestSessions } from '../../rest-session.js';
+import { ErrorResponses } from '../../schemas.js';
+import { requireSubscribe } from './access.js';
+
+const StreamQuery = z.object({
+  destinationName: z.string({ error: 'destinationName is required' }).trim().min(1, 'destinationName must not be blank').describe('must equal the destination the token was issued for; wildcards allowed'),
+  namedSubscription: z.string().trim().min(1).max(256).optional(),
+  filter: z.string().optional().describe('JMS / SQL-92 selector'),
+  maxDepth: z.coerce.number().int().min(1).max(100000).optional().describe('messages held for a slow client before new ones are dropped (default 1)'),
+  retainMessage: z
+    .enum(['true', 'false'], { error: 'retainMessage must be true or false' })
+    .optional()
+    .describe('true: receive the retained message first'),
+});
+
+export const sseRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => {
+  const { rt, tokens } = ctx;
+  const tags = ['Messaging Interface'];
+
+  app.get(
+    '/api/v1/messaging/sse',
+    {
+      schema: {
+        tags,
+        summary: 'Request a temporary token to access the listed destinations events',
+        description: 'Random, single use, bound to the destination and to the caller’s session, expires after 60 s.',
+        querystring: z.object({ destination: z.string({ error: 'destination is required' }).trim().min(1, 'destination must not be blank') }),
+        response: { 200: z.string(), ...ErrorResponses },
+      },
+    },
+    async (req, reply) => {
+      requireSubscribe(rt, req, req.query.destination);
+      const token = tokens.issue('messaging', { destination: req.query.destination, sessionId: RestSessions.idOf(req, reply) });
+      reply.type('text/plain; charset=utf-8');
+      return token;
+    },
+  );
+
+  app.get(
+    '/api/v1/messaging/sse/stream/:token',
+    {
+      sse: { kind: 'manual', heartbeat: true },
+      schema: {
+        tags,
+        summary: 'Stream destination events (SSE)',
+        description:
+          'Each message is an event named by destinationName as subscribed, data = the message JSON (MessageDTO plus destinationName). Comments keep the connection alive. The subscription ends when the client goes away.',
+        params: z.object({ token: z.string().min(1, 'token is required') }),
+        querystring: StreamQuery,
+        response: { 200: z.string().describe('text/event-stream'), ...ErrorResponses },
+      },
+    },
+    async (req, reply) => {
+      const q = req.query;
+      const selector = messageSelector(q.filter);
+      const engine = rt.engine;
+      if (!engine) throw new ConflictError('The messaging engine is not running (server restarting)');
+      const token = tokens.consume(req.params.token, 'messaging', req.cookies?.['maps_session'] ?? (req as { sessionId?: string }).sessionId);
+      if (token.destination !== q.destinationName) {
+        throw new ForbiddenError(`Token was issued for destination ${token.destination}, not ${q.destinationName}`);
+      }
+      requireSubscribe(rt, req, q.destinationName);
+      const sse = reply.sse!;
+      const raw = reply.raw;
+      const eventName = q.destinationName;
+      const filter = q.namedSubscription ? `$share/${q.namedSubscription}/${q.destinationName}` : q.destinationName;
+      const sink: PushSink = {
+        kind: 'push',
+        deliver(_sub, msg, destinationName) {
+          if (!sse.isConnected) return false;
+          if (raw.writableNeedDrain) return false;
+          sse.send({ event: eventName, data: toDto(msg, destinationName) }).catch(() => {});
+          return true;
+        },
+        closed() {
+          if (sse.isConnected) sse.close();
+        },
+      };
+      sse.keepAlive();
+      sse.sendHeaders();
+      const sub = engine.subscribe({
+        sessionId: `sse:${randomUUID()}`,
+        filter,
+        selector,
+        maxDepth: q.maxDepth ?? 1,
+        retainHandling: q.retainMessage === 'true' ? 0 : 2,
+        sink,
+      });
+      const onDrain = () => sub.resume();
+      raw.on('drain', onDrain);
+      sse.onClose(() => {
+        raw.off('drain', onDrain);
+        if (rt.engine === engine) engine.unsubscribe(sub);
+      });
+    },
+  );
+};
