@@ -3,7 +3,8 @@ import { spawnSpec, type ChildSpec } from '../supervisor/supervisor.machine.js';
 
 /**
  * The root actor. booting → running → stopping → stopped; a restart is stopping → booting, which rebuilds the
- * supervisor tree in-process. I/O (opening the engine, closing listeners, flushing the store) is supplied by the
+ * supervisor tree in-process (the supervisors are spawned on entering booting, so services can use them while they
+ * boot, and stopped child-first on leaving running, before the services flush). I/O (opening the engine, closing listeners, flushing the store) is supplied by the
  * runtime as the `boot` and `shutdown` actors.
  */
 export interface ServerInput {
@@ -50,6 +51,8 @@ export const serverMachine = setup({
   initial: 'booting',
   states: {
     booting: {
+      // The supervisors exist while services boot, so a service can spawn actors under them during boot.
+      entry: 'spawnChildren',
       invoke: {
         src: 'boot',
         input: ({ context }) => ({ bootCount: context.bootCount }),
@@ -58,7 +61,6 @@ export const serverMachine = setup({
       },
     },
     running: {
-      entry: 'spawnChildren',
       exit: 'stopChildren',
       on: {
         'server.restart': { target: 'stopping', actions: assign({ restartRequested: true }) },
@@ -75,6 +77,7 @@ export const serverMachine = setup({
     },
     failed: {
       tags: ['failed'],
+      entry: 'stopChildren',
       on: { 'server.shutdown': 'stopped', 'server.restart': 'booting' },
     },
     stopped: { type: 'final' },

@@ -9,6 +9,7 @@ interface NodeLike {
   states: Record<string, NodeLike>;
   initial?: { target: NodeLike[] };
   transitions: Map<string, Array<{ target?: NodeLike[]; guard?: unknown; eventType: string; reenter?: boolean }>>;
+  always?: Array<{ target?: NodeLike[]; guard?: unknown }>;
   tags: string[];
 }
 
@@ -56,6 +57,9 @@ function walk(n: NodeLike, indent: string, lines: string[]): void {
     }
     if (c.key !== nodeName(c)) lines.push(`${indent}${nodeName(c)} : ${c.key}${c.tags?.length ? ` [${c.tags.join(', ')}]` : ''}`);
     else if (c.tags?.length) lines.push(`${indent}${nodeName(c)} : ${c.key} [${c.tags.join(', ')}]`);
+    for (const d of c.always ?? []) {
+      for (const t of d.target ?? []) lines.push(`${indent}${nodeName(c)} --> ${nodeName(t)} : always${d.guard ? ` [${guardLabel(d.guard)}]` : ''}`);
+    }
     for (const [eventType, defs] of c.transitions ?? []) {
       for (const d of defs) {
         const label = eventLabel(eventType) + (d.guard ? ` [${guardLabel(d.guard)}]` : '');

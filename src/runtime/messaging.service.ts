@@ -30,6 +30,7 @@ export function messagingService(): Service {
           },
           onQueueLowWater: (name, depth) => rt.emit('destination.lowWater', name, depth),
           onSlowConsumer: (sessionId, filter, depth) => rt.log.warn({ sessionId, filter, depth }, 'slow consumer: subscription is dropping messages'),
+          onDurableSubscription: (sub, change) => rt.emit('subscription.changed', sub, change),
           onStoreFailure: (err) => {
             rt.log.error({ err }, 'store write failed');
             rt.emit('store.failed', err);

@@ -13,11 +13,20 @@ import type { Engine } from '../engine/index.js';
 export const SUPERVISORS = ['destinations', 'subscriptions', 'endpoints', 'integrations', 'devices', 'lora', 'lockouts'] as const;
 export type SupervisorName = (typeof SUPERVISORS)[number];
 
+/** XState's clock (setTimeout/clearTimeout) plus `now()`; XState's SimulatedClock is one. */
+export interface RuntimeClock {
+  setTimeout(fn: (...args: never[]) => void, timeout: number): unknown;
+  clearTimeout(id: unknown): void;
+  now(): number;
+}
+
 export interface RuntimeOptions extends LoadOptions {
   /** Readable log lines on stdout (default true). */
   stdoutLogs?: boolean;
   /** Extra children per supervisor, started at every boot (tests use it to inject failing actors). */
   extraChildren?: Partial<Record<SupervisorName, ChildSpec[]>>;
+  /** The clock of every actor delay and of `rt.now()` (tests pass XState's SimulatedClock to run timelines fast). */
+  clock?: RuntimeClock;
 }
 
 /** Broker-wide counters that are not the engine's (connections and bytes). */
@@ -70,7 +79,10 @@ const NO_TOTALS: EngineTotals = {
 /** A service booted with the server tree and stopped with it (engine, endpoints, ...). Runs in registration order; stops in reverse. */
 export interface Service {
   name: string;
+  /** During boot, before the supervisors exist: open resources (engine, stores). */
   start(runtime: Runtime): Promise<void>;
+  /** Once the supervisor tree is running (after every boot): spawn actors under the supervisors here. */
+  running?(runtime: Runtime): Promise<void> | void;
   stop(runtime: Runtime, restart: boolean): Promise<void>;
 }
 
@@ -104,9 +116,14 @@ export class Runtime extends EventEmitter {
   engineView?: EngineView;
   /** The messaging engine, while the server runs (between boot and stop). */
   engine?: Engine;
+  /** InterfaceStatusDTOs of endpoints and integration links, when the MQTT side provides them (for `$SYS/server/interface/status`). */
+  interfaceStatuses?: () => unknown[];
   private root?: Actor<typeof serverMachine>;
   private readonly services: Service[] = [];
   private readonly extraChildren: Partial<Record<SupervisorName, ChildSpec[]>>;
+  private readonly clock?: RuntimeClock;
+  /** False when the runtime was created with `stdoutLogs: false` (tests): nothing is printed to stdout. */
+  readonly stdoutEnabled: boolean;
 
   private constructor(parts: { config: Config; configDir: string; logs: Logs; store: Store; instance: InstanceRecord }, options: RuntimeOptions) {
     super();
@@ -116,6 +133,13 @@ export class Runtime extends EventEmitter {
     this.store = parts.store;
     this.instance = parts.instance;
     this.extraChildren = options.extraChildren ?? {};
+    this.clock = options.clock;
+    this.stdoutEnabled = options.stdoutLogs ?? true;
+  }
+
+  /** Epoch ms from the runtime's clock (the injected one in tests). */
+  now(): number {
+    return this.clock ? this.clock.now() : Date.now();
   }
 
   /** Loads config (throws ConfigError), opens logs and the store (throws StoreLockedError). Does not boot. */
@@ -181,13 +205,24 @@ export class Runtime extends EventEmitter {
         }),
       },
     });
-    this.root = createActor(logic, { input: { children: () => this.supervisorSpecs() } });
+    this.root = createActor(logic, { input: { children: () => this.supervisorSpecs() }, ...(this.clock ? { clock: this.clock } : {}) });
     this.root.subscribe({ error: (err) => this.log.error({ err }, 'server actor failed') });
     this.root.start();
     await this.waitFor((v) => v !== 'booting');
     const snap = this.root.getSnapshot();
     if (snap.value === 'failed') throw new Error(`boot failed: ${snap.context.error}`);
+    await this.servicesRunning();
     this.log.info({ serverName: this.serverName }, 'server running');
+  }
+
+  private async servicesRunning(): Promise<void> {
+    for (const svc of this.services) {
+      try {
+        await svc.running?.(this);
+      } catch (err) {
+        this.log.error({ err, service: svc.name }, 'service failed to start its actors');
+      }
+    }
   }
 
   private waitFor(pred: (value: string) => boolean): Promise<void> {
@@ -214,6 +249,7 @@ export class Runtime extends EventEmitter {
     this.root.send({ type: 'server.restart' });
     await this.waitFor((v) => v === 'stopping');
     await this.waitFor((v) => v !== 'stopping' && v !== 'booting');
+    if (this.state === 'running') await this.servicesRunning();
     this.log.info('server restarted');
   }
 

@@ -1,0 +1,49 @@
+import type { AnyActorRef } from 'xstate';
+import { subscriptionMachine } from '../../actors/subscriptions/subscription.machine.js';
+import type { Subscription } from '../engine/index.js';
+import type { Runtime, Service } from './runtime.js';
+
+type Change = 'created' | 'hibernated' | 'attached' | 'closed';
+
+/**
+ * One `subscription:<session>|<filter>` actor per durable subscription under the `subscriptions` supervisor,
+ * following the engine's lifecycle notices. Non-durable subscriptions live exactly as long as their connection
+ * and get no actor (so 100 000 of them cost no actors).
+ */
+export function subscriptionsService(): Service {
+  let listener: ((sub: Subscription, change: Change) => void) | undefined;
+  const actorId = (sub: Subscription) => `subscription:${sub.key}`;
+  const spawn = (rt: Runtime, sub: Subscription) =>
+    rt.supervisor('subscriptions')?.send({
+      type: 'child.start',
+      spec: { id: actorId(sub), logic: subscriptionMachine, input: { sessionId: sub.sessionId, filter: sub.filter, hibernating: sub.hibernating } },
+    });
+  return {
+    name: 'subscriptions',
+    async start(rt) {
+      listener = (sub, change) => {
+        const sup = rt.supervisor('subscriptions');
+        if (!sup) return;
+        const child = (sup.getSnapshot().children as Record<string, AnyActorRef | undefined>)[actorId(sub)];
+        if (change === 'created' || !child) {
+          if (change !== 'closed') spawn(rt, sub);
+          return;
+        }
+        child.send({ type: `subscription.${change}` });
+      };
+      rt.on('subscription.changed', listener);
+    },
+    running(rt) {
+      // Durable subscriptions re-made while booting (persistent sessions restored) before the tree was up.
+      for (const sub of rt.engine?.durableSubscriptions() ?? []) {
+        const sup = rt.supervisor('subscriptions');
+        const exists = sup && (sup.getSnapshot().children as Record<string, AnyActorRef | undefined>)[actorId(sub)];
+        if (!exists) spawn(rt, sub);
+      }
+    },
+    async stop(rt) {
+      if (listener) rt.off('subscription.changed', listener);
+      listener = undefined;
+    },
+  };
+}
