@@ -1,8 +1,28 @@
+/**
+ * Test helpers.
+ *
+ * HOW TESTS AUTHENTICATE. Authentication is on by default: every route except /health, /api/v1/ping,
+ * /api/v1/login and /openapi.* answers 401 without credentials. On first boot the broker creates the user `admin`
+ * (groups admins, everyone) and writes its password to {data_dir}/admin_password.
+ *
+ * - In-process (`startServer()`): use `s.inject({...})`, which is `app.inject` with admin's
+ *   `Authorization: Basic` header added (a test's own `headers` win); `s.auth` is that header for `fetch`
+ *   (`fetch(url, { headers: s.auth })`), `s.adminPassword` the password. Plain `s.app.inject` sends no
+ *   credentials (use it to test 401s).
+ * - A test that is not about security may switch authentication off: `startServer({ auth: false })`
+ *   (AuthManager.authenticationEnabled = false; everyone is anonymous and allowed everything).
+ * - Child-process broker (`spawnBroker(env)`): `b.auth()` reads {SWITCHYARD_DATA_DIR}/admin_password and returns the
+ *   header; pass `SWITCHYARD_DATA_DIR` in env. `b.auth()` needs the broker to have booted once.
+ * - Other users: `basicAuth(username, password)` gives the header; create users with
+ *   `s.inject({ method: 'POST', url: '/api/v1/auth/users', payload: { username, password } })` (passwords need 12
+ *   characters by default) and grant with `PUT /api/v1/auth/resources/acl` or group membership.
+ * - MQTT clients: `{ username: 'admin', password: s.adminPassword }`.
+ */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import { buildApp } from '../src/api/app.js';
 import type { SectionName } from '../src/config/schema.js';
 import { Runtime, type RuntimeOptions } from '../src/runtime/runtime.js';
@@ -19,30 +39,60 @@ export function removeDir(dir: string): void {
   rmSync(dir, { recursive: true, force: true });
 }
 
+/** The default MQTT endpoints on random ports of 127.0.0.1 (their bound ports are in GET /api/v1/server/interfaces). */
+export const MQTT_TEST_ENV = { SWITCHYARD_MQTT_PORT: '0', SWITCHYARD_MQTT_WS_PORT: '0', SWITCHYARD_MQTT_HOST: '127.0.0.1' };
+
+/** `Authorization: Basic` header for a user. */
+export function basicAuth(username: string, password: string): { authorization: string } {
+  return { authorization: `Basic ${Buffer.from(`${username}:${password}`).toString('base64')}` };
+}
+
+/** admin's first-boot password from a data directory ('' when there is none, e.g. authentication off). */
+export function adminPasswordOf(dataDir: string): string {
+  const file = join(dataDir, 'admin_password');
+  return existsSync(file) ? readFileSync(file, 'utf8').trim() : '';
+}
+
 export interface TestServer {
   rt: Runtime;
   app: FastifyInstance;
   dataDir: string;
+  /** admin's password ('' when authentication is off). */
+  adminPassword: string;
+  /** admin's `Authorization: Basic` header, for fetch. */
+  auth: { authorization: string };
+  /** `app.inject` as admin (the test's own headers win). */
+  inject(opts: InjectOptions | string): Promise<LightMyRequestResponse>;
   close(): Promise<void>;
 }
 
 /** An in-process broker on a temporary data dir; `app.inject()` or `listen()` as the test needs. */
 export async function startServer(
-  options: { overrides?: { [K in SectionName]?: Record<string, unknown> }; dataDir?: string } & Omit<RuntimeOptions, 'overrides'> = {},
+  options: { overrides?: { [K in SectionName]?: Record<string, unknown> }; dataDir?: string; auth?: boolean } & Omit<RuntimeOptions, 'overrides'> = {},
 ): Promise<TestServer> {
   const dataDir = options.dataDir ?? tempDir();
   const ownsDir = !options.dataDir;
   const overrides = { ...(options.overrides ?? {}) };
+  if (options.auth === false) overrides.AuthManager = { authenticationEnabled: false, ...(overrides.AuthManager ?? {}) };
   overrides.MessageDaemon = { dataDirectory: dataDir, ...(overrides.MessageDaemon ?? {}) };
   overrides.RestApi = { port: 0, hostnames: '127.0.0.1', ...(overrides.RestApi ?? {}) };
-  const rt = await Runtime.create({ configDir: CONFIG_DIR, env: {}, stdoutLogs: false, ...options, overrides });
+  // MQTT endpoints on random ports of 127.0.0.1 (read the bound ports from GET /api/v1/server/interfaces)
+  const rt = await Runtime.create({ configDir: CONFIG_DIR, env: MQTT_TEST_ENV, stdoutLogs: false, ...options, overrides });
   registerServices(rt);
   await rt.start();
   const app = await buildApp(rt);
+  const adminPassword = adminPasswordOf(dataDir);
+  const auth = basicAuth('admin', adminPassword);
   return {
     rt,
     app,
     dataDir,
+    adminPassword,
+    auth,
+    inject(opts) {
+      const o: InjectOptions = typeof opts === 'string' ? { url: opts } : opts;
+      return app.inject({ ...o, headers: { ...auth, ...(o.headers ?? {}) } });
+    },
     async close() {
       await app.close();
       await rt.stop();
@@ -58,6 +108,8 @@ export interface BrokerProcess {
   stderr(): string;
   /** Resolves with the exit code. */
   exited: Promise<number | null>;
+  /** admin's `Authorization: Basic` header from {SWITCHYARD_DATA_DIR}/admin_password. */
+  auth(): { authorization: string };
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
@@ -65,7 +117,7 @@ export interface BrokerProcess {
 export async function spawnBroker(env: Record<string, string>, opts: { waitReady?: boolean } = {}): Promise<BrokerProcess> {
   const proc = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts')], {
     cwd: ROOT,
-    env: { ...process.env, SWITCHYARD_REST_PORT: '0', SWITCHYARD_REST_HOST: '127.0.0.1', ...env },
+    env: { ...process.env, SWITCHYARD_REST_PORT: '0', SWITCHYARD_REST_HOST: '127.0.0.1', ...MQTT_TEST_ENV, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -97,6 +149,10 @@ export async function spawnBroker(env: Record<string, string>, opts: { waitReady
     stdout: () => out,
     stderr: () => err,
     exited,
+    auth: () => {
+      if (!env.SWITCHYARD_DATA_DIR) throw new Error('spawnBroker: pass SWITCHYARD_DATA_DIR to use auth()');
+      return basicAuth('admin', adminPasswordOf(env.SWITCHYARD_DATA_DIR));
+    },
     async stop(signal: NodeJS.Signals = 'SIGTERM') {
       if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
       return exited;

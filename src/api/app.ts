@@ -1,5 +1,6 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type RouteOptions } from 'fastify';
 import fastifyCookie from '@fastify/cookie';
+import fastifyRateLimit from '@fastify/rate-limit';
 import { fastifySSE } from '@fastify/sse';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
@@ -9,10 +10,18 @@ import { VERSION } from '../runtime/monitor.js';
 import { ResponseCache } from './cache.js';
 import type { ApiContext } from './context.js';
 import { registerErrorHandling } from './plugins/errors.js';
+import { interfaceRoutes } from './routes/interfaces/interfaces.routes.js';
+import { connectionRoutes } from './routes/connections/connections.routes.js';
+import { annotateOpenApi, registerAuth } from './plugins/auth.js';
+import { authRoutes } from './routes/auth/index.js';
+import { destinationRoutes } from './routes/destinations/destinations.routes.js';
 import { docsRoutes } from './routes/docs/docs.routes.js';
 import { metricsRoutes } from './routes/metrics/metrics.routes.js';
 import { serverRoutes } from './routes/server/server.routes.js';
 import { logRoutes } from './routes/server/log.routes.js';
+import { messagingRoutes } from './routes/messaging/messaging.routes.js';
+import { sseRoutes } from './routes/messaging/sse.routes.js';
+import { RestSessions } from './rest-session.js';
 import { TokenStore } from './tokens.js';
 
 export interface BuiltApp {
@@ -44,8 +53,13 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
 
   const cache = new ResponseCache(rest.enableCache, rest.cacheLifetime, rest.cacheCleanup);
   const tokens = new TokenStore(rest.sseTokenLifetime);
-  const ctx: ApiContext = { rt, cache, tokens, routes };
-  app.addHook('onClose', async () => cache.close());
+  const sessions = new RestSessions(rt, rest.inactiveTimeout);
+  const ctx: ApiContext = { rt, cache, tokens, routes, sessions };
+  app.decorate('apiContext', ctx);
+  app.addHook('onClose', async () => {
+    cache.close();
+    sessions.stop();
+  });
 
   if (Object.keys(rest.corsHeaders).length) {
     app.addHook('onSend', async (_req, reply, payload) => {
@@ -55,6 +69,8 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   }
 
   await app.register(fastifyCookie);
+  await app.register(fastifyRateLimit, { global: false });
+  registerAuth(app, ctx); // after the cookie parser (its onRequest hook must run first), before every route
   await app.register(fastifySSE, { heartbeatInterval: 15000 });
   await app.register(fastifySwagger, {
     openapi: {
@@ -64,18 +80,26 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
         securitySchemes: {
           basicAuth: { type: 'http', scheme: 'basic' },
           authScheme: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+          cookieAuth: { type: 'apiKey', in: 'cookie', name: 'maps_access_token' },
         },
       },
+      security: [{ basicAuth: [] }, { authScheme: [] }, { cookieAuth: [] }],
     },
     transform: jsonSchemaTransform,
-    transformObject: jsonSchemaTransformObject,
+    transformObject: (doc) => annotateOpenApi(jsonSchemaTransformObject(doc) as Record<string, unknown>, routes) as ReturnType<typeof jsonSchemaTransformObject>,
   });
   if (rest.enableSwaggerUI) await app.register(fastifySwaggerUi, { routePrefix: '/swagger-ui' });
 
   await app.register(docsRoutes, ctx);
+  await app.register(authRoutes, ctx);
   await app.register(serverRoutes, ctx);
   await app.register(logRoutes, ctx);
+  await app.register(destinationRoutes, ctx);
   await app.register(metricsRoutes, ctx);
+  await app.register(interfaceRoutes, ctx);
+  await app.register(connectionRoutes, ctx);
+  await app.register(messagingRoutes, ctx);
+  await app.register(sseRoutes, ctx);
   await app.ready();
   return app as unknown as FastifyInstance;
 }

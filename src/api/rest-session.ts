@@ -1,15 +1,13 @@
-import { randomUUID } from 'node:crypto';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import type { Engine, Subscription } from '../engine/index.js';
 import type { Runtime } from '../runtime/runtime.js';
+import { sessionIdOf } from './plugins/auth.js';
 
 /**
  * REST messaging state per caller session: its subscriptions, by the name they were subscribed with. A session is
  * the login session once security is on (the auth plugin sets `request.sessionId`), otherwise an anonymous session
  * cookie (`maps_session`). It ends on logout or after `RestApi.inactiveTimeout` ms without a request.
  */
-export const SESSION_COOKIE = 'maps_session';
-
 export interface RestSubscription {
   /** Name as subscribed (`destinationName`), the key for consume/commit/abort/unsubscribe. */
   name: string;
@@ -47,16 +45,9 @@ export class RestSessions {
     this.timer.unref();
   }
 
-  /** The caller's session id, creating the anonymous session cookie when there is none. */
-  static idOf(request: FastifyRequest, reply?: FastifyReply): string {
-    const fromAuth = (request as { sessionId?: string }).sessionId;
-    if (fromAuth) return fromAuth;
-    const cookie = request.cookies?.[SESSION_COOKIE];
-    if (cookie && /^[A-Za-z0-9-]{8,64}$/.test(cookie)) return cookie;
-    const id = (request as { newSessionId?: string }).newSessionId ?? randomUUID();
-    (request as { newSessionId?: string }).newSessionId = id;
-    reply?.setCookie(SESSION_COOKIE, id, { path: '/', httpOnly: true, sameSite: 'lax' });
-    return id;
+  /** The caller's session id: the login session, or the anonymous `maps_session` cookie (set when missing). */
+  static idOf(request: FastifyRequest): string {
+    return sessionIdOf(request);
   }
 
   /** The session (created on first use); a session from before an in-process restart starts afresh. */

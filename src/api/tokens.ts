@@ -33,7 +33,7 @@ export class TokenStore {
     if (!rec) throw new ForbiddenError('Token is unknown or has already been used');
     if (rec.expires <= this.now()) throw new ForbiddenError('Token has expired');
     if (rec.kind !== kind) throw new ForbiddenError(`Token was issued for a ${rec.kind} stream`);
-    if (rec.sessionId !== undefined && sessionId !== undefined && rec.sessionId !== sessionId) {
+    if (rec.sessionId !== undefined && rec.sessionId !== sessionId) {
       throw new ForbiddenError('Token belongs to another session');
     }
     return rec;

@@ -3,7 +3,7 @@ import { join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
-import { sectionNames, sectionSchemas, type Config, type SectionName } from './schema.js';
+import { DEFAULT_MQTT_ENDPOINT, DEFAULT_MQTT_WS_ENDPOINT, NetworkManagerSchema, sectionNames, sectionSchemas, withPort, type Config, type SectionName } from './schema.js';
 
 export interface LoadOptions {
   /** Folder of YAML files; default `SWITCHYARD_CONFIG_DIR` or `./config`. */
@@ -100,6 +100,7 @@ export function loadConfig(options: LoadOptions = {}): LoadedConfig {
     raw[rule.section] = { ...(raw[rule.section] ?? {}), [rule.key]: parsed };
     sources[rule.section] ??= `environment ${rule.name}`;
   }
+  applyEndpointEnv(env, raw, sources);
   for (const [section, values] of Object.entries(options.overrides ?? {})) {
     raw[section as SectionName] = { ...(raw[section as SectionName] ?? {}), ...values };
   }
@@ -128,4 +129,42 @@ export function maskSecrets(value: unknown): unknown {
     return out;
   }
   return value;
+}
+
+/**
+ * SWITCHYARD_MQTT_PORT / SWITCHYARD_MQTT_WS_PORT / SWITCHYARD_MQTT_HOST: the endpoint list makes these a special
+ * case. They rewrite the URL of the default endpoints, found by name ('MQTT Interface', 'MQTT WebSocket
+ * Interface'), in the configured list (or the built-in default list when NetworkManager is not configured).
+ */
+function applyEndpointEnv(env: NodeJS.ProcessEnv, raw: Partial<Record<SectionName, Record<string, unknown>>>, sources: Partial<Record<SectionName, string>>): void {
+  const rules = [
+    { name: 'SWITCHYARD_MQTT_PORT', endpoint: DEFAULT_MQTT_ENDPOINT },
+    { name: 'SWITCHYARD_MQTT_WS_PORT', endpoint: DEFAULT_MQTT_WS_ENDPOINT },
+  ];
+  const host = env.SWITCHYARD_MQTT_HOST || undefined;
+  const wanted = rules.filter((r) => env[r.name] !== undefined && env[r.name] !== '');
+  if (!wanted.length && !host) return;
+  const nm = { ...(raw.NetworkManager ?? {}) };
+  let data = nm.data as Array<Record<string, unknown>> | undefined;
+  if (data === undefined) data = NetworkManagerSchema.parse({}).data.map((e) => ({ name: e.name, url: e.url, protocolConfigs: e.protocolConfigs.map((p) => ({ type: p.type })) }));
+  if (!Array.isArray(data)) return; // the schema reports it
+  data = data.map((e) => ({ ...e }));
+  for (const rule of rules) {
+    const value = env[rule.name];
+    const entry = data.find((e) => e && e.name === rule.endpoint);
+    if (value !== undefined && value !== '' && (!/^\d+$/.test(value) || Number(value) > 65535)) {
+      throw new ConfigError(`environment ${rule.name}: expected a port between 0 and 65535; got ${JSON.stringify(value)}`);
+    }
+    if (!entry || typeof entry.url !== 'string') continue;
+    try {
+      const port = value !== undefined && value !== '' ? Number(value) : undefined;
+      const current = /:(\d+)(\/|$)/.exec(entry.url.replace(/^[a-z]+:\/\//i, ''));
+      entry.url = withPort(entry.url, port ?? Number(current?.[1] ?? 0), host);
+    } catch {
+      /* a malformed url is reported by the schema */
+    }
+  }
+  nm.data = data;
+  raw.NetworkManager = nm;
+  sources.NetworkManager ??= 'environment SWITCHYARD_MQTT_PORT';
 }

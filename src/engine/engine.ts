@@ -63,6 +63,11 @@ export interface EngineEvents {
   /** A subscription started dropping messages (maxDepth reached). Re-armed when its buffer empties. */
   onSlowConsumer(sessionId: string, filter: string, depth: number): void;
   onStoreFailure(err: unknown): void;
+  /**
+   * A durable subscription (persistent session) was created, went offline (hibernated), came back (attached) or
+   * ended (closed). Lifecycle only: subscriptions that live exactly as long as their connection are not reported.
+   */
+  onDurableSubscription(sub: Subscription, change: 'created' | 'hibernated' | 'attached' | 'closed'): void;
 }
 
 export interface EngineOptions {
@@ -136,6 +141,15 @@ export interface RecoveryResult {
 const RESOLVED: Promise<void> = Promise.resolve();
 function noop(): void {}
 
+/**
+ * `$SYS/...` topics carry server statistics that the server regenerates at boot (src/runtime/sys-topics.ts), so
+ * their retained messages live in memory only: writing them to the store would only add a write every interval
+ * and bring back stale figures after a restart.
+ */
+function isSysTopic(name: string): boolean {
+  return name.startsWith('$SYS/');
+}
+
 const RATE_KEYS = [
   'totalPublishedMessages',
   'totalSubscribedMessages',
@@ -198,6 +212,7 @@ export class Engine implements SubscriptionHost {
       onQueueLowWater: events.onQueueLowWater ?? noop,
       onSlowConsumer: events.onSlowConsumer ?? noop,
       onStoreFailure: events.onStoreFailure ?? noop,
+      onDurableSubscription: events.onDurableSubscription ?? noop,
     };
     this.highWater = opts.queueHighWater ?? 10_000;
     this.defaultMaxDepth = opts.defaultMaxDepth ?? 1000;
@@ -278,7 +293,7 @@ export class Engine implements SubscriptionHost {
     }
     if (dest.retained === undefined) this.retainedIndex.set(dest.name, dest);
     dest.retained = msg;
-    if (this.commit !== undefined && dest.persistent) {
+    if (this.commit !== undefined && dest.persistent && !isSysTopic(dest.name)) {
       this.lastWrite = this.commit.put(retainedKey(dest.name), encodeMessage(msg), dest.timings);
     }
   }
@@ -286,7 +301,7 @@ export class Engine implements SubscriptionHost {
   private dropRetained(dest: Destination): void {
     dest.retained = undefined;
     this.retainedIndex.delete(dest.name);
-    if (this.commit !== undefined && dest.persistent) {
+    if (this.commit !== undefined && dest.persistent && !isSysTopic(dest.name)) {
       this.lastWrite = this.commit.del(retainedKey(dest.name), dest.timings);
     }
   }
@@ -675,6 +690,7 @@ export class Engine implements SubscriptionHost {
     sub.hibernating = true;
     sub.blocked = false;
     sub.sink = undefined;
+    if (sub.durable) this.events.onDurableSubscription(sub, 'hibernated');
     if (sub.queue !== undefined) {
       // a queue consumer going offline gives its messages back to the other consumers
       this.releaseConsumer(sub);
@@ -695,9 +711,11 @@ export class Engine implements SubscriptionHost {
   /** @internal */
   _attach(sub: Subscription, sink: Sink): void {
     if (sub.closed) return;
+    const wasHibernating = sub.hibernating;
     sub.sink = sink;
     sub.hibernating = false;
     sub.blocked = false;
+    if (sub.durable && wasHibernating) this.events.onDurableSubscription(sub, 'attached');
     if (sub.queue !== undefined) {
       this.dispatch(sub.queue);
       return;
@@ -806,6 +824,7 @@ export class Engine implements SubscriptionHost {
     if (set === undefined) this.sessions.set(sub.sessionId, (set = new Set()));
     set.add(sub);
 
+    if (sub.durable) this.events.onDurableSubscription(sub, 'created');
     if (queue !== undefined) {
       sub.queue = queue;
       queue.consumers.push(sub);
@@ -894,6 +913,7 @@ export class Engine implements SubscriptionHost {
     }
     if (sub === undefined || sub.closed) return false;
     sub.closed = true;
+    if (sub.durable) this.events.onDurableSubscription(sub, 'closed');
     if (this.subs.get(sub.key) === sub) this.subs.delete(sub.key);
     const set = this.sessions.get(sub.sessionId);
     if (set !== undefined) {
@@ -972,6 +992,13 @@ export class Engine implements SubscriptionHost {
     return set === undefined ? [] : [...set];
   }
 
+  /** Every durable (persistent-session) subscription, online or hibernating. */
+  durableSubscriptions(): Subscription[] {
+    const out: Subscription[] = [];
+    for (const sub of this.subs.values()) if (sub.durable && !sub.closed) out.push(sub);
+    return out;
+  }
+
   get subscriptionCount(): number {
     return this.subs.size;
   }
@@ -1042,6 +1069,11 @@ export class Engine implements SubscriptionHost {
 
   isPaused(name: string): boolean {
     return this.require(name).paused;
+  }
+
+  /** A queue that raised `onQueueHighWater` and has not yet fallen back to half of it (also after recovery). */
+  isAboveHighWater(name: string): boolean {
+    return this.dests.get(name)?.highWater === true;
   }
 
   private dto(d: Destination): DestinationDTO {
@@ -1279,6 +1311,10 @@ export class Engine implements SubscriptionHost {
 
     for await (const [key, value] of store.iterate(RETAINED_PREFIX)) {
       const topic = key.slice(RETAINED_PREFIX.length);
+      if (isSysTopic(topic)) {
+        this.commit!.del(key); // written by an older version; $SYS figures are regenerated, never recovered
+        continue;
+      }
       let msg: Message;
       try {
         msg = decodeMessage(value);

@@ -15,7 +15,8 @@ export type SupervisorName = (typeof SUPERVISORS)[number];
 
 /** XState's clock (setTimeout/clearTimeout) plus `now()`; XState's SimulatedClock is one. */
 export interface RuntimeClock {
-  setTimeout(fn: (...args: never[]) => void, timeout: number): unknown;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  setTimeout(fn: (...args: any[]) => void, timeout: number): unknown;
   clearTimeout(id: unknown): void;
   now(): number;
 }

@@ -1,7 +1,17 @@
+import { securityService } from '../security/service.js';
+import { destinationsService } from './destinations.service.js';
+import { endpointsService } from './endpoints.service.js';
 import { messagingService } from './messaging.service.js';
+import { subscriptionsService } from './subscriptions.service.js';
+import { sysTopicsService } from './sys-topics.js';
 import type { Runtime } from './runtime.js';
 
 /** Registers the services booted with the server tree, in start order (stopped in reverse). */
 export function registerServices(rt: Runtime): void {
+  rt.use(securityService); // first: rt.security must be in place before any protocol or route uses it
   rt.use(messagingService());
+  rt.use(endpointsService()); // MQTT endpoints (one actor each, under the endpoints supervisor) and sessions
+  rt.use(subscriptionsService()); // one actor per durable subscription, under the subscriptions supervisor
+  rt.use(destinationsService()); // one actor per destination, under the destinations supervisor
+  rt.use(sysTopicsService()); // $SYS topics into the engine
 }

@@ -76,14 +76,14 @@ export class Identities {
     return [...this.groups.values()].sort((a, b) => a.name.localeCompare(b.name));
   }
   user(uniqueId: string): UserRecord | undefined {
-    return this.users.get(uniqueId);
+    return this.users.get(uniqueId.toLowerCase());
   }
   userByUsername(username: string): UserRecord | undefined {
     const id = this.userByName.get(username);
     return id ? this.users.get(id) : undefined;
   }
   group(uniqueId: string): GroupRecord | undefined {
-    return this.groups.get(uniqueId);
+    return this.groups.get(uniqueId.toLowerCase());
   }
   groupByGroupName(name: string): GroupRecord | undefined {
     const id = this.groupByName.get(name);
@@ -95,12 +95,12 @@ export class Identities {
   }
 
   requireUser(uniqueId: string): UserRecord {
-    const u = this.users.get(uniqueId);
+    const u = this.users.get(uniqueId.toLowerCase());
     if (!u) throw new NotFoundError(`User not found: no user has the id ${uniqueId}`);
     return u;
   }
   requireGroup(uniqueId: string): GroupRecord {
-    const g = this.groups.get(uniqueId);
+    const g = this.groups.get(uniqueId.toLowerCase());
     if (!g) throw new NotFoundError(`Group not found: no group has the id ${uniqueId}`);
     return g;
   }
@@ -137,8 +137,8 @@ export class Identities {
 
   async deleteUser(uniqueId: string): Promise<UserRecord> {
     const u = this.requireUser(uniqueId);
-    await this.store.del('users', uniqueId);
-    this.users.delete(uniqueId);
+    await this.store.del('users', u.uniqueId);
+    this.users.delete(u.uniqueId);
     this.userByName.delete(u.username);
     this.onChange();
     return u;
@@ -158,14 +158,14 @@ export class Identities {
   /** Deletes the group and every membership of it (one atomic batch). */
   async deleteGroup(uniqueId: string): Promise<{ group: GroupRecord; members: UserRecord[] }> {
     const g = this.requireGroup(uniqueId);
-    const members = this.members(uniqueId);
-    const updated = members.map((u) => ({ ...u, groups: u.groups.filter((x) => x !== uniqueId) }));
+    const members = this.members(g.uniqueId);
+    const updated = members.map((u) => ({ ...u, groups: u.groups.filter((x) => x !== g.uniqueId) }));
     const ops: Array<{ type: 'put'; key: string; value: Buffer } | { type: 'del'; key: string }> = [];
-    await this.store.sublevel('groups').del(uniqueId);
+    await this.store.sublevel('groups').del(g.uniqueId);
     for (const u of updated) ops.push({ type: 'put', key: u.uniqueId, value: Buffer.from(JSON.stringify(u)) });
     if (ops.length) await this.store.sublevel('users').batch(ops);
     for (const u of updated) this.users.set(u.uniqueId, u);
-    this.groups.delete(uniqueId);
+    this.groups.delete(g.uniqueId);
     this.groupByName.delete(g.name);
     this.onChange();
     return { group: g, members };
@@ -173,19 +173,19 @@ export class Identities {
 
   /** Adds at the end of the membership order; already a member: unchanged (false). */
   async addMember(groupId: string, userId: string): Promise<boolean> {
-    this.requireGroup(groupId);
+    const g = this.requireGroup(groupId);
     const u = this.requireUser(userId);
-    if (u.groups.includes(groupId)) return false;
-    await this.saveUser({ ...u, groups: [...u.groups, groupId] });
+    if (u.groups.includes(g.uniqueId)) return false;
+    await this.saveUser({ ...u, groups: [...u.groups, g.uniqueId] });
     return true;
   }
 
   /** Not a member: false. */
   async removeMember(groupId: string, userId: string): Promise<boolean> {
-    this.requireGroup(groupId);
+    const g = this.requireGroup(groupId);
     const u = this.requireUser(userId);
-    if (!u.groups.includes(groupId)) return false;
-    await this.saveUser({ ...u, groups: u.groups.filter((g) => g !== groupId) });
+    if (!u.groups.includes(g.uniqueId)) return false;
+    await this.saveUser({ ...u, groups: u.groups.filter((x) => x !== g.uniqueId) });
     return true;
   }
 }

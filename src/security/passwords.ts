@@ -70,12 +70,12 @@ export function checkPasswordPolicy(password: string, policy: PasswordPolicy): v
   if (policy.requireSpecial && !/[^\p{L}\p{Nd}]/u.test(password)) throw new ValidationError('Password must contain a special character (neither a letter nor a digit)');
 }
 
-/** A random password that satisfies any policy (upper, lower, digit, special) and is easy to copy from a terminal. */
+/** A random password that satisfies any policy (upper, lower, digit, special) and is easy to copy from a terminal and pass to CLI tools. */
 export function randomPassword(length = 20): string {
   const upper = 'ABCDEFGHJKLMNPQRSTUVWXYZ';
   const lower = 'abcdefghijkmnopqrstuvwxyz';
   const digits = '23456789';
-  const special = '-_.';
+  const special = '_.';
   const all = upper + lower + digits;
   const pick = (set: string) => set[randomInt(set.length)]!;
   const chars = [pick(upper), pick(lower), pick(digits), pick(special)];
@@ -84,5 +84,6 @@ export function randomPassword(length = 20): string {
     const j = randomInt(i + 1);
     [chars[i], chars[j]] = [chars[j]!, chars[i]!];
   }
-  return chars.join('');
+  // Starts with a letter, so command-line tools never read it as an option (mosquitto_pub -P <password>).
+  return pick(upper + lower) + chars.join('');
 }

@@ -14,12 +14,12 @@ describe('log SSE stream', () => {
   });
   after(async () => s.close());
 
-  const token = async () => (await fetch(`${base}/api/v1/server/log/sse`)).text();
+  const token = async () => (await fetch(`${base}/api/v1/server/log/sse`, { headers: s.auth })).text();
 
   test('log - a stream receives stored entries, then each new entry as a logEvent', async () => {
     s.rt.log.info('before the stream opened');
     const t = await token();
-    const c = new SseClient(`${base}/api/v1/server/log/sse/stream/${t}`);
+    const c = new SseClient(`${base}/api/v1/server/log/sse/stream/${t}`, s.auth);
     await c.started;
     assert.equal(c.status, 200);
     assert.match(c.contentType, /^text\/event-stream/);
@@ -38,7 +38,7 @@ describe('log SSE stream', () => {
 
   test('log - the stream applies its filter to stored and live entries', async () => {
     const t = await token();
-    const c = new SseClient(`${base}/api/v1/server/log/sse/stream/${t}?filter=${encodeURIComponent("message LIKE '%needle%'")}`);
+    const c = new SseClient(`${base}/api/v1/server/log/sse/stream/${t}?filter=${encodeURIComponent("message LIKE '%needle%'")}`, s.auth);
     await c.started;
     s.rt.log.info('hay');
     s.rt.log.info('a needle here');
@@ -50,12 +50,12 @@ describe('log SSE stream', () => {
 
   test('log - a token is single use: the second use is refused with 403', async () => {
     const t = await token();
-    const first = new SseClient(`${base}/api/v1/server/log/sse/stream/${t}`);
+    const first = new SseClient(`${base}/api/v1/server/log/sse/stream/${t}`, s.auth);
     await first.started;
     assert.equal(first.status, 200);
     first.close();
     await first.done;
-    const again = await fetch(`${base}/api/v1/server/log/sse/stream/${t}`);
+    const again = await fetch(`${base}/api/v1/server/log/sse/stream/${t}`, { headers: s.auth });
     assert.equal(again.status, 403);
     assert.deepEqual(await again.json(), { status: 'Token is unknown or has already been used' });
   });
@@ -63,17 +63,17 @@ describe('log SSE stream', () => {
   test('log - an expired token is refused with 403', async () => {
     const t = await token();
     await new Promise((r) => setTimeout(r, 1100));
-    const r = await fetch(`${base}/api/v1/server/log/sse/stream/${t}`);
+    const r = await fetch(`${base}/api/v1/server/log/sse/stream/${t}`, { headers: s.auth });
     assert.equal(r.status, 403);
     assert.deepEqual(await r.json(), { status: 'Token has expired' });
   });
 
   test('log - a bad filter on the stream is a 400 and does not use the token up', async () => {
     const t = await token();
-    const bad = await fetch(`${base}/api/v1/server/log/sse/stream/${t}?filter=${encodeURIComponent('level >')}`);
+    const bad = await fetch(`${base}/api/v1/server/log/sse/stream/${t}?filter=${encodeURIComponent('level >')}`, { headers: s.auth });
     assert.equal(bad.status, 400);
     assert.match((await bad.json()).status, /Invalid selector at position 7/);
-    const c = new SseClient(`${base}/api/v1/server/log/sse/stream/${t}`);
+    const c = new SseClient(`${base}/api/v1/server/log/sse/stream/${t}`, s.auth);
     await c.started;
     assert.equal(c.status, 200);
     c.close();

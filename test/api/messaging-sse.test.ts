@@ -8,7 +8,7 @@ describe('messaging SSE stream', () => {
   let s: TestServer;
   let base: string;
   before(async () => {
-    s = await startServer({ overrides: { AuthManager: { authenticationEnabled: false }, RestApi: { sseTokenLifetime: 1000 } } });
+    s = await startServer({ auth: false, overrides: { RestApi: { sseTokenLifetime: 1000 } } });
     await s.app.listen({ port: 0, host: '127.0.0.1' });
     base = `http://127.0.0.1:${(s.app.server.address() as { port: number }).port}`;
   });

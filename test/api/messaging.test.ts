@@ -6,7 +6,7 @@ import { b64, RestClient, unb64 } from '../rest-client.js';
 describe('REST messaging', () => {
   let s: TestServer;
   before(async () => {
-    s = await startServer({ overrides: { AuthManager: { authenticationEnabled: false } } });
+    s = await startServer({ auth: false });
   });
   after(async () => s.close());
   const client = () => new RestClient(s.app);

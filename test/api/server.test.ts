@@ -9,7 +9,7 @@ describe('server routes', () => {
   });
   after(async () => s.close());
 
-  const get = (url: string) => s.app.inject({ method: 'GET', url });
+  const get = (url: string) => s.inject({ method: 'GET', url });
 
   test('health - GET /health answers Ok as text', async () => {
     const r = await get('/health');
@@ -118,7 +118,7 @@ describe('server routes', () => {
   });
 
   test('cache - GET /api/v1/server/cache counts hits and misses; DELETE clears it', async () => {
-    await s.app.inject({ method: 'DELETE', url: '/api/v1/server/cache' });
+    await s.inject({ method: 'DELETE', url: '/api/v1/server/cache' });
     const before = (await get('/api/v1/server/cache')).json();
     assert.equal(before.enabled, true);
     assert.equal(before.cacheSize, 0);
@@ -130,7 +130,7 @@ describe('server routes', () => {
     assert.equal(afterTwo.cacheSize, 1);
     assert.equal(afterTwo.lifeTime, 30000);
     assert.equal(afterTwo.scanTime, 10000);
-    const del = await s.app.inject({ method: 'DELETE', url: '/api/v1/server/cache' });
+    const del = await s.inject({ method: 'DELETE', url: '/api/v1/server/cache' });
     assert.equal(del.statusCode, 204);
     assert.equal((await get('/api/v1/server/cache')).json().cacheSize, 0);
   });
@@ -238,23 +238,23 @@ describe('server routes', () => {
   });
 
   test('errors - a known path with the wrong method is a 405 with Allow', async () => {
-    const r = await s.app.inject({ method: 'POST', url: '/api/v1/ping' });
+    const r = await s.inject({ method: 'POST', url: '/api/v1/ping' });
     assert.equal(r.statusCode, 405);
     assert.match(String(r.headers.allow), /GET/);
     assert.match(r.json().status, /Method POST is not allowed on \/api\/v1\/ping/);
-    const p = await s.app.inject({ method: 'PUT', url: '/api/v1/server/config/RestApi' });
+    const p = await s.inject({ method: 'PUT', url: '/api/v1/server/config/RestApi' });
     assert.equal(p.statusCode, 405);
   });
 
   test('errors - malformed JSON is a 400 saying so', async () => {
-    const r = await s.app.inject({ method: 'PATCH', url: '/api/v1/server', headers: { 'content-type': 'application/json' }, payload: '{"state": ' });
+    const r = await s.inject({ method: 'PATCH', url: '/api/v1/server', headers: { 'content-type': 'application/json' }, payload: '{"state": ' });
     assert.equal(r.statusCode, 400);
     assert.match(r.json().status, /^Malformed JSON body/);
   });
 
   test('errors - a body over the limit is a 413', async () => {
     const big = JSON.stringify({ state: 'x'.repeat(1_100_000) });
-    const r = await s.app.inject({ method: 'PATCH', url: '/api/v1/server', headers: { 'content-type': 'application/json' }, payload: big });
+    const r = await s.inject({ method: 'PATCH', url: '/api/v1/server', headers: { 'content-type': 'application/json' }, payload: big });
     assert.equal(r.statusCode, 413);
     assert.match(r.json().status, /too large: the limit is 1048576 bytes/);
   });
@@ -267,20 +267,20 @@ describe('server routes', () => {
       [{ state: 'explode' }, /Unknown action: explode; expected restart or shutdown/],
     ];
     for (const [payload, msg] of cases) {
-      const r = await s.app.inject({ method: 'PATCH', url: '/api/v1/server', payload: payload as object });
+      const r = await s.inject({ method: 'PATCH', url: '/api/v1/server', payload: payload as object });
       assert.equal(r.statusCode, 400, JSON.stringify(payload));
       assert.match(r.json().status, msg);
     }
-    const none = await s.app.inject({ method: 'PATCH', url: '/api/v1/server' });
+    const none = await s.inject({ method: 'PATCH', url: '/api/v1/server' });
     assert.equal(none.statusCode, 400);
     assert.match(none.json().status, /body/);
-    const text = await s.app.inject({ method: 'PATCH', url: '/api/v1/server', headers: { 'content-type': 'text/plain' }, payload: 'restart' });
+    const text = await s.inject({ method: 'PATCH', url: '/api/v1/server', headers: { 'content-type': 'text/plain' }, payload: 'restart' });
     assert.equal(text.statusCode, 400);
   });
 
   test('server - PATCH restart rebuilds the actor tree in-process and keeps the name', async () => {
     const name = s.rt.serverName;
-    const r = await s.app.inject({ method: 'PATCH', url: '/api/v1/server', payload: { state: 'ReStArT' } });
+    const r = await s.inject({ method: 'PATCH', url: '/api/v1/server', payload: { state: 'ReStArT' } });
     assert.equal(r.statusCode, 200);
     assert.deepEqual(r.json(), { status: 'Restarting' });
     const deadline = Date.now() + 10000;

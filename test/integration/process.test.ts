@@ -25,16 +25,16 @@ describe('broker process', () => {
   test('process - SIGKILL then restart on the same data dir: same server name, store intact', async () => {
     const data = dir();
     const first = await broker({ SWITCHYARD_DATA_DIR: data });
-    const name = await (await fetch(`http://127.0.0.1:${first.port}/api/v1/name`)).json();
-    const info = await (await fetch(`http://127.0.0.1:${first.port}/api/v1/server/details/info`)).json();
+    const name = await (await fetch(`http://127.0.0.1:${first.port}/api/v1/name`, { headers: first.auth() })).json();
+    const info = await (await fetch(`http://127.0.0.1:${first.port}/api/v1/server/details/info`, { headers: first.auth() })).json();
     first.proc.kill('SIGKILL');
     assert.equal(await first.exited, null);
     const second = await broker({ SWITCHYARD_DATA_DIR: data });
-    assert.equal(await (await fetch(`http://127.0.0.1:${second.port}/api/v1/name`)).json(), name);
+    assert.equal(await (await fetch(`http://127.0.0.1:${second.port}/api/v1/name`, { headers: second.auth() })).json(), name);
     assert.equal(await (await fetch(`http://127.0.0.1:${second.port}/health`)).text(), 'Ok');
-    const status = (await (await fetch(`http://127.0.0.1:${second.port}/api/v1/server/status`)).json()) as Array<{ name: string; status: string }>;
+    const status = (await (await fetch(`http://127.0.0.1:${second.port}/api/v1/server/status`, { headers: second.auth() })).json()) as Array<{ name: string; status: string }>;
     assert.equal(status.find((x) => x.name === 'Store')!.status, 'OK');
-    const info2 = await (await fetch(`http://127.0.0.1:${second.port}/api/v1/server/details/info`)).json();
+    const info2 = await (await fetch(`http://127.0.0.1:${second.port}/api/v1/server/details/info`, { headers: second.auth() })).json();
     assert.equal(info2.serverName, info.serverName);
     assert.equal(await second.stop(), 0);
   });
@@ -66,7 +66,7 @@ describe('broker process', () => {
     const b = await broker({ SWITCHYARD_DATA_DIR: dir() });
     const r = await fetch(`http://127.0.0.1:${b.port}/api/v1/server`, {
       method: 'PATCH',
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', ...b.auth() },
       body: JSON.stringify({ state: 'shutdown' }),
     });
     assert.equal(r.status, 200);

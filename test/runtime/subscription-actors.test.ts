@@ -11,7 +11,7 @@ interface Node {
 }
 
 test('subscriptions - a durable subscription is an actor that hibernates and wakes with its session; non-durable ones get none', async () => {
-  const s = await startServer({ overrides: { AuthManager: { authenticationEnabled: false } } });
+  const s = await startServer({ auth: false });
   try {
     const engine = s.rt.engine!;
     const actors = async () => {

@@ -68,25 +68,25 @@ describe('supervisor', () => {
       extraChildren: { devices: [{ id: 'device:broken', logic: throwingChild(starts) }] },
     });
     try {
-      await waitUntil(async () => (await s.app.inject('/api/v1/server/health')).json().status === 'Error', 10000, 'supervisor failure');
+      await waitUntil(async () => (await s.inject('/api/v1/server/health')).json().status === 'Error', 10000, 'supervisor failure');
       assert.equal(starts.length, 4, 'first start plus three restarts');
       const gaps = starts.slice(1).map((t, i) => t - starts[i]);
       assert.ok(gaps[0] >= 15 && gaps[1] >= 35 && gaps[2] >= 75, `backoff grows: ${gaps.join(', ')} ms`);
 
-      const tree = (await s.app.inject('/api/v1/server/actors')).json();
+      const tree = (await s.inject('/api/v1/server/actors')).json();
       const devices = tree.children.find((c: { id: string }) => c.id === 'devices');
       assert.equal(devices.state, 'failed');
       assert.deepEqual(devices.tags, ['failed']);
       assert.equal(devices.children.length, 0, 'the failed supervisor stopped its children');
       assert.equal(tree.state, 'running', 'the server keeps running');
 
-      assert.equal((await s.app.inject('/health')).body, 'Error');
-      const status = (await s.app.inject('/api/v1/server/status')).json() as Array<{ name: string; status: string; comment: string }>;
+      assert.equal((await s.inject('/health')).body, 'Error');
+      const status = (await s.inject('/api/v1/server/status')).json() as Array<{ name: string; status: string; comment: string }>;
       const dev = status.find((x) => x.name === 'Devices')!;
       assert.equal(dev.status, 'ERROR');
       assert.match(dev.comment, /restart budget spent \(3 restarts within 60000 ms\); last crash: device:broken: cannot open device/);
-      assert.deepEqual((await s.app.inject('/api/v1/server/health')).json(), { status: 'Error', issueCount: 1 });
-      assert.deepEqual((await s.app.inject('/api/v1/ping')).json(), { status: 'Success' });
+      assert.deepEqual((await s.inject('/api/v1/server/health')).json(), { status: 'Error', issueCount: 1 });
+      assert.deepEqual((await s.inject('/api/v1/ping')).json(), { status: 'Success' });
     } finally {
       await s.close();
     }
@@ -100,9 +100,9 @@ describe('supervisor', () => {
     });
     try {
       await waitUntil(() => starts.length === 1, 5000, 'first start');
-      const h = (await s.app.inject('/api/v1/server/health')).json();
+      const h = (await s.inject('/api/v1/server/health')).json();
       assert.deepEqual(h, { status: 'Warning', issueCount: 1 });
-      assert.equal((await s.app.inject('/health')).body, 'Warning');
+      assert.equal((await s.inject('/health')).body, 'Warning');
     } finally {
       await s.close();
     }
@@ -112,7 +112,7 @@ describe('supervisor', () => {
     const m = setup({}).createMachine({ id: 'fake', initial: 'backoff', states: { backoff: { tags: ['degraded'] } } });
     const s = await startServer({ extraChildren: { endpoints: [{ id: 'endpoint:mqtt', logic: m }] } });
     try {
-      const status = (await s.app.inject('/api/v1/server/status')).json() as Array<{ name: string; status: string; comment: string }>;
+      const status = (await s.inject('/api/v1/server/status')).json() as Array<{ name: string; status: string; comment: string }>;
       const ep = status.find((x) => x.name === 'Endpoints')!;
       assert.equal(ep.status, 'WARN');
       assert.match(ep.comment, /endpoint:mqtt backoff/);

@@ -7,11 +7,11 @@ import { buildWadl, buildXsd } from './wadl.js';
 export const docsRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => {
   const rest = ctx.rt.config.RestApi;
   if (rest.enableSwagger) {
-    app.get('/openapi.json', { schema: { hide: true } }, async (_req, reply) => {
+    app.get('/openapi.json', { config: { public: true }, schema: { hide: true } }, async (_req, reply) => {
       reply.type('application/json; charset=utf-8');
       return JSON.stringify(app.swagger());
     });
-    app.get('/openapi.yaml', { schema: { hide: true } }, async (_req, reply) => {
+    app.get('/openapi.yaml', { config: { public: true }, schema: { hide: true } }, async (_req, reply) => {
       reply.type('application/yaml; charset=utf-8');
       return app.swagger({ yaml: true });
     });

@@ -71,7 +71,7 @@ export function subscribeSession(ctx: ApiContext, session: RestSession, body: z.
 
 export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => {
   const { rt, sessions } = ctx;
-  const session = (req: Parameters<typeof RestSessions.idOf>[0], reply: Parameters<typeof RestSessions.idOf>[1]) => sessions.get(RestSessions.idOf(req, reply));
+  const session = (req: Parameters<typeof RestSessions.idOf>[0]) => sessions.get(RestSessions.idOf(req));
   const findSub = (s: RestSession, name: string): RestSubscription => {
     const rs = s.subs.get(name);
     if (!rs || rs.sub.closed) {
@@ -85,6 +85,7 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
   app.post(
     '/api/v1/messaging/publish',
     {
+      config: { permission: { permission: 'connect' } },
       schema: {
         tags,
         summary: 'Publish a message',
@@ -115,19 +116,19 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
 
   app.post(
     '/api/v1/messaging/subscribe',
-    { schema: { tags, summary: 'Subscribe to a topic', body: SubscriptionRequest, response: { 200: StatusResponse, ...ErrorResponses } } },
-    async (req, reply) => {
+    { config: { permission: { permission: 'connect' } }, schema: { tags, summary: 'Subscribe to a topic', body: SubscriptionRequest, response: { 200: StatusResponse, ...ErrorResponses } } },
+    async (req) => {
       requireSubscribe(rt, req, req.body.destinationName);
-      subscribeSession(ctx, session(req, reply), req.body);
+      subscribeSession(ctx, session(req), req.body);
       return { status: `Successfully subscribed to ${req.body.destinationName}` };
     },
   );
 
   app.post(
     '/api/v1/messaging/unsubscribe',
-    { schema: { tags, summary: 'Unsubscribe from a topic', body: SubscriptionRequest, response: { 200: StatusResponse, ...ErrorResponses } } },
-    async (req, reply) => {
-      const s = session(req, reply);
+    { config: { permission: { permission: 'connect' } }, schema: { tags, summary: 'Unsubscribe from a topic', body: SubscriptionRequest, response: { 200: StatusResponse, ...ErrorResponses } } },
+    async (req) => {
+      const s = session(req);
       const rs = findSub(s, req.body.destinationName);
       s.engine.unsubscribe(rs.sub);
       s.subs.delete(rs.name);
@@ -138,6 +139,7 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
   app.post(
     '/api/v1/messaging/consume',
     {
+      config: { permission: { permission: 'connect' } },
       schema: {
         tags,
         summary: 'Get messages',
@@ -146,8 +148,8 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
         response: { 200: z.object({ consumedMessages: z.array(MessageOut) }).meta({ id: 'ConsumedResponse' }), ...ErrorResponses },
       },
     },
-    async (req, reply) => {
-      const s = session(req, reply);
+    async (req) => {
+      const s = session(req);
       const depth = clampDepth(req.body?.depth);
       let taken: Delivery[] = [];
       if (req.body?.destination) {
@@ -176,6 +178,7 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
   app.post(
     '/api/v1/messaging/subscriptionDepth',
     {
+      config: { permission: { permission: 'connect' } },
       schema: {
         tags,
         summary: 'Get message depth',
@@ -188,8 +191,8 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
         },
       },
     },
-    async (req, reply) => {
-      const s = session(req, reply);
+    async (req) => {
+      const s = session(req);
       const list = req.body?.destination ? [findSub(s, req.body.destination)] : [...s.subs.values()].filter((r) => !r.sub.closed);
       return { subscriptionDepths: list.map((r) => ({ destination: r.name, depth: r.sub.depth() })) };
     },
@@ -202,6 +205,7 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
     app.post(
       path,
       {
+        config: { permission: { permission: 'connect' } },
         schema: {
           tags,
           summary: commit ? 'Commit the message' : 'Abort the message',
@@ -212,8 +216,8 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
           response: { 200: StatusResponse, ...ErrorResponses },
         },
       },
-      async (req, reply) => {
-        const s = session(req, reply);
+      async (req) => {
+        const s = session(req);
         const rs = findSub(s, req.body.destinationName);
         if (!rs.transactional) throw new ConflictError(`Subscription ${rs.name} is not transactional: messages are acknowledged when consumed`);
         const unknown = req.body.eventIds.filter((id) => !rs.sub.inFlight.has(id));

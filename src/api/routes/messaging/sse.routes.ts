@@ -27,6 +27,7 @@ export const sseRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => 
   app.get(
     '/api/v1/messaging/sse',
     {
+      config: { permission: { permission: 'connect' } },
       schema: {
         tags,
         summary: 'Request a temporary token to access the listed destinations events',
@@ -37,7 +38,7 @@ export const sseRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => 
     },
     async (req, reply) => {
       requireSubscribe(rt, req, req.query.destination);
-      const token = tokens.issue('messaging', { destination: req.query.destination, sessionId: RestSessions.idOf(req, reply) });
+      const token = tokens.issue('messaging', { destination: req.query.destination, sessionId: RestSessions.idOf(req) });
       reply.type('text/plain; charset=utf-8');
       return token;
     },
@@ -47,6 +48,7 @@ export const sseRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => 
     '/api/v1/messaging/sse/stream/:token',
     {
       sse: { kind: 'manual', heartbeat: true },
+      config: { permission: { permission: 'connect' } },
       schema: {
         tags,
         summary: 'Stream destination events (SSE)',
@@ -62,7 +64,7 @@ export const sseRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => 
       const selector = messageSelector(q.filter);
       const engine = rt.engine;
       if (!engine) throw new ConflictError('The messaging engine is not running (server restarting)');
-      const token = tokens.consume(req.params.token, 'messaging', req.cookies?.['maps_session'] ?? (req as { sessionId?: string }).sessionId);
+      const token = tokens.consume(req.params.token, 'messaging', RestSessions.idOf(req));
       if (token.destination !== q.destinationName) {
         throw new ForbiddenError(`Token was issued for destination ${token.destination}, not ${q.destinationName}`);
       }

@@ -32,7 +32,7 @@ export const metricsRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx)
   gauge('health', 'Server health: 0 Ok, 1 Warning, 2 Error', () => ({ Ok: 0, Warning: 1, Error: 2 })[healthOf(statusList(ctx)).status]);
   gauge('uptime_seconds', 'Seconds since the process started', () => (Date.now() - rt.startedAt) / 1000);
 
-  app.get('/metrics', { schema: { tags: ['Server Management'], summary: 'Prometheus metrics (text exposition format)' } }, async (_req, reply) => {
+  app.get('/metrics', { config: { permission: { permission: 'view_stats' } }, schema: { tags: ['Server Management'], summary: 'Prometheus metrics (text exposition format)' } }, async (_req, reply) => {
     reply.type(register.contentType);
     return register.metrics();
   });

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { parseFilterParam } from '../../../engine/selector/selector.js';
 import type { LogEntry } from '../../../log.js';
 import type { ApiContext } from '../../context.js';
+import { sessionIdOf } from '../../plugins/auth.js';
 import { ErrorResponses } from '../../schemas.js';
 
 const LogEntryDTO = z.object({ logNumber: z.number().int(), level: z.number().int(), message: z.string() });
@@ -15,7 +16,7 @@ export const logRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => 
 
   app.get(
     '/api/v1/server/log',
-    {
+    { config: { permission: { permission: 'view_stats' } },
       schema: {
         tags: ['Logging Monitor'],
         summary: 'Get last stored log entries',
@@ -32,7 +33,7 @@ export const logRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => 
 
   app.get(
     '/api/v1/server/log/sse',
-    {
+    { config: { permission: { permission: 'view_stats' } },
       schema: {
         tags: ['Logging Monitor'],
         summary: 'Request a temporary token to access the server side logs',
@@ -42,13 +43,13 @@ export const logRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => 
     },
     async (req, reply) => {
       reply.type('text/plain; charset=utf-8');
-      return tokens.issue('log', { sessionId: req.cookies?.['maps_session'] });
+      return tokens.issue('log', { sessionId: sessionIdOf(req) });
     },
   );
 
   app.get(
     '/api/v1/server/log/sse/stream/:token',
-    {
+    { config: { permission: { permission: 'view_stats' } },
       sse: { kind: 'manual', heartbeat: true },
       schema: {
         tags: ['Logging Monitor'],
@@ -61,7 +62,7 @@ export const logRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => 
     },
     async (req, reply) => {
       const selector = parseFilterParam(req.query.filter);
-      tokens.consume(req.params.token, 'log', req.cookies?.['maps_session']);
+      tokens.consume(req.params.token, 'log', sessionIdOf(req));
       const sse = reply.sse!;
       sse.keepAlive();
       sse.sendHeaders();

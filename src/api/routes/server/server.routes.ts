@@ -84,7 +84,7 @@ export const serverRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) 
 
   app.get(
     '/health',
-    { schema: { tags: ['Server Health'], summary: 'Check server health', response: { 200: z.enum(['Ok', 'Warning', 'Error']) } } },
+    { config: { public: true }, schema: { tags: ['Server Health'], summary: 'Check server health', response: { 200: z.enum(['Ok', 'Warning', 'Error']) } } },
     async (_req, reply) => {
       reply.type('text/plain; charset=utf-8');
       return healthOf(statusList(ctx)).status;
@@ -93,7 +93,7 @@ export const serverRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) 
 
   app.get(
     '/api/v1/ping',
-    { schema: { tags: ['Server Health'], summary: 'Ping the server', response: { 200: StatusResponse } } },
+    { config: { public: true }, schema: { tags: ['Server Health'], summary: 'Ping the server', response: { 200: StatusResponse } } },
     async () => ({ status: 'Success' }),
   );
 
@@ -117,25 +117,25 @@ export const serverRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) 
 
   app.get(
     '/api/v1/server/details/info',
-    { schema: { tags: ['Server Management'], summary: 'Get server build information', response: { 200: ServerInfoDTO, ...ErrorResponses } } },
+    { config: { permission: { permission: 'view_stats' } }, schema: { tags: ['Server Management'], summary: 'Get server build information', response: { 200: ServerInfoDTO, ...ErrorResponses } } },
     async (req) => cached(req.routeOptions.url!, 'buildInfo', () => serverInfo(rt, rt.destinationCount())),
   );
 
   app.get(
     '/api/v1/server/details/stats',
-    { schema: { tags: ['Server Management'], summary: 'Get server statistics', response: { 200: ServerStatisticsDTO, ...ErrorResponses } } },
+    { config: { permission: { permission: 'view_stats' } }, schema: { tags: ['Server Management'], summary: 'Get server statistics', response: { 200: ServerStatisticsDTO, ...ErrorResponses } } },
     async (req) => cached(req.routeOptions.url!, 'serverStats', () => serverStats(rt)),
   );
 
   app.get(
     '/api/v1/server/status',
-    { schema: { tags: ['Server Management'], summary: 'Get server subsystem status', response: { 200: z.array(SubSystemStatusDTO), ...ErrorResponses } } },
+    { config: { permission: { permission: 'view_stats' } }, schema: { tags: ['Server Management'], summary: 'Get server subsystem status', response: { 200: z.array(SubSystemStatusDTO), ...ErrorResponses } } },
     async (req) => cached(req.routeOptions.url!, 'serverStats', () => statusList(ctx)),
   );
 
   app.get(
     '/api/v1/server/health',
-    {
+    { config: { permission: { permission: 'view_stats' } },
       schema: {
         tags: ['Server Management'],
         summary: 'Get server subsystem status summary',
@@ -147,7 +147,7 @@ export const serverRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) 
 
   app.patch(
     '/api/v1/server',
-    {
+    { config: { permission: { permission: 'manage_config' } },
       schema: {
         tags: ['Server Management'],
         summary: 'Restart or shutdown the server',
@@ -172,13 +172,13 @@ export const serverRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) 
 
   app.get(
     '/api/v1/server/config',
-    { schema: { tags: ['Server Config Management'], summary: 'List configuration sections', response: { 200: z.array(z.string()), ...ErrorResponses } } },
+    { config: { permission: { permission: 'view_config' } }, schema: { tags: ['Server Config Management'], summary: 'List configuration sections', response: { 200: z.array(z.string()), ...ErrorResponses } } },
     async (req) => cached(req.routeOptions.url!, 'knownManagers', () => [...sectionNames]),
   );
 
   app.get(
     '/api/v1/server/config/:name',
-    {
+    { config: { permission: { permission: 'view_config' } },
       schema: {
         tags: ['Server Config Management'],
         summary: 'Retrieve configuration section value and schema',
@@ -197,7 +197,7 @@ export const serverRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) 
 
   app.get(
     '/api/v1/server/cache',
-    {
+    { config: { permission: { permission: 'view_config' } },
       schema: {
         tags: ['Server Config Management'],
         summary: 'Retrieve cache information',
@@ -217,14 +217,14 @@ export const serverRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) 
     async () => cache.info(),
   );
 
-  app.delete('/api/v1/server/cache', { schema: { tags: ['Server Config Management'], summary: 'Clear cache', response: { 204: z.null(), ...ErrorResponses } } }, async (_req, reply) => {
+  app.delete('/api/v1/server/cache', { config: { permission: { permission: 'manage_config' } }, schema: { tags: ['Server Config Management'], summary: 'Clear cache', response: { 204: z.null(), ...ErrorResponses } } }, async (_req, reply) => {
     cache.clear();
     return reply.code(204).send(null);
   });
 
   app.get(
     '/api/v1/server/actors',
-    {
+    { config: { permission: { permission: 'view_stats' } },
       schema: {
         tags: ['Server Management'],
         summary: 'The live actor tree (Switchyard extension)',

@@ -1,0 +1,336 @@
+/**
+ * bench/mqtt: Switchyard, Aedes (its own process) and Debian's Mosquitto measured in one run with one load
+ * generator (this process, raw sockets): QoS 0 and QoS 1 publisher→subscriber pairs, fan-out 1→100, latency
+ * p50/p99 at a fixed 5 000 msg/s, and memory per idle connection over 5 000 connections. Not a test: numbers vary
+ * with the machine. `npm run bench` runs it; `tsx bench/mqtt/run.ts` alone too.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { LoadClient, publishPacket } from './loadgen.js';
+
+const ROOT = resolve(import.meta.dirname, '..', '..');
+const DURATION = Number(process.env.BENCH_SECONDS ?? 3) * 1000;
+const WARMUP = 500;
+const PAIRS = 8;
+
+interface Broker {
+  name: string;
+  port: number;
+  pid: number;
+  proc: ChildProcess;
+  stop(): Promise<void>;
+}
+
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as { port: number }).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+function waitLine(proc: ChildProcess, re: RegExp, what: string): Promise<RegExpExecArray> {
+  return new Promise((res, rej) => {
+    let out = '';
+    const t = setTimeout(() => rej(new Error(`${what} did not start: ${out}`)), 30000);
+    const on = (d: Buffer) => {
+      out += d;
+      const m = re.exec(out);
+      if (m) {
+        clearTimeout(t);
+        res(m);
+      }
+    };
+    proc.stdout?.on('data', on);
+    proc.stderr?.on('data', on);
+  });
+}
+
+const stopProc = (proc: ChildProcess) => async () => {
+  if (proc.exitCode === null && proc.signalCode === null) {
+    proc.kill('SIGTERM');
+    await new Promise((r) => {
+      const t = setTimeout(() => {
+        proc.kill('SIGKILL');
+        r(undefined);
+      }, 5000);
+      proc.once('exit', () => {
+        clearTimeout(t);
+        r(undefined);
+      });
+    });
+  }
+};
+
+async function startSwitchyard(tmp: string): Promise<Broker> {
+  const configDir = join(tmp, 'sy-config');
+  const dataDir = join(tmp, 'sy-data');
+  mkdir(configDir);
+  for (const f of readdirSync(join(ROOT, 'config'))) if (f.endsWith('.yaml') && f !== 'AuthManager.yaml') copyFileSync(join(ROOT, 'config', f), join(configDir, f));
+  writeFileSync(join(configDir, 'AuthManager.yaml'), 'AuthManager:\n  authenticationEnabled: false\n');
+  const port = await freePort();
+  const proc = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts')], {
+    cwd: ROOT,
+    env: { ...process.env, SWITCHYARD_CONFIG_DIR: configDir, SWITCHYARD_DATA_DIR: dataDir, SWITCHYARD_REST_PORT: '0', SWITCHYARD_REST_HOST: '127.0.0.1', SWITCHYARD_MQTT_PORT: String(port), SWITCHYARD_MQTT_WS_PORT: '0', SWITCHYARD_MQTT_HOST: '127.0.0.1', SWITCHYARD_LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  await waitLine(proc, /SWITCHYARD_READY rest=(\d+)/, 'switchyard');
+  return { name: 'Switchyard', port, pid: proc.pid!, proc, stop: stopProc(proc) };
+}
+
+async function startAedes(): Promise<Broker> {
+  const proc = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/mqtt/aedes-server.ts'), '0'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  proc.stderr!.on('data', (d) => process.env.BENCH_DEBUG && process.stderr.write(d));
+  const m = await waitLine(proc, /AEDES_READY (\d+)/, 'aedes');
+  return { name: 'Aedes', port: Number(m[1]), pid: proc.pid!, proc, stop: stopProc(proc) };
+}
+
+async function startMosquitto(tmp: string): Promise<Broker> {
+  const port = await freePort();
+  const conf = join(tmp, 'mosquitto.conf');
+  // Debian's defaults except: a loopback listener, anonymous clients, and the same per-client queue depth as Switchyard
+  writeFileSync(conf, `listener ${port} 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 10000\n`);
+  // no -v: verbose logging into an undrained pipe would stall the broker
+  const proc = spawn('mosquitto', ['-c', conf], { stdio: ['ignore', 'ignore', 'ignore'] });
+  const end = Date.now() + 10000;
+  for (;;) {
+    try {
+      (await LoadClient.connect(port, 'probe')).close();
+      break;
+    } catch (err) {
+      if (Date.now() > end) throw err;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  return { name: 'Mosquitto', port, pid: proc.pid!, proc, stop: stopProc(proc) };
+}
+
+function mkdir(d: string): void {
+  rmSync(d, { recursive: true, force: true });
+  mkdirSync(d, { recursive: true });
+}
+
+/** Windowed count of messages received by `subs` while `drive` runs. */
+async function measure(subs: LoadClient[], ms: number): Promise<number> {
+  await new Promise((r) => setTimeout(r, WARMUP));
+  const c0 = subs.reduce((a, s) => a + s.received, 0);
+  const t0 = performance.now();
+  await new Promise((r) => setTimeout(r, ms));
+  const c1 = subs.reduce((a, s) => a + s.received, 0);
+  return (c1 - c0) / ((performance.now() - t0) / 1000);
+}
+
+/** Keep a socket's send buffer full with pre-encoded batches (QoS 0). */
+function pumpQos0(c: LoadClient, batch: Buffer): void {
+  const pump = (): void => {
+    if (c.stopped) return;
+    while (c.socket.writableLength < 256 * 1024) c.socket.write(batch);
+    c.socket.once('drain', pump);
+  };
+  pump();
+}
+
+async function pairs(port: number, qos: 0 | 1): Promise<number> {
+  const subs: LoadClient[] = [];
+  const pubs: LoadClient[] = [];
+  const payload = Buffer.alloc(64, 'x');
+  for (let i = 0; i < PAIRS; i++) {
+    const s = await LoadClient.connect(port, `sub${qos}-${i}`);
+    await s.subscribe(`bench/pair/${qos}/${i}`, qos);
+    subs.push(s);
+    pubs.push(await LoadClient.connect(port, `pub${qos}-${i}`));
+  }
+  if (qos === 0) {
+    for (let i = 0; i < PAIRS; i++) {
+      const one = publishPacket(`bench/pair/0/${i}`, payload, 0);
+      pumpQos0(pubs[i]!, Buffer.concat(Array(100).fill(one)));
+    }
+  } else {
+    const WINDOW = 200;
+    for (let i = 0; i < PAIRS; i++) {
+      const p = pubs[i]!;
+      const tmpl = publishPacket(`bench/pair/1/${i}`, payload, 1, 1);
+      const pidAt = tmpl.length - payload.length - 2;
+      let pid = 0;
+      let inflight = 0;
+      const send = (n: number): void => {
+        const bufs: Buffer[] = [];
+        for (let k = 0; k < n; k++) {
+          pid = pid === 65535 ? 1 : pid + 1;
+          const b = Buffer.from(tmpl);
+          b.writeUInt16BE(pid, pidAt);
+          bufs.push(b);
+        }
+        inflight += n;
+        p.socket.write(Buffer.concat(bufs));
+      };
+      p.onAck(() => {
+        inflight--;
+        if (inflight < WINDOW / 2 && !p.stopped) send(WINDOW - inflight);
+      });
+      send(WINDOW);
+    }
+  }
+  const rate = await measure(subs, DURATION);
+  for (const c of [...pubs, ...subs]) c.close();
+  return rate;
+}
+
+async function fanout(port: number): Promise<number> {
+  const subs: LoadClient[] = [];
+  for (let i = 0; i < 100; i++) {
+    const s = await LoadClient.connect(port, `fan-${i}`);
+    await s.subscribe('bench/fan', 0);
+    subs.push(s);
+  }
+  const pub = await LoadClient.connect(port, 'fan-pub');
+  const one = publishPacket('bench/fan', Buffer.alloc(64, 'f'), 0);
+  // paced so that the subscribers, not the publisher's buffer, set the pace: bursts of 20 per ms tick
+  const batch = Buffer.concat(Array(20).fill(one));
+  const timer = setInterval(() => {
+    if (pub.socket.writableLength < 64 * 1024) pub.socket.write(batch);
+  }, 1);
+  const rate = await measure(subs, DURATION);
+  clearInterval(timer);
+  for (const c of [pub, ...subs]) c.close();
+  return rate;
+}
+
+async function latency(port: number): Promise<{ p50: number; p99: number; n: number }> {
+  const sub = await LoadClient.connect(port, 'lat-sub');
+  await sub.subscribe('bench/lat', 0);
+  const pub = await LoadClient.connect(port, 'lat-pub');
+  const samples: number[] = [];
+  let recording = false;
+  sub.onPublish = (payload) => {
+    if (recording) samples.push(performance.now() - payload.readDoubleLE(0));
+  };
+  const RATE = 5000;
+  const start = performance.now();
+  let sent = 0;
+  const payload = Buffer.alloc(64);
+  const timer = setInterval(() => {
+    const due = Math.floor(((performance.now() - start) / 1000) * RATE);
+    const bufs: Buffer[] = [];
+    while (sent < due) {
+      payload.writeDoubleLE(performance.now(), 0);
+      bufs.push(publishPacket('bench/lat', payload, 0));
+      sent++;
+    }
+    if (bufs.length) pub.socket.write(bufs.length === 1 ? bufs[0]! : Buffer.concat(bufs));
+  }, 1);
+  await new Promise((r) => setTimeout(r, WARMUP));
+  recording = true;
+  await new Promise((r) => setTimeout(r, DURATION));
+  recording = false;
+  clearInterval(timer);
+  sub.close();
+  pub.close();
+  samples.sort((a, b) => a - b);
+  const q = (p: number) => samples[Math.min(samples.length - 1, Math.floor(p * samples.length))] ?? NaN;
+  return { p50: q(0.5), p99: q(0.99), n: samples.length };
+}
+
+function rssOf(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) * 1024 : NaN;
+}
+
+async function idleMemory(broker: Broker, n = 5000): Promise<number> {
+  await new Promise((r) => setTimeout(r, 1500));
+  const before = rssOf(broker.pid);
+  const clients: LoadClient[] = [];
+  for (let i = 0; i < n; i += 250) {
+    const batch = await Promise.all(Array.from({ length: Math.min(250, n - i) }, (_, k) => LoadClient.connect(broker.port, `idle-${i + k}`)));
+    clients.push(...batch);
+  }
+  await new Promise((r) => setTimeout(r, 2000));
+  const after = rssOf(broker.pid);
+  for (const c of clients) c.close();
+  await new Promise((r) => setTimeout(r, 500));
+  return (after - before) / n;
+}
+
+interface Row {
+  qos0: number;
+  qos1: number;
+  fanout: number;
+  p50: number;
+  p99: number;
+  memPerConn: number;
+}
+
+export async function runMqttBench(): Promise<void> {
+  const tmp = mkdtempSync(join(tmpdir(), 'switchyard-bench-'));
+  const results: Record<string, Row> = {};
+  const starters: Array<[string, () => Promise<Broker>]> = [
+    ['Switchyard', () => startSwitchyard(tmp)],
+    ['Aedes', () => startAedes()],
+    ['Mosquitto', () => startMosquitto(tmp)],
+  ];
+  try {
+    for (const [name, start] of starters) {
+      process.stdout.write(`bench/mqtt: ${name} ...`);
+      const b = await start();
+      try {
+        const step = async <T>(label: string, f: () => Promise<T>): Promise<T> => {
+          process.stdout.write(` ${label}`);
+          const v = await f();
+          await new Promise((r) => setTimeout(r, 300)); // let the broker settle between scenarios
+          return v;
+        };
+        const qos0 = await step('qos0', () => pairs(b.port, 0));
+        const qos1 = await step('qos1', () => pairs(b.port, 1));
+        const fan = await step('fanout', () => fanout(b.port));
+        const lat = await step('latency', () => latency(b.port));
+        await b.stop();
+        // memory on a fresh process, so garbage from the load scenarios does not blur the figure
+        const fresh = await start();
+        let mem: number;
+        try {
+          mem = await step('memory', () => idleMemory(fresh));
+        } finally {
+          await fresh.stop();
+        }
+        results[name] = { qos0, qos1, fanout: fan, p50: lat.p50, p99: lat.p99, memPerConn: mem };
+        process.stdout.write(' done\n');
+      } finally {
+        await b.stop();
+      }
+    }
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  const sy = results.Switchyard!;
+  const ae = results.Aedes!;
+  const mo = results.Mosquitto!;
+  const k = (x: number) => `${Math.round(x).toLocaleString('en-US')}`;
+  const r = (a: number, b: number) => `${(a / b).toFixed(2)}×`;
+  const lines = [
+    '',
+    `MQTT broker comparison (${PAIRS} pairs, 64-byte payloads, ${DURATION / 1000} s windows, one raw-socket load generator, node ${process.version})`,
+    '',
+    '| scenario | Switchyard | Aedes | Mosquitto | Switchyard / Mosquitto | Switchyard / Aedes |',
+    '|---|---:|---:|---:|---:|---:|',
+    `| QoS 0 pairs (msg/s received) | ${k(sy.qos0)} | ${k(ae.qos0)} | ${k(mo.qos0)} | ${r(sy.qos0, mo.qos0)} | ${r(sy.qos0, ae.qos0)} |`,
+    `| QoS 1 pairs (msg/s received) | ${k(sy.qos1)} | ${k(ae.qos1)} | ${k(mo.qos1)} | ${r(sy.qos1, mo.qos1)} | ${r(sy.qos1, ae.qos1)} |`,
+    `| fan-out 1→100 (deliveries/s) | ${k(sy.fanout)} | ${k(ae.fanout)} | ${k(mo.fanout)} | ${r(sy.fanout, mo.fanout)} | ${r(sy.fanout, ae.fanout)} |`,
+    `| latency p50 at 5 000 msg/s (ms) | ${sy.p50.toFixed(3)} | ${ae.p50.toFixed(3)} | ${mo.p50.toFixed(3)} | ${r(sy.p50, mo.p50)} | ${r(sy.p50, ae.p50)} |`,
+    `| latency p99 at 5 000 msg/s (ms) | ${sy.p99.toFixed(3)} | ${ae.p99.toFixed(3)} | ${mo.p99.toFixed(3)} | ${r(sy.p99, mo.p99)} | ${r(sy.p99, ae.p99)} |`,
+    `| memory per idle connection (KiB, 5 000 conns) | ${(sy.memPerConn / 1024).toFixed(2)} | ${(ae.memPerConn / 1024).toFixed(2)} | ${(mo.memPerConn / 1024).toFixed(2)} | ${r(sy.memPerConn, mo.memPerConn)} | ${r(sy.memPerConn, ae.memPerConn)} |`,
+    '',
+    'Targets: throughput ≥ 1.0× Mosquitto and ≥ 1.5× Aedes; p99 ≤ 1.5× Mosquitto; ≤ 10 KiB per idle connection.',
+    '',
+  ];
+  process.stdout.write(lines.join('\n'));
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  runMqttBench().catch((err) => {
+    process.stderr.write(`bench/mqtt failed: ${err?.stack ?? err}\n`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,96 @@
+/**
+ * REST publish throughput: autocannon against `POST /api/v1/messaging/publish` of a started broker (in-process
+ * runtime, `buildApp(rt).listen` on 127.0.0.1:0, authentication off, a fresh data directory) and, in the same run,
+ * against a bare Fastify route that parses the same JSON body and answers `{"status":"ok"}`. The figure is the
+ * ratio of the two request rates. autocannon runs in a worker thread so it does not share the servers' event loop.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import autocannon from 'autocannon';
+import Fastify from 'fastify';
+import { buildApp } from '../src/api/app.js';
+import { Runtime } from '../src/runtime/runtime.js';
+import { registerServices } from '../src/runtime/services.js';
+import { fmt, isMain, printReport, type BenchReport } from './report.js';
+
+const DURATION_S = Number(process.env.BENCH_DURATION ?? 10);
+const CONNECTIONS = 50;
+const TARGET_RATIO = 0.6;
+const CONFIG_DIR = resolve(import.meta.dirname ?? new URL('.', import.meta.url).pathname, '..', 'config');
+
+const BODY = JSON.stringify({
+  destinationName: 'bench/rest/topic',
+  message: { payload: Buffer.from('{"temperature":21.5,"unit":"C"}').toString('base64'), contentType: 'application/json', qualityOfService: 0 },
+});
+
+async function load(url: string): Promise<autocannon.Result> {
+  const opts = {
+    url,
+    method: 'POST' as const,
+    headers: { 'content-type': 'application/json' },
+    body: BODY,
+    connections: CONNECTIONS,
+    duration: DURATION_S,
+    workers: 1,
+  };
+  // a short warm-up, then the measured run
+  await autocannon({ ...opts, duration: 2 });
+  return autocannon(opts);
+}
+
+export async function run(): Promise<BenchReport> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'switchyard-bench-rest-'));
+  const rt = await Runtime.create({
+    configDir: CONFIG_DIR,
+    env: {},
+    stdoutLogs: false,
+    overrides: {
+      MessageDaemon: { dataDirectory: dataDir, logLevel: 'warn' },
+      RestApi: { port: 0, hostnames: '127.0.0.1', enableAuthentication: false },
+      AuthManager: { authenticationEnabled: false },
+      NetworkManager: { data: [] },
+    },
+  });
+  registerServices(rt);
+  await rt.start();
+  const app = await buildApp(rt);
+  const bare = Fastify();
+  bare.post('/publish', async () => ({ status: 'ok' }));
+  try {
+    const brokerUrl = await app.listen({ port: 0, host: '127.0.0.1' });
+    const bareUrl = await bare.listen({ port: 0, host: '127.0.0.1' });
+
+    // a sanity check: the broker accepts the body
+    const check = await fetch(`${brokerUrl}/api/v1/messaging/publish`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: BODY });
+    if (check.status !== 200) throw new Error(`publish answered ${check.status}: ${await check.text()}`);
+
+    const published0 = rt.engine!.stats().totalPublishedMessages;
+    const broker = await load(`${brokerUrl}/api/v1/messaging/publish`);
+    const published = rt.engine!.stats().totalPublishedMessages - published0;
+    const plain = await load(`${bareUrl}/publish`);
+    const ratio = broker.requests.average / plain.requests.average;
+    const errors = broker.errors + broker.non2xx + plain.errors + plain.non2xx;
+    return {
+      title: `REST publish vs bare Fastify (autocannon, ${CONNECTIONS} connections, ${DURATION_S} s each)`,
+      rows: [
+        ['broker POST /api/v1/messaging/publish req/s (mean)', fmt(broker.requests.average)],
+        ['broker latency p50 / p99 (ms)', `${broker.latency.p50} / ${broker.latency.p99}`],
+        ['messages published into the engine (measured run + warm-up)', fmt(published)],
+        ['bare Fastify POST req/s (mean)', fmt(plain.requests.average)],
+        ['bare latency p50 / p99 (ms)', `${plain.latency.p50} / ${plain.latency.p99}`],
+        ['errors + non-2xx', fmt(errors)],
+        ['ratio broker / bare', fmt(ratio, 2)],
+      ],
+      target: `ratio >= ${TARGET_RATIO}`,
+      met: ratio >= TARGET_RATIO && errors === 0,
+    };
+  } finally {
+    await bare.close();
+    await app.close();
+    await rt.stop();
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
+
+if (isMain(import.meta.url)) printReport(await run());

@@ -1,0 +1,22 @@
+/**
+ * `npm run bench`: every benchmark in sequence. Timing lives here, never in tests. A bench module exports
+ * `run(): Promise<BenchReport>` (see report.ts); bench/mqtt prints its own comparison table.
+ */
+import { printReport, type BenchReport } from './report.js';
+import { run as engineRouting } from './engine-routing.js';
+import { run as persistedQueue } from './persisted-queue.js';
+import { run as restPublish } from './rest-publish.js';
+import { runMqttBench } from './mqtt/run.js';
+
+const reports: Array<[string, () => Promise<BenchReport>]> = [
+  ['engine-routing', engineRouting],
+  ['persisted-queue', persistedQueue],
+  ['rest-publish', restPublish],
+];
+
+for (const [name, run] of reports) {
+  process.stdout.write(`\n=== bench: ${name} ===\n`);
+  printReport(await run());
+}
+process.stdout.write('\n=== bench: mqtt ===\n');
+await runMqttBench();

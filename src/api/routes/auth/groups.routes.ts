@@ -1,0 +1,118 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { parseFilterParam } from '../../../engine/selector/selector.js';
+import { ValidationError } from '../../../errors.js';
+import { securityOf } from '../../../security/service.js';
+import type { ApiContext } from '../../context.js';
+import { ErrorResponses, FilterQuery, StatusResponse } from '../../schemas.js';
+import { GroupDTO, groupDTO, uuidParam } from './schemas.js';
+
+const manageAuthentication = { permission: { permission: 'manage_authentication' as const } };
+const tags = ['Authentication and Authorisation Management'];
+const Membership = z.object({ groupUuid: uuidParam('groupUuid'), userUuid: uuidParam('userUuid') });
+
+/** GroupManagementApi. The POST body is the group name as raw text (text/plain); a JSON string works too. */
+export const groupRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => {
+  const { rt } = ctx;
+
+  app.get(
+    '/api/v1/auth/groups',
+    {
+      config: manageAuthentication,
+      schema: {
+        tags,
+        summary: 'Get all groups',
+        description: "filter: a selector over name and uniqueId, e.g. name = 'admins'",
+        querystring: FilterQuery,
+        response: { 200: z.array(GroupDTO), ...ErrorResponses },
+      },
+    },
+    async (req) => {
+      const sm = securityOf(rt);
+      const selector = parseFilterParam(req.query.filter);
+      return sm.identities
+        .listGroups()
+        .filter((g) => !selector || selector.matches({ name: g.name, uniqueId: g.uniqueId }))
+        .map((g) => groupDTO(sm, g));
+    },
+  );
+
+  app.get(
+    '/api/v1/auth/groups/:groupUuid',
+    {
+      config: manageAuthentication,
+      schema: { tags, summary: 'Get group by UUID', params: z.object({ groupUuid: uuidParam('groupUuid') }), response: { 200: GroupDTO, ...ErrorResponses } },
+    },
+    async (req) => {
+      const sm = securityOf(rt);
+      return groupDTO(sm, sm.identities.requireGroup(req.params.groupUuid));
+    },
+  );
+
+  app.post(
+    '/api/v1/auth/groups',
+    {
+      config: manageAuthentication,
+      schema: {
+        tags,
+        summary: 'Add new group',
+        consumes: ['text/plain', 'application/json'],
+        body: z.string({ error: 'Group name is required: send it as the raw text/plain body' }).describe('the group name'),
+        response: { 201: StatusResponse.extend({ uniqueId: z.string() }), 409: StatusResponse, ...ErrorResponses },
+      },
+    },
+    async (req, reply) => {
+      if (typeof req.body !== 'string' || req.body.trim() === '') throw new ValidationError('Group name is required: send it as the raw text/plain body');
+      const g = await securityOf(rt).createGroup(req.principal, req.body);
+      return reply.code(201).send({ status: `Successfully added group ${g.name}`, uniqueId: g.uniqueId });
+    },
+  );
+
+  app.delete(
+    '/api/v1/auth/groups/:groupUuid',
+    {
+      config: manageAuthentication,
+      schema: {
+        tags,
+        summary: 'Delete a group',
+        description: 'Removes every membership of the group and its ACL entries.',
+        params: z.object({ groupUuid: uuidParam('groupUuid') }),
+        response: { 204: z.null(), ...ErrorResponses },
+      },
+    },
+    async (req, reply) => {
+      await securityOf(rt).deleteGroup(req.principal, req.params.groupUuid);
+      return reply.code(204).send(null);
+    },
+  );
+
+  app.post(
+    '/api/v1/auth/groups/:groupUuid/:userUuid',
+    {
+      config: manageAuthentication,
+      schema: {
+        tags,
+        summary: 'Add user to group',
+        description: 'The group goes last in the user\'s membership order (the order ACL evaluation tries groups).',
+        params: Membership,
+        response: { 200: StatusResponse, ...ErrorResponses },
+      },
+    },
+    async (req) => {
+      const { user, group, changed } = await securityOf(rt).addMember(req.principal, req.params.groupUuid, req.params.userUuid);
+      return { status: changed ? `Successfully added user ${user.username} to group ${group.name}` : `User ${user.username} is already in group ${group.name}` };
+    },
+  );
+
+  app.delete(
+    '/api/v1/auth/groups/:groupUuid/:userUuid',
+    {
+      config: manageAuthentication,
+      schema: { tags, summary: 'Removes a user from group', params: Membership, response: { 200: StatusResponse, ...ErrorResponses } },
+    },
+    async (req) => {
+      const { user, group, changed } = await securityOf(rt).removeMember(req.principal, req.params.groupUuid, req.params.userUuid);
+      return { status: changed ? `User ${user.username} removed from group ${group.name}` : `User ${user.username} was not in group ${group.name}` };
+    },
+  );
+};

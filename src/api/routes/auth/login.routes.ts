@@ -1,0 +1,167 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { BrokerError, ValidationError } from '../../../errors.js';
+import { securityOf } from '../../../security/service.js';
+import { AuthenticationFailedError } from '../../../security/types.js';
+import type { ApiContext } from '../../context.js';
+import { ACCESS_COOKIE, sessionIdOf, unauthorised } from '../../plugins/auth.js';
+import { ErrorResponses, StatusResponse } from '../../schemas.js';
+
+const LoginRequest = z
+  .object({
+    username: z.string().trim().min(1, 'username is required').max(256),
+    password: z.string().max(1024, 'password is too long'),
+    persistent: z.boolean().default(false),
+    sessionId: z.string().max(256).optional(),
+    longLived: z.boolean().default(false),
+  })
+  .meta({ id: 'LoginRequest' });
+const LoginResponse = z
+  .object({
+    status: z.string(),
+    username: z.string().optional(),
+    uniqueId: z.string().optional(),
+    accessMap: z.record(z.string(), z.string()).optional(),
+    groupList: z.array(z.string()).optional().describe('Switchyard: group names in membership order'),
+    authenticationMethod: z.string().optional().describe('Switchyard: basic, bearer, cookie or anonymous'),
+    sessionExpiresAt: z.string().optional().describe('Switchyard: when the login session (and its token) expires, ISO-8601'),
+  })
+  .meta({ id: 'LoginResponse' });
+
+const connect = { permission: { permission: 'connect' as const } };
+
+function setAccessCookie(request: FastifyRequest, reply: FastifyReply, token: string, maxAge: number): void {
+  reply.setCookie(ACCESS_COOKIE, token, { path: '/', httpOnly: true, sameSite: 'strict', secure: request.protocol === 'https', maxAge });
+}
+
+/** AccessRequestApi: login, logout, refreshToken, session. */
+export const loginRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => {
+  const { rt } = ctx;
+  const auth = rt.config.AuthManager;
+
+  app.post(
+    '/api/v1/login',
+    {
+      config: {
+        public: true,
+        rateLimit: {
+          max: auth.loginRateLimit,
+          timeWindow: 60000,
+          keyGenerator: (req: FastifyRequest) => req.ip,
+          errorResponseBuilder: (req: FastifyRequest, c: { ttl: number }) =>
+            new BrokerError(`Too many login attempts from ${req.ip}; try again in ${Math.max(1, Math.ceil(c.ttl / 1000))} s`, 429),
+        },
+      },
+      schema: {
+        tags: ['User Authentication'],
+        summary: 'User login',
+        description:
+          'Checks the credentials and sets the maps_access_token cookie (JWT, HS256; 15 minutes, 7 days when longLived; HttpOnly, SameSite=Strict, Secure over HTTPS). ' +
+          'The cookie value also works as `Authorization: Bearer`. Bad credentials: 401 with WWW-Authenticate; a locked account: 401 with Retry-After. Rate-limited per client address (429).',
+        body: LoginRequest,
+        response: { 200: LoginResponse, 429: StatusResponse, ...ErrorResponses },
+      },
+    },
+    async (req, reply) => {
+      const sm = securityOf(rt);
+      if (!sm.enabled) return { status: 'Auth not enforced', username: 'anonymous', accessMap: {} };
+      let principal;
+      try {
+        principal = await sm.authenticate(req.body.username, req.body.password, { clientAddress: req.ip, protocol: 'REST' });
+      } catch (err) {
+        if (err instanceof AuthenticationFailedError) return unauthorised(reply, err.message, 'invalid_request', err.retryAfterSeconds);
+        throw err;
+      }
+      if (req.loginSession) await sm.sessions.end(req.loginSession.sessionId);
+      const { token, session, maxAge } = await sm.sessions.create(principal, {
+        longLived: req.body.longLived,
+        persistent: req.body.persistent,
+        engineSessionId: req.body.sessionId,
+        clientAddress: req.ip,
+      });
+      setAccessCookie(req, reply, token, maxAge);
+      const u = sm.identities.user(principal.uniqueId)!;
+      return {
+        status: 'Success',
+        username: u.username,
+        uniqueId: u.uniqueId,
+        accessMap: {},
+        groupList: u.groups.map((g) => sm.identities.group(g)?.name ?? g),
+        authenticationMethod: 'cookie',
+        sessionExpiresAt: new Date(session.expiresAt).toISOString(),
+      };
+    },
+  );
+
+  app.post(
+    '/api/v1/logout',
+    {
+      config: connect,
+      schema: {
+        tags: ['User Authentication'],
+        summary: 'User logout',
+        description: 'Ends the login session on the server (its token is refused afterwards) and clears the cookie.',
+        response: { 200: StatusResponse, ...ErrorResponses },
+      },
+    },
+    async (req, reply) => {
+      const sm = securityOf(rt);
+      const sid = sessionIdOf(req);
+      if (req.loginSession) {
+        await sm.sessions.end(req.loginSession.sessionId);
+        sm.audit.event('logout', { username: req.loginSession.username, sessionId: req.loginSession.sessionId, clientAddress: req.ip }, 'logout');
+      }
+      ctx.sessions?.close(sid);
+      rt.emit('rest.session.ended', sid);
+      reply.clearCookie(ACCESS_COOKIE, { path: '/' });
+      return { status: 'Success' };
+    },
+  );
+
+  app.get(
+    '/api/v1/refreshToken',
+    {
+      config: connect,
+      schema: {
+        tags: ['User Authentication'],
+        summary: 'Refreshes the users JWT',
+        description: 'A new token for the same login session, with the lifetime of the login (15 minutes, or 7 days when longLived).',
+        response: { 200: z.string(), ...ErrorResponses },
+      },
+    },
+    async (req, reply) => {
+      const sm = securityOf(rt);
+      if (!req.loginSession) {
+        throw new ValidationError('There is no login session to refresh: log in with POST /api/v1/login (Basic credentials need no refresh)');
+      }
+      const { token, maxAge } = await sm.sessions.refresh(req.loginSession.sessionId);
+      setAccessCookie(req, reply, token, maxAge);
+      reply.type('text/plain; charset=utf-8');
+      return 'ok';
+    },
+  );
+
+  app.get(
+    '/api/v1/session',
+    {
+      config: connect,
+      schema: { tags: ['User Authentication'], summary: 'Returns the current authentication session', response: { 200: LoginResponse, ...ErrorResponses } },
+    },
+    async (req) => {
+      const sm = securityOf(rt);
+      const p = req.principal;
+      if (!sm.enabled || !p) return { status: 'Auth not enforced', accessMap: {} };
+      const u = sm.identities.user(p.uniqueId);
+      return {
+        status: 'Success',
+        username: p.username,
+        uniqueId: p.uniqueId,
+        accessMap: {},
+        groupList: (u?.groups ?? []).map((g) => sm.identities.group(g)?.name ?? g),
+        authenticationMethod: req.authMethod ?? 'none',
+        ...(req.loginSession ? { sessionExpiresAt: new Date(req.loginSession.expiresAt).toISOString() } : {}),
+      };
+    },
+  );
+};

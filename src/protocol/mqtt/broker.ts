@@ -1,0 +1,256 @@
+/**
+ * The MQTT side of the broker, shared by every MQTT endpoint: the session registry (client id → session), the
+ * live connections, persistence of sessions in the store, session expiry and will messages. The message path
+ * goes straight to the engine; nothing here is an actor.
+ */
+import type { Logger } from 'pino';
+import type { Engine, MessageInit, PushSink, Subscription } from '../../engine/index.js';
+import type { SecurityService } from '../../security/types.js';
+import type { NetworkCounters } from '../../runtime/runtime.js';
+import type { Sub } from '../../store/store.js';
+import type { MqttConnection } from './connection.js';
+import { MqttSession, type SessionRecord, type WillMessage } from './session.js';
+
+export interface BrokerHost {
+  engine(): Engine | undefined;
+  security(): SecurityService;
+  readonly serverName: string;
+  readonly network: NetworkCounters;
+  readonly log: Logger;
+  /** The store's `sessions` sublevel (undefined: sessions are not persisted). */
+  readonly sessions?: Sub;
+}
+
+/** Messages held per subscription before new ones are dropped (QoS 0) — MQTT has no flow control for them. */
+export const MAX_QUEUED = 10_000;
+
+/** A sink that takes nothing: subscriptions of an offline session are hibernated right after being made. */
+const OFFLINE_SINK: PushSink = { kind: 'push', deliver: () => false };
+
+export class MqttBroker {
+  readonly sessions = new Map<string, MqttSession>();
+  readonly connections = new Map<number, MqttConnection>();
+  private nextConnectionId = 1;
+  private readonly dirty = new Set<MqttSession>();
+  private readonly deleted = new Set<string>();
+  private flushScheduled = false;
+  private flushing: Promise<void> = Promise.resolve();
+  private closed = false;
+
+  constructor(readonly host: BrokerHost) {}
+
+  get log(): Logger {
+    return this.host.log;
+  }
+
+  connectionId(): number {
+    return this.nextConnectionId++;
+  }
+
+  /** Recreate persistent sessions from the store (after a restart): their subscriptions hold messages until the client returns. */
+  async restore(): Promise<number> {
+    const store = this.host.sessions;
+    const engine = this.host.engine();
+    if (store === undefined || engine === undefined) return 0;
+    let n = 0;
+    const now = Date.now();
+    for await (const [key, value] of store.iterator({ gte: 'mqtt:', lt: 'mqtt;' })) {
+      let rec: SessionRecord;
+      try {
+        rec = JSON.parse(value.toString('utf8')) as SessionRecord;
+      } catch {
+        this.log.warn({ key }, 'unreadable MQTT session record dropped');
+        await store.del(key);
+        continue;
+      }
+      const s = new MqttSession(rec.clientId);
+      s.expiry = rec.expiry;
+      s.protocolVersion = rec.protocolVersion;
+      s.username = rec.username;
+      s.restored = true;
+      s.disconnectedAt = rec.disconnectedAt ?? now;
+      for (const pid of rec.pubrel ?? []) s.outbound.set(pid, { sub: undefined, msgId: 0, qos: 2, stage: 2 });
+      for (const pid of rec.inbound ?? []) s.inbound.add(pid);
+      this.sessions.set(s.clientId, s);
+      for (const o of rec.subscriptions ?? []) {
+        try {
+          const sub = engine.subscribe({
+            sessionId: s.sessionId,
+            filter: o.filter,
+            qos: o.qos,
+            noLocal: o.nl,
+            retainAsPublished: o.rap,
+            retainHandling: 2, // no retained messages for a restored subscription
+            durable: true,
+            subscriptionId: o.id,
+            maxDepth: MAX_QUEUED,
+            sink: OFFLINE_SINK,
+          });
+          sub.retainHandling = o.rh;
+          sub.hibernate();
+          s.subs.set(o.filter, { opts: o, sub });
+        } catch (err) {
+          this.log.warn({ err, clientId: s.clientId, filter: o.filter }, 'could not restore a subscription');
+        }
+      }
+      this.scheduleExpiry(s);
+      n++;
+    }
+    return n;
+  }
+
+  /** Start the expiry countdown of an offline persistent session (MQTT 5 §3.1.2.11.2). */
+  scheduleExpiry(s: MqttSession): void {
+    if (s.expiryTimer) clearTimeout(s.expiryTimer);
+    s.expiryTimer = undefined;
+    if (s.conn !== undefined) return;
+    if (s.expiry === 0) {
+      this.endSession(s);
+      return;
+    }
+    if (s.expiry >= 0xffffffff) return; // never expires [MQTT-3.1.2-?]
+    const at = (s.disconnectedAt ?? Date.now()) + s.expiry * 1000;
+    const wait = at - Date.now();
+    if (wait <= 0) {
+      this.endSession(s);
+      return;
+    }
+    s.expiryTimer = setTimeout(() => this.endSession(s), Math.min(wait, 2 ** 31 - 1));
+    s.expiryTimer.unref();
+  }
+
+  /** The session ends: its subscriptions and held messages go, a pending will is published now [MQTT-3.1.2-8]. */
+  endSession(s: MqttSession): void {
+    if (this.sessions.get(s.clientId) === s) this.sessions.delete(s.clientId);
+    if (s.expiryTimer) clearTimeout(s.expiryTimer);
+    s.expiryTimer = undefined;
+    if (s.willTimer) {
+      clearTimeout(s.willTimer);
+      s.willTimer = undefined;
+    }
+    if (s.pendingWill) {
+      const w = s.pendingWill;
+      s.pendingWill = undefined;
+      this.publishWill(w.will, w.origin);
+    }
+    const engine = this.host.engine();
+    if (engine !== undefined && !engine.isClosed) engine.closeSession(s.sessionId);
+    s.subs.clear();
+    s.outbound.clear();
+    s.redeliver.clear();
+    s.inbound.clear();
+    s.blocked.clear();
+    this.forget(s);
+  }
+
+  /** Publish a will message now, or after its delay unless the session comes back first [MQTT-3.1.3-9]. */
+  scheduleWill(s: MqttSession, will: WillMessage, origin: string): void {
+    const delay = Math.min(will.delay, s.expiry);
+    if (delay <= 0 || !this.sessions.has(s.clientId)) {
+      this.publishWill(will, origin);
+      return;
+    }
+    s.pendingWill = { will, origin };
+    s.willTimer = setTimeout(() => {
+      s.willTimer = undefined;
+      const w = s.pendingWill;
+      s.pendingWill = undefined;
+      if (w) this.publishWill(w.will, w.origin);
+    }, delay * 1000);
+    s.willTimer.unref();
+  }
+
+  /** A new connection took the session over: a delayed will is not sent [MQTT-3.1.3-9]. */
+  cancelWill(s: MqttSession): void {
+    if (s.willTimer) clearTimeout(s.willTimer);
+    s.willTimer = undefined;
+    s.pendingWill = undefined;
+  }
+
+  publishWill(will: WillMessage, origin: string): void {
+    const engine = this.host.engine();
+    if (engine === undefined || engine.isClosed) return;
+    const p = will.properties ?? {};
+    const init: MessageInit = {
+      payload: will.payload,
+      qos: will.qos,
+      retain: will.retain,
+      contentType: p.contentType,
+      responseTopic: p.responseTopic,
+      correlationData: p.correlationData,
+      userProperties: p.userProperties,
+      payloadFormat: p.payloadFormatIndicator === 1 ? 1 : p.payloadFormatIndicator === 0 ? 0 : undefined,
+      expiresAt: p.messageExpiryInterval !== undefined ? Date.now() + p.messageExpiryInterval * 1000 : undefined,
+    };
+    engine.publish(will.topic, init, { origin }).catch((err: unknown) => this.log.warn({ err, topic: will.topic }, 'will message not published'));
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Persistence: session records are written on lifecycle changes, batched per tick.
+
+  save(s: MqttSession): void {
+    if (this.host.sessions === undefined || !s.persistent) return;
+    this.deleted.delete(s.clientId);
+    this.dirty.add(s);
+    this.scheduleFlush();
+  }
+
+  forget(s: MqttSession): void {
+    if (this.host.sessions === undefined) return;
+    this.dirty.delete(s);
+    this.deleted.add(s.clientId);
+    this.scheduleFlush();
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled || this.closed) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      this.flushing = this.flushing.then(() => this.writeDirty());
+    });
+  }
+
+  private async writeDirty(): Promise<void> {
+    const store = this.host.sessions;
+    if (store === undefined) return;
+    const ops: Array<{ type: 'put'; key: string; value: Buffer } | { type: 'del'; key: string }> = [];
+    for (const id of this.deleted) ops.push({ type: 'del', key: `mqtt:${id}` });
+    this.deleted.clear();
+    for (const s of this.dirty) ops.push({ type: 'put', key: `mqtt:${s.clientId}`, value: Buffer.from(JSON.stringify(s.record())) });
+    this.dirty.clear();
+    if (ops.length === 0) return;
+    try {
+      await store.batch(ops);
+    } catch (err) {
+      this.log.error({ err }, 'MQTT sessions could not be written to the store');
+    }
+  }
+
+  /** Write what is pending (shutdown). */
+  async flush(): Promise<void> {
+    this.flushScheduled = false;
+    this.flushing = this.flushing.then(() => this.writeDirty());
+    await this.flushing;
+  }
+
+  /** Server stop: timers go (sessions stay in the store for the next boot). */
+  async close(): Promise<void> {
+    for (const s of this.sessions.values()) {
+      if (s.expiryTimer) clearTimeout(s.expiryTimer);
+      if (s.willTimer) clearTimeout(s.willTimer);
+      s.expiryTimer = s.willTimer = undefined;
+      if (s.persistent) {
+        s.disconnectedAt ??= Date.now();
+        this.dirty.add(s);
+      }
+    }
+    await this.flush();
+    this.closed = true;
+  }
+
+  /** Subscriptions of a session, for the REST connection view. */
+  subscriptionsOf(s: MqttSession): Subscription[] {
+    return [...s.subs.values()].map((x) => x.sub);
+  }
+}

@@ -1,0 +1,398 @@
+/**
+ * The pure MQTT codec: framing of the byte stream into packets, a fast PUBLISH decoder and encoder (the hot path),
+ * and every other packet through `mqtt-packet`. Knows nothing of sockets.
+ */
+import { isUtf8 } from 'node:buffer';
+import mqttPacket from 'mqtt-packet';
+import { MqttProtocolError, Reason } from './reason.js';
+
+export const PacketType = {
+  CONNECT: 1,
+  CONNACK: 2,
+  PUBLISH: 3,
+  PUBACK: 4,
+  PUBREC: 5,
+  PUBREL: 6,
+  PUBCOMP: 7,
+  SUBSCRIBE: 8,
+  SUBACK: 9,
+  UNSUBSCRIBE: 10,
+  UNSUBACK: 11,
+  PINGREQ: 12,
+  PINGRESP: 13,
+  DISCONNECT: 14,
+  AUTH: 15,
+} as const;
+
+/** Largest remaining length MQTT can express (4 bytes of variable byte integer) [MQTT-1.5.5]. */
+export const MAX_REMAINING_LENGTH = 268_435_455;
+
+export interface FrameSink {
+  /** A complete packet: `type` from the fixed header, `frame` the whole packet bytes (header included). */
+  frame(type: number, flags: number, frame: Buffer, bodyOffset: number): void;
+  /** Stop reading (the connection is closing). */
+  readonly stopped: boolean;
+}
+
+/**
+ * Splits a byte stream into MQTT packets. The remaining length is checked against `maxPacketSize` before the
+ * packet is buffered, so an oversize length closes the connection at once (MQTT 5 0x95, [MQTT-3.2.2-15]).
+ */
+export class Framer {
+  private pending: Buffer | undefined;
+  constructor(
+    private readonly sink: FrameSink,
+    public maxPacketSize: number,
+  ) {}
+
+  push(chunk: Buffer): void {
+    let buf = chunk;
+    if (this.pending !== undefined) {
+      buf = Buffer.concat([this.pending, chunk]);
+      this.pending = undefined;
+    }
+    let off = 0;
+    const len = buf.length;
+    while (off < len && !this.sink.stopped) {
+      if (len - off < 2) break;
+      // variable byte integer, at most 4 bytes [MQTT-1.5.5-1]
+      let remaining = 0;
+      let mul = 1;
+      let i = off + 1;
+      let complete = false;
+      for (let n = 0; n < 4; n++, i++) {
+        if (i >= len) break;
+        const b = buf[i]!;
+        remaining += (b & 0x7f) * mul;
+        mul *= 128;
+        if ((b & 0x80) === 0) {
+          complete = true;
+          i++;
+          break;
+        }
+        if (n === 3) throw new MqttProtocolError(Reason.MalformedPacket, 'remaining length is longer than 4 bytes [MQTT-1.5.5-1]');
+      }
+      if (!complete) break; // need more bytes for the length
+      const total = i - off + remaining;
+      if (total > this.maxPacketSize) {
+        throw new MqttProtocolError(Reason.PacketTooLarge, `packet of ${total} bytes exceeds the maximum packet size ${this.maxPacketSize} [MQTT-3.2.2-15]`);
+      }
+      if (off + total > len) break;
+      const first = buf[off]!;
+      this.sink.frame(first >> 4, first & 0x0f, buf.subarray(off, off + total), i - off);
+      off += total;
+    }
+    if (off < len && !this.sink.stopped) this.pending = off === 0 ? buf : Buffer.from(buf.subarray(off));
+  }
+
+  get buffered(): number {
+    return this.pending?.length ?? 0;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// PUBLISH (decode)
+
+export interface PublishProperties {
+  payloadFormatIndicator?: number;
+  messageExpiryInterval?: number;
+  topicAlias?: number;
+  responseTopic?: string;
+  correlationData?: Buffer;
+  userProperties?: Record<string, string | string[]>;
+  subscriptionIdentifier?: number[];
+  contentType?: string;
+}
+
+export interface InboundPublish {
+  topic: string;
+  qos: 0 | 1 | 2;
+  dup: boolean;
+  retain: boolean;
+  packetId: number;
+  payload: Buffer;
+  properties: PublishProperties | undefined;
+}
+
+function readVarInt(buf: Buffer, off: number, end: number): [number, number] {
+  let value = 0;
+  let mul = 1;
+  for (let n = 0; n < 4; n++) {
+    if (off >= end) throw new MqttProtocolError(Reason.MalformedPacket, 'truncated variable byte integer');
+    const b = buf[off++]!;
+    value += (b & 0x7f) * mul;
+    if ((b & 0x80) === 0) return [value, off];
+    mul *= 128;
+  }
+  throw new MqttProtocolError(Reason.MalformedPacket, 'variable byte integer longer than 4 bytes [MQTT-1.5.5-1]');
+}
+
+function readUtf8(buf: Buffer, off: number, end: number, what: string): [string, number] {
+  if (off + 2 > end) throw new MqttProtocolError(Reason.MalformedPacket, `truncated ${what}`);
+  const n = buf.readUInt16BE(off);
+  off += 2;
+  if (off + n > end) throw new MqttProtocolError(Reason.MalformedPacket, `truncated ${what}`);
+  const raw = buf.subarray(off, off + n);
+  if (!isUtf8(raw)) throw new MqttProtocolError(Reason.MalformedPacket, `${what} is not well-formed UTF-8 [MQTT-1.5.4-1]`);
+  const s = raw.toString('utf8');
+  if (s.includes('\u0000')) throw new MqttProtocolError(Reason.MalformedPacket, `${what} contains U+0000 [MQTT-1.5.4-2]`);
+  return [s, off + n];
+}
+
+function readBinary(buf: Buffer, off: number, end: number, what: string): [Buffer, number] {
+  if (off + 2 > end) throw new MqttProtocolError(Reason.MalformedPacket, `truncated ${what}`);
+  const n = buf.readUInt16BE(off);
+  off += 2;
+  if (off + n > end) throw new MqttProtocolError(Reason.MalformedPacket, `truncated ${what}`);
+  return [Buffer.from(buf.subarray(off, off + n)), off + n];
+}
+
+function once(props: PublishProperties, key: keyof PublishProperties): void {
+  if (props[key] !== undefined) throw new MqttProtocolError(Reason.ProtocolError, `property ${key} appears twice [MQTT-2.2.2-2]`);
+}
+
+/** Decode a PUBLISH frame (fixed-header flags already split off). Throws MqttProtocolError. */
+export function decodePublish(frame: Buffer, flags: number, bodyOffset: number, v5: boolean): InboundPublish {
+  const qos = (flags >> 1) & 3;
+  if (qos === 3) throw new MqttProtocolError(Reason.MalformedPacket, 'PUBLISH with both QoS bits set [MQTT-3.3.1-4]');
+  const dup = (flags & 8) !== 0;
+  if (qos === 0 && dup) throw new MqttProtocolError(Reason.MalformedPacket, 'PUBLISH QoS 0 with DUP set [MQTT-3.3.1-2]');
+  const end = frame.length;
+  let off = bodyOffset;
+  let topic: string;
+  [topic, off] = readUtf8(frame, off, end, 'topic name');
+  let packetId = 0;
+  if (qos > 0) {
+    if (off + 2 > end) throw new MqttProtocolError(Reason.MalformedPacket, 'truncated packet identifier');
+    packetId = frame.readUInt16BE(off);
+    off += 2;
+    if (packetId === 0) throw new MqttProtocolError(Reason.MalformedPacket, 'packet identifier 0 [MQTT-2.2.1-3]');
+  }
+  let properties: PublishProperties | undefined;
+  if (v5) {
+    let plen: number;
+    [plen, off] = readVarInt(frame, off, end);
+    const pend = off + plen;
+    if (pend > end) throw new MqttProtocolError(Reason.MalformedPacket, 'properties run past the packet');
+    if (plen > 0) {
+      const p: PublishProperties = {};
+      while (off < pend) {
+        let id: number;
+        [id, off] = readVarInt(frame, off, pend);
+        switch (id) {
+          case 0x01:
+            once(p, 'payloadFormatIndicator');
+            if (off >= pend) throw new MqttProtocolError(Reason.MalformedPacket, 'truncated property');
+            p.payloadFormatIndicator = frame[off++]!;
+            if (p.payloadFormatIndicator > 1) throw new MqttProtocolError(Reason.ProtocolError, 'payload format indicator must be 0 or 1');
+            break;
+          case 0x02:
+            once(p, 'messageExpiryInterval');
+            if (off + 4 > pend) throw new MqttProtocolError(Reason.MalformedPacket, 'truncated property');
+            p.messageExpiryInterval = frame.readUInt32BE(off);
+            off += 4;
+            break;
+          case 0x23:
+            once(p, 'topicAlias');
+            if (off + 2 > pend) throw new MqttProtocolError(Reason.MalformedPacket, 'truncated property');
+            p.topicAlias = frame.readUInt16BE(off);
+            off += 2;
+            break;
+          case 0x08:
+            once(p, 'responseTopic');
+            [p.responseTopic, off] = readUtf8(frame, off, pend, 'response topic');
+            break;
+          case 0x09:
+            once(p, 'correlationData');
+            [p.correlationData, off] = readBinary(frame, off, pend, 'correlation data');
+            break;
+          case 0x03:
+            once(p, 'contentType');
+            [p.contentType, off] = readUtf8(frame, off, pend, 'content type');
+            break;
+          case 0x26: {
+            let k: string;
+            let v: string;
+            [k, off] = readUtf8(frame, off, pend, 'user property name');
+            [v, off] = readUtf8(frame, off, pend, 'user property value');
+            const up = (p.userProperties ??= {});
+            const prev = up[k];
+            up[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
+            break;
+          }
+          case 0x0b: {
+            // a client must not send a subscription identifier [MQTT-3.3.4-6]
+            throw new MqttProtocolError(Reason.ProtocolError, 'PUBLISH from a client carries a subscription identifier [MQTT-3.3.4-6]');
+          }
+          default:
+            throw new MqttProtocolError(Reason.MalformedPacket, `property 0x${id.toString(16)} is not allowed in PUBLISH`);
+        }
+      }
+      properties = p;
+    }
+  }
+  const payload = Buffer.allocUnsafe(end - off);
+  frame.copy(payload, 0, off, end);
+  return { topic, qos: qos as 0 | 1 | 2, dup, retain: (flags & 1) !== 0, packetId, payload, properties };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// PUBLISH (encode)
+
+export interface OutboundProperties {
+  payloadFormatIndicator?: number;
+  messageExpiryInterval?: number;
+  responseTopic?: string;
+  correlationData?: Buffer;
+  userProperties?: Record<string, string | string[]>;
+  subscriptionIdentifier?: number;
+  contentType?: string;
+}
+
+function varIntLength(n: number): number {
+  return n < 128 ? 1 : n < 16384 ? 2 : n < 2097152 ? 3 : 4;
+}
+function writeVarInt(buf: Buffer, off: number, n: number): number {
+  do {
+    let b = n % 128;
+    n = Math.floor(n / 128);
+    if (n > 0) b |= 0x80;
+    buf[off++] = b;
+  } while (n > 0);
+  return off;
+}
+function writeStr(buf: Buffer, off: number, s: string, byteLen: number): number {
+  buf.writeUInt16BE(byteLen, off);
+  buf.write(s, off + 2, 'utf8');
+  return off + 2 + byteLen;
+}
+
+function propertiesLength(p: OutboundProperties): number {
+  let n = 0;
+  if (p.payloadFormatIndicator !== undefined) n += 2;
+  if (p.messageExpiryInterval !== undefined) n += 5;
+  if (p.contentType !== undefined) n += 3 + Buffer.byteLength(p.contentType);
+  if (p.responseTopic !== undefined) n += 3 + Buffer.byteLength(p.responseTopic);
+  if (p.correlationData !== undefined) n += 3 + p.correlationData.length;
+  if (p.subscriptionIdentifier !== undefined) n += 1 + varIntLength(p.subscriptionIdentifier);
+  if (p.userProperties !== undefined) {
+    for (const [k, v] of Object.entries(p.userProperties)) {
+      const kl = Buffer.byteLength(k);
+      if (Array.isArray(v)) for (const x of v) n += 5 + kl + Buffer.byteLength(x);
+      else n += 5 + kl + Buffer.byteLength(String(v));
+    }
+  }
+  return n;
+}
+
+function writeProperties(buf: Buffer, off: number, p: OutboundProperties): number {
+  if (p.payloadFormatIndicator !== undefined) {
+    buf[off++] = 0x01;
+    buf[off++] = p.payloadFormatIndicator;
+  }
+  if (p.messageExpiryInterval !== undefined) {
+    buf[off++] = 0x02;
+    buf.writeUInt32BE(p.messageExpiryInterval, off);
+    off += 4;
+  }
+  if (p.contentType !== undefined) {
+    buf[off++] = 0x03;
+    off = writeStr(buf, off, p.contentType, Buffer.byteLength(p.contentType));
+  }
+  if (p.responseTopic !== undefined) {
+    buf[off++] = 0x08;
+    off = writeStr(buf, off, p.responseTopic, Buffer.byteLength(p.responseTopic));
+  }
+  if (p.correlationData !== undefined) {
+    buf[off++] = 0x09;
+    buf.writeUInt16BE(p.correlationData.length, off);
+    off += 2;
+    off += p.correlationData.copy(buf, off);
+  }
+  if (p.subscriptionIdentifier !== undefined) {
+    buf[off++] = 0x0b;
+    off = writeVarInt(buf, off, p.subscriptionIdentifier);
+  }
+  if (p.userProperties !== undefined) {
+    for (const [k, v] of Object.entries(p.userProperties)) {
+      for (const x of Array.isArray(v) ? v : [String(v)]) {
+        buf[off++] = 0x26;
+        off = writeStr(buf, off, k, Buffer.byteLength(k));
+        off = writeStr(buf, off, x, Buffer.byteLength(x));
+      }
+    }
+  }
+  return off;
+}
+
+/** Offset of the packet identifier in an encoded PUBLISH (0 when QoS 0). */
+export interface EncodedPublish {
+  bytes: Buffer;
+  pidOffset: number;
+}
+
+/** Encode a PUBLISH. With QoS > 0 the packet id is written at `pidOffset` (callers may patch a copy). */
+export function encodePublish(
+  topic: string,
+  payload: Buffer,
+  qos: number,
+  retain: boolean,
+  dup: boolean,
+  packetId: number,
+  v5: boolean,
+  props: OutboundProperties | undefined,
+): EncodedPublish {
+  const topicLen = Buffer.byteLength(topic);
+  const plen = v5 && props !== undefined ? propertiesLength(props) : 0;
+  const remaining = 2 + topicLen + (qos > 0 ? 2 : 0) + (v5 ? varIntLength(plen) + plen : 0) + payload.length;
+  const total = 1 + varIntLength(remaining) + remaining;
+  const buf = Buffer.allocUnsafe(total);
+  buf[0] = 0x30 | (dup ? 8 : 0) | (qos << 1) | (retain ? 1 : 0);
+  let off = writeVarInt(buf, 1, remaining);
+  off = writeStr(buf, off, topic, topicLen);
+  let pidOffset = 0;
+  if (qos > 0) {
+    pidOffset = off;
+    buf.writeUInt16BE(packetId, off);
+    off += 2;
+  }
+  if (v5) {
+    off = writeVarInt(buf, off, plen);
+    if (plen > 0) off = writeProperties(buf, off, props!);
+  }
+  payload.copy(buf, off);
+  return { bytes: buf, pidOffset };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Small fixed packets and everything else
+
+/** PUBACK / PUBREC / PUBREL / PUBCOMP: 4 bytes, or with a reason code (v5, when not success). */
+export function encodeAck(type: number, packetId: number, reason: number, v5: boolean): Buffer {
+  const flags = type === PacketType.PUBREL ? 0x02 : 0;
+  if (v5 && reason !== 0) {
+    const b = Buffer.allocUnsafe(6);
+    b[0] = (type << 4) | flags;
+    b[1] = 4;
+    b.writeUInt16BE(packetId, 2);
+    b[4] = reason;
+    b[5] = 0; // no properties
+    return b;
+  }
+  const b = Buffer.allocUnsafe(4);
+  b[0] = (type << 4) | flags;
+  b[1] = 2;
+  b.writeUInt16BE(packetId, 2);
+  return b;
+}
+
+export const PINGRESP = Buffer.from([0xd0, 0x00]);
+
+/** Encode any packet with mqtt-packet (CONNACK, SUBACK, UNSUBACK, DISCONNECT, AUTH). */
+export function encodePacket(packet: Record<string, unknown>, protocolVersion: number): Buffer {
+  return mqttPacket.generate(packet as never, { protocolVersion } as never);
+}
+
+export function newParser(): ReturnType<typeof mqttPacket.parser> {
+  return mqttPacket.parser({ protocolVersion: 4 } as never);
+}

@@ -1,0 +1,546 @@
+/**
+ * One MQTT network connection: framing, dispatch to the packet handlers, the per-tick write batch, keep-alive and
+ * closing with a reason. Transport-agnostic: the transport supplies a `Wire`. Not an actor: a connection is plain
+ * state driven by socket events, so nothing per message goes through XState.
+ */
+import type { Message, PushSink, Subscription } from '../../engine/index.js';
+import type { MqttConfig } from '../../config/schema.js';
+import type { Principal } from '../../security/types.js';
+import type { MqttBroker } from './broker.js';
+import { Framer, PacketType, encodePacket, encodePublish, newParser, type OutboundProperties } from './codec.js';
+import { CloseReason, MqttProtocolError, Reason } from './reason.js';
+import type { MqttSession, WillMessage } from './session.js';
+import { handleConnect, refuseBadProtocolLevel } from './handlers/connect.js';
+import { handlePublish } from './handlers/publish.js';
+import { handlePuback } from './handlers/puback.js';
+import { handlePubrec } from './handlers/pubrec.js';
+import { handlePubrel } from './handlers/pubrel.js';
+import { handlePubcomp } from './handlers/pubcomp.js';
+import { handleSubscribe } from './handlers/subscribe.js';
+import { handleUnsubscribe } from './handlers/unsubscribe.js';
+import { handlePingreq } from './handlers/pingreq.js';
+import { handleDisconnect } from './handlers/disconnect.js';
+import { handleAuth } from './handlers/auth.js';
+
+/** What a transport gives a connection. */
+export interface Wire {
+  /** Returns false when the transport's buffer is full (wait for `onDrain`). */
+  write(buf: Buffer): boolean;
+  /** Close after what was written is flushed. */
+  end(): void;
+  destroy(): void;
+  readonly remoteAddress: string;
+  readonly remotePort: number;
+  /** 'tcp', 'ssl', 'ws', 'wss'. */
+  readonly transport: string;
+}
+
+/** Per-endpoint counters (InterfaceStatusDTO). */
+export class EndpointStats {
+  bytesIn = 0;
+  bytesOut = 0;
+  messagesIn = 0;
+  messagesOut = 0;
+  errors = 0;
+  readonly connections = new Set<MqttConnection>();
+}
+
+/** What a connection knows of its endpoint. */
+export interface EndpointContext {
+  readonly name: string;
+  readonly mqtt: MqttConfig;
+  readonly connectTimeout: number;
+  readonly stats: EndpointStats;
+}
+
+const HIGH_WATER = 1 << 20; // bytes queued to a socket before deliveries wait for 'drain'
+
+// The write batch: connections with bytes to write, flushed once per tick.
+const dirty: MqttConnection[] = [];
+let flushScheduled = false;
+function flushAll(): void {
+  flushScheduled = false;
+  for (let i = 0; i < dirty.length; i++) dirty[i]!.flush();
+  dirty.length = 0;
+}
+
+// Encode-once cache: the last message fanned out, encoded per (protocol class, QoS, retain) with packet id 0.
+let cacheMsg: Message | undefined;
+let cacheTopic = '';
+const cacheBytes: Array<{ bytes: Buffer; pidOffset: number } | undefined> = new Array(12);
+
+function outboundProps(msg: Message, subscriptionId: number | undefined, now: number): OutboundProperties | undefined {
+  let p: OutboundProperties | undefined;
+  if (msg.payloadFormat !== undefined) (p ??= {}).payloadFormatIndicator = msg.payloadFormat;
+  if (msg.expiresAt !== 0) (p ??= {}).messageExpiryInterval = Math.max(0, Math.ceil((msg.expiresAt - now) / 1000)); // [MQTT-3.3.2-6]
+  if (msg.contentType !== undefined) (p ??= {}).contentType = msg.contentType;
+  if (msg.responseTopic !== undefined) (p ??= {}).responseTopic = msg.responseTopic;
+  if (msg.correlationData !== undefined) (p ??= {}).correlationData = msg.correlationData;
+  if (msg.userProperties !== undefined) (p ??= {}).userProperties = msg.userProperties;
+  if (subscriptionId !== undefined) (p ??= {}).subscriptionIdentifier = subscriptionId; // [MQTT-3.3.4-3]
+  return p;
+}
+
+export type ConnState = 'new' | 'connecting' | 'connected' | 'closed';
+
+export class MqttConnection implements PushSink {
+  readonly kind = 'push' as const;
+  readonly id: number;
+  readonly connectedAt = Date.now();
+  state: ConnState = 'new';
+  protocolVersion = 4;
+  v5 = false;
+  clientId = '';
+  principal: Principal | undefined;
+  session: MqttSession | undefined;
+  will: WillMessage | undefined;
+  keepAlive = 0;
+  /** Client's Receive Maximum capped by the endpoint (QoS > 0 in flight to the client). */
+  sendQuota = 65535;
+  /** Client's Maximum Packet Size (bytes); packets larger are not sent [MQTT-3.1.2-24]. */
+  clientMaxPacket = 0x7fffffff;
+  requestProblemInformation = true;
+  /** Topic aliases the client set up (inbound). */
+  readonly aliases = new Map<number, string>();
+  /** QoS 1/2 publishes received and not yet acknowledged. */
+  inboundPending = 0;
+  closeReason: string | undefined;
+  lastRead = Date.now();
+  lastWrite = 0;
+  bytesRead = 0;
+  bytesWritten = 0;
+  /** Packets waiting while CONNECT is being authenticated. */
+  queued: Array<[number, number, Buffer, number]> | undefined;
+  readonly framer: Framer;
+  readonly parser = newParser();
+  private out: Buffer[] = [];
+  private outBytes = 0;
+  private scheduled = false;
+  private congested = false;
+  private keepAliveTimer: NodeJS.Timeout | undefined;
+  /** In-order acknowledgements of inbound QoS 1/2 publishes (sent once the message is durable). */
+  private acks: Array<{ buf: Buffer | undefined; ready: boolean }> = [];
+
+  constructor(
+    readonly broker: MqttBroker,
+    readonly endpoint: EndpointContext,
+    readonly wire: Wire,
+  ) {
+    this.id = broker.connectionId();
+    this.framer = new Framer(this, endpoint.mqtt.maximumBufferSize);
+    this.parser.on('packet', (p) => this.onPacket(p as unknown as Record<string, unknown>));
+    this.parser.on('error', (err: Error) => {
+      throw new MqttProtocolError(Reason.MalformedPacket, `malformed ${this.parsingType}: ${err.message}`);
+    });
+    broker.connections.set(this.id, this);
+    endpoint.stats.connections.add(this);
+    const net = broker.host.network;
+    net.totalConnections++;
+    net.currentConnections++;
+    if (net.currentConnections > net.peakConnections) net.peakConnections = net.currentConnections;
+    // a client that does not send CONNECT in time is closed [MQTT-3.1.4-?]
+    this.keepAliveTimer = setTimeout(() => {
+      if (this.state === 'new' || this.state === 'connecting') this.close(CloseReason.ConnectTimeout);
+    }, endpoint.connectTimeout);
+    this.keepAliveTimer.unref();
+  }
+
+  get stopped(): boolean {
+    return this.state === 'closed';
+  }
+
+  private parsingType = 'packet';
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Reading
+
+  /** Bytes from the transport. */
+  onData(chunk: Buffer): void {
+    if (this.state === 'closed') return;
+    this.lastRead = Date.now();
+    this.bytesRead += chunk.length;
+    this.endpoint.stats.bytesIn += chunk.length;
+    this.broker.host.network.totalReadBytes += chunk.length;
+    try {
+      this.framer.push(chunk);
+    } catch (err) {
+      this.violation(err);
+    }
+  }
+
+  /** One complete packet (called by the framer). */
+  frame(type: number, flags: number, frame: Buffer, bodyOffset: number): void {
+    this.broker.host.network.packetsReceived++;
+    if (this.queued !== undefined) {
+      this.queued.push([type, flags, Buffer.from(frame), bodyOffset]);
+      return;
+    }
+    if (this.state === 'new') {
+      // the first packet must be CONNECT [MQTT-3.1.0-1]
+      if (type !== PacketType.CONNECT) throw new MqttProtocolError(Reason.ProtocolError, `first packet is type ${type}, not CONNECT [MQTT-3.1.0-1]`);
+      if (refuseBadProtocolLevel(this, frame, bodyOffset)) return;
+    } else if (type === PacketType.CONNECT) {
+      throw new MqttProtocolError(Reason.ProtocolError, 'second CONNECT on one connection [MQTT-3.1.0-2]');
+    }
+    if (type === PacketType.PUBLISH) {
+      handlePublish(this, flags, frame, bodyOffset);
+      return;
+    }
+    this.parsingType = typeName(type);
+    this.parser.parse(frame);
+  }
+
+  private onPacket(p: Record<string, unknown>): void {
+    switch (p.cmd) {
+      case 'connect':
+        handleConnect(this, p as never);
+        break;
+      case 'puback':
+        handlePuback(this, p as never);
+        break;
+      case 'pubrec':
+        handlePubrec(this, p as never);
+        break;
+      case 'pubrel':
+        handlePubrel(this, p as never);
+        break;
+      case 'pubcomp':
+        handlePubcomp(this, p as never);
+        break;
+      case 'subscribe':
+        handleSubscribe(this, p as never);
+        break;
+      case 'unsubscribe':
+        handleUnsubscribe(this, p as never);
+        break;
+      case 'pingreq':
+        handlePingreq(this);
+        break;
+      case 'disconnect':
+        handleDisconnect(this, p as never);
+        break;
+      case 'auth':
+        handleAuth(this, p as never);
+        break;
+      default:
+        // CONNACK, SUBACK, UNSUBACK, PINGRESP and PUBLISH-by-parser are server-to-client only
+        throw new MqttProtocolError(Reason.ProtocolError, `a client must not send ${String(p.cmd).toUpperCase()}`);
+    }
+  }
+
+  /** Replay packets that arrived while CONNECT was being authenticated. */
+  drainQueued(): void {
+    const q = this.queued;
+    this.queued = undefined;
+    if (q === undefined) return;
+    try {
+      for (const [type, flags, frame, off] of q) {
+        if (this.state === 'closed') return;
+        this.broker.host.network.packetsReceived--;
+        this.frame(type, flags, frame, off);
+      }
+    } catch (err) {
+      this.violation(err);
+    }
+  }
+
+  /** A protocol violation closes this connection only, with the reason code (v5), and is counted. */
+  violation(err: unknown): void {
+    if (this.state === 'closed') return;
+    this.endpoint.stats.errors++;
+    if (err instanceof MqttProtocolError) {
+      this.broker.log.debug({ connection: this.id, clientId: this.clientId, reason: err.reason }, err.message);
+      this.close(CloseReason.ProtocolViolation, err.reason, err.message);
+    } else {
+      this.broker.log.warn({ err, connection: this.id, clientId: this.clientId }, 'MQTT connection failed');
+      this.close(CloseReason.ProtocolViolation, Reason.UnspecifiedError, 'internal error');
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Keep alive: closed when nothing arrives within 1.5 × the keep-alive interval [MQTT-3.1.2-24]
+
+  startKeepAlive(seconds: number): void {
+    if (this.keepAliveTimer) clearTimeout(this.keepAliveTimer);
+    this.keepAliveTimer = undefined;
+    this.keepAlive = seconds;
+    if (seconds <= 0) return;
+    const limit = seconds * 1500;
+    const check = (): void => {
+      if (this.state === 'closed') return;
+      const idle = Date.now() - this.lastRead;
+      if (idle >= limit) {
+        this.endpoint.stats.errors++;
+        this.close(CloseReason.KeepAliveTimeout, Reason.KeepAliveTimeout, `no packet within 1.5 × keep alive (${seconds} s)`);
+        return;
+      }
+      this.keepAliveTimer = setTimeout(check, limit - idle + 5);
+      this.keepAliveTimer.unref();
+    };
+    this.keepAliveTimer = setTimeout(check, limit);
+    this.keepAliveTimer.unref();
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Writing: gathered per tick, one write per socket
+
+  send(buf: Buffer): void {
+    if (this.state === 'closed') return;
+    this.out.push(buf);
+    this.outBytes += buf.length;
+    this.broker.host.network.packetsSent++;
+    if (!this.scheduled) {
+      this.scheduled = true;
+      dirty.push(this);
+      if (!flushScheduled) {
+        flushScheduled = true;
+        setImmediate(flushAll);
+      }
+    }
+  }
+
+  /** Insert bytes before the ones queued since `mark` (SUBACK goes before the retained messages it caused). */
+  sendAt(mark: number, buf: Buffer): void {
+    if (this.state === 'closed') return;
+    if (mark >= this.out.length) return this.send(buf);
+    this.out.splice(mark, 0, buf);
+    this.outBytes += buf.length;
+    this.broker.host.network.packetsSent++;
+  }
+
+  get outMark(): number {
+    return this.out.length;
+  }
+
+  sendPacket(packet: Record<string, unknown>): void {
+    this.send(encodePacket(packet, this.protocolVersion));
+  }
+
+  flush(): void {
+    this.scheduled = false;
+    const n = this.out.length;
+    if (n === 0) return;
+    const buf = n === 1 ? this.out[0]! : Buffer.concat(this.out, this.outBytes);
+    this.out = [];
+    const bytes = this.outBytes;
+    this.outBytes = 0;
+    this.bytesWritten += bytes;
+    this.lastWrite = Date.now();
+    this.endpoint.stats.bytesOut += bytes;
+    this.broker.host.network.totalWriteBytes += bytes;
+    if (this.state === 'closed' && !this.closing) return;
+    let ok = true;
+    try {
+      ok = this.wire.write(buf);
+    } catch {
+      ok = true;
+    }
+    if (!ok) this.congested = true;
+  }
+
+  /** The transport drained its buffer: deliveries may go on. */
+  onDrain(): void {
+    if (!this.congested) return;
+    this.congested = false;
+    this.session?.resumeBlocked();
+  }
+
+  /** Queue an acknowledgement that must go out after the ones before it; `ready` sends it when the message is durable. */
+  orderedAck(buf: Buffer, durable: Promise<void>): void {
+    const entry = { buf: buf as Buffer | undefined, ready: false };
+    this.acks.push(entry);
+    durable.then(
+      () => {
+        entry.ready = true;
+        this.releaseAcks();
+      },
+      (err: unknown) => {
+        // not stored: no acknowledgement, the client sends it again after reconnecting
+        this.broker.log.warn({ err, connection: this.id }, 'publish failed; closing the connection without acknowledging');
+        entry.buf = undefined;
+        entry.ready = true;
+        this.releaseAcks();
+        this.close(CloseReason.WriteError, Reason.UnspecifiedError, 'the message could not be stored');
+      },
+    );
+  }
+
+  private releaseAcks(): void {
+    const a = this.acks;
+    let i = 0;
+    while (i < a.length && a[i]!.ready) {
+      const b = a[i]!.buf;
+      if (b !== undefined) this.send(b);
+      i++;
+    }
+    if (i > 0) this.acks.splice(0, i);
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Delivery (PushSink): called synchronously by the engine for every message routed to this session.
+
+  deliver(sub: Subscription, msg: Message, destinationName: string): boolean {
+    const s = this.session;
+    if (this.state !== 'connected' || s === undefined) return false;
+    if (this.congested || this.outBytes > HIGH_WATER) {
+      s.blocked.add(sub);
+      return false;
+    }
+    const qos = sub.qos < msg.qos ? sub.qos : msg.qos;
+    let pid = 0;
+    let dup = false;
+    if (qos > 0) {
+      if (s.outbound.size >= this.sendQuota) {
+        s.blocked.add(sub); // Receive Maximum reached [MQTT-3.3.4-7]
+        return false;
+      }
+      const key = `${sub.id}:${msg.id}`;
+      const again = s.redeliver.get(key);
+      if (again !== undefined && !s.outbound.has(again)) {
+        pid = again;
+        dup = true; // resent with DUP and its original packet id [MQTT-4.4.0-1]
+      } else {
+        pid = s.allocatePid();
+        if (pid === 0) {
+          s.blocked.add(sub);
+          return false;
+        }
+      }
+      s.outbound.set(pid, { sub, msgId: msg.id, qos: qos as 1 | 2, stage: 1 });
+      s.redeliver.set(key, pid);
+    }
+    const v5 = this.v5;
+    let bytes: Buffer;
+    if (v5 && (sub.subscriptionId !== undefined || msg.expiresAt !== 0)) {
+      bytes = encodePublish(destinationName, msg.payload, qos, msg.retain, dup, pid, true, outboundProps(msg, sub.subscriptionId, Date.now())).bytes;
+    } else {
+      if (cacheMsg !== msg || cacheTopic !== destinationName) {
+        cacheMsg = msg;
+        cacheTopic = destinationName;
+        cacheBytes.fill(undefined);
+      }
+      const slot = (v5 ? 6 : 0) + qos * 2 + (msg.retain ? 1 : 0);
+      let t = cacheBytes[slot];
+      if (t === undefined) {
+        t = encodePublish(destinationName, msg.payload, qos, msg.retain, false, 0, v5, v5 ? outboundProps(msg, undefined, 0) : undefined);
+        cacheBytes[slot] = t;
+      }
+      if (qos === 0) bytes = t.bytes;
+      else {
+        bytes = Buffer.allocUnsafe(t.bytes.length);
+        t.bytes.copy(bytes);
+        bytes.writeUInt16BE(pid, t.pidOffset);
+        if (dup) bytes[0] = bytes[0]! | 8;
+      }
+    }
+    if (bytes.length > this.clientMaxPacket) {
+      // too large for this client: discarded as if delivered [MQTT-3.1.2-25]
+      if (qos > 0) {
+        s.outbound.delete(pid);
+        s.redeliver.delete(`${sub.id}:${msg.id}`);
+        queueMicrotask(() => sub.ack(msg.id));
+      }
+      return true;
+    }
+    this.endpoint.stats.messagesOut++;
+    this.send(bytes);
+    return true;
+  }
+
+  closed(sub: Subscription): void {
+    this.session?.blocked.delete(sub);
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Closing
+
+  private closing = false;
+
+  /**
+   * Close with a reason. A v5 client gets DISCONNECT with the reason code first (after CONNACK; before it, the
+   * CONNACK carries the refusal). The socket closes once the bytes are written.
+   */
+  close(why: string, reasonCode?: number, reasonString?: string): void {
+    if (this.state === 'closed') return;
+    this.closeReason ??= why;
+    if (reasonCode !== undefined && this.v5 && this.state === 'connected') {
+      const props: Record<string, unknown> = {};
+      if (reasonString && this.requestProblemInformation) props.reasonString = reasonString.slice(0, 200);
+      this.send(encodePacket({ cmd: 'disconnect', reasonCode, properties: props }, 5));
+    }
+    this.closing = true;
+    this.flush();
+    this.closing = false;
+    this.state = 'closed';
+    try {
+      this.wire.end();
+    } catch {
+      /* already gone */
+    }
+    // a peer that does not close its side is cut after a moment
+    setTimeout(() => this.wire.destroy(), 2000).unref();
+    this.cleanup(true);
+  }
+
+  /** The transport closed (by the peer, an error, or after `close`). */
+  onClose(): void {
+    if (this.state !== 'closed') {
+      this.closeReason ??= CloseReason.ClientClosed;
+      this.state = 'closed';
+    }
+    this.cleanup(true);
+  }
+
+  private cleanedUp = false;
+  private cleanup(abnormal: boolean): void {
+    if (this.cleanedUp) return;
+    this.cleanedUp = true;
+    if (this.keepAliveTimer) clearTimeout(this.keepAliveTimer);
+    this.keepAliveTimer = undefined;
+    const broker = this.broker;
+    broker.connections.delete(this.id);
+    this.endpoint.stats.connections.delete(this);
+    const net = broker.host.network;
+    net.currentConnections--;
+    net.totalDisconnections++;
+    const s = this.session;
+    if (s === undefined || s.conn !== this) {
+      return;
+    }
+    s.conn = undefined;
+    s.disconnectedAt = Date.now();
+    s.blocked.clear();
+    // in-flight PUBLISHes are sent again on reconnect; PUBREL-stage entries stay
+    for (const [pid, o] of s.outbound) if (o.stage === 1) s.outbound.delete(pid);
+    const will = abnormal ? this.will : undefined;
+    this.will = undefined;
+    if (s.persistent) {
+      for (const { sub } of s.subs.values()) sub.hibernate();
+      broker.save(s);
+      if (will !== undefined) broker.scheduleWill(s, will, s.sessionId);
+      broker.scheduleExpiry(s);
+    } else {
+      if (will !== undefined) broker.publishWill(will, s.sessionId);
+      broker.endSession(s);
+    }
+  }
+
+  /** DISCONNECT received: normal close, no will unless asked (v5 0x04) [MQTT-3.14.4-3]. */
+  clientDisconnected(sendWill: boolean): void {
+    if (!sendWill) this.will = undefined;
+    this.closeReason = CloseReason.ClientDisconnect;
+    if (this.state === 'closed') return;
+    this.flush();
+    this.state = 'closed';
+    try {
+      this.wire.end();
+    } catch {
+      /* gone */
+    }
+    this.cleanup(true);
+  }
+}
+
+function typeName(type: number): string {
+  return (['RESERVED', 'CONNECT', 'CONNACK', 'PUBLISH', 'PUBACK', 'PUBREC', 'PUBREL', 'PUBCOMP', 'SUBSCRIBE', 'SUBACK', 'UNSUBSCRIBE', 'UNSUBACK', 'PINGREQ', 'PINGRESP', 'DISCONNECT', 'AUTH'][type] ?? 'packet');
+}

@@ -1,0 +1,237 @@
+/**
+ * CONNECT (3.1.1 §3.1, 5 §3.1): protocol level, client id, authentication, session present / clean start, session
+ * expiry, keep alive, will, receive maximum, maximum packet size, topic alias maximum; answered by CONNACK.
+ */
+import { randomBytes } from 'node:crypto';
+import { validateTopicName } from '../../../engine/index.js';
+import { AuthenticationFailedError } from '../../../security/types.js';
+import type { MqttConnection } from '../connection.js';
+import { encodePacket } from '../codec.js';
+import { CloseReason, ConnackV3, MqttProtocolError, Reason } from '../reason.js';
+import { MqttSession, type WillMessage } from '../session.js';
+
+export interface ConnectPacket {
+  cmd: 'connect';
+  protocolId: string;
+  protocolVersion: number;
+  clean: boolean;
+  keepalive: number;
+  clientId: string;
+  username?: string;
+  password?: Buffer;
+  will?: { topic: string; payload: Buffer; qos: 0 | 1 | 2; retain: boolean; properties?: Record<string, unknown> };
+  properties?: {
+    sessionExpiryInterval?: number;
+    receiveMaximum?: number;
+    maximumPacketSize?: number;
+    topicAliasMaximum?: number;
+    requestResponseInformation?: boolean;
+    requestProblemInformation?: boolean;
+    userProperties?: Record<string, unknown>;
+    authenticationMethod?: string;
+    authenticationData?: Buffer;
+  };
+}
+
+/**
+ * A CONNECT naming a protocol level the server does not speak gets CONNACK "unacceptable protocol version"
+ * (3.1.1 return code 1 [MQTT-3.1.2-2]) and the connection closes. Returns true when it did so.
+ */
+export function refuseBadProtocolLevel(conn: MqttConnection, frame: Buffer, body: number): boolean {
+  if (frame.length < body + 2) return false;
+  const nameLen = frame.readUInt16BE(body);
+  const at = body + 2 + nameLen;
+  if (at >= frame.length) return false;
+  const name = frame.toString('utf8', body + 2, at);
+  if (name !== 'MQTT' && name !== 'MQIsdp') return false; // the parser reports a bad protocol name [MQTT-3.1.2-1]
+  const level = frame[at]! & 0x7f;
+  if (level === 3 || level === 4 || level === 5) return false;
+  conn.endpoint.stats.errors++;
+  conn.send(Buffer.from([0x20, 0x02, 0x00, ConnackV3.UnacceptableProtocolVersion]));
+  conn.close(CloseReason.ProtocolViolation);
+  return true;
+}
+
+const STRICT_ID = /^[0-9a-zA-Z]{1,23}$/;
+
+function refuse(conn: MqttConnection, v3code: number, v5reason: number, why: string): void {
+  conn.endpoint.stats.errors++;
+  if (conn.v5) conn.send(encodePacket({ cmd: 'connack', sessionPresent: false, reasonCode: v5reason, properties: why && conn.requestProblemInformation ? { reasonString: why } : {} }, 5));
+  else conn.send(encodePacket({ cmd: 'connack', sessionPresent: false, returnCode: v3code }, 4));
+  conn.close(CloseReason.AuthFailed);
+}
+
+export function handleConnect(conn: MqttConnection, p: ConnectPacket): void {
+  const v = p.protocolVersion;
+  if ((p.protocolId === 'MQIsdp') !== (v === 3)) {
+    throw new MqttProtocolError(Reason.UnsupportedProtocolVersion, `protocol name ${p.protocolId} does not go with level ${v} [MQTT-3.1.2-1]`);
+  }
+  conn.protocolVersion = v === 5 ? 5 : 4;
+  conn.v5 = v === 5;
+  const cfg = conn.endpoint.mqtt;
+  const props = p.properties ?? {};
+  if (conn.v5) {
+    conn.requestProblemInformation = props.requestProblemInformation !== false;
+    if (props.receiveMaximum === 0) throw new MqttProtocolError(Reason.ProtocolError, 'Receive Maximum 0 [MQTT-3.1.2-?]');
+    if (props.maximumPacketSize === 0) throw new MqttProtocolError(Reason.ProtocolError, 'Maximum Packet Size 0');
+  } else if (p.password !== undefined && p.username === undefined) {
+    // 3.1.1: password flag without user name flag [MQTT-3.1.2-22]
+    throw new MqttProtocolError(Reason.ProtocolError, 'password without a user name [MQTT-3.1.2-22]');
+  }
+  conn.state = 'connecting';
+  conn.queued = [];
+
+  let clientId = p.clientId ?? '';
+  let assigned: string | undefined;
+  if (clientId === '') {
+    if (!conn.v5 && !p.clean) {
+      // 3.1.1: an empty client id needs clean session [MQTT-3.1.3-8]
+      return refuse(conn, ConnackV3.IdentifierRejected, Reason.ClientIdentifierNotValid, 'an empty client id needs clean session');
+    }
+    clientId = assigned = `switchyard-${randomBytes(8).toString('hex')}`; // [MQTT-3.1.3-6]
+  } else if (cfg.strictClientId && !STRICT_ID.test(clientId)) {
+    return refuse(conn, ConnackV3.IdentifierRejected, Reason.ClientIdentifierNotValid, 'client id must be 1..23 characters of 0-9a-zA-Z');
+  }
+  if (conn.v5 && props.authenticationMethod !== undefined) {
+    return refuse(conn, ConnackV3.NotAuthorized, Reason.BadAuthenticationMethod, `authentication method ${props.authenticationMethod} is not supported`);
+  }
+
+  let will: WillMessage | undefined;
+  if (p.will) {
+    try {
+      validateTopicName(p.will.topic);
+    } catch (err) {
+      throw new MqttProtocolError(Reason.TopicNameInvalid, `will topic: ${(err as Error).message}`);
+    }
+    const wp = (p.will.properties ?? {}) as Record<string, unknown>;
+    will = {
+      topic: p.will.topic,
+      payload: Buffer.from(p.will.payload ?? Buffer.alloc(0)),
+      qos: p.will.qos,
+      retain: p.will.retain,
+      delay: Number(wp.willDelayInterval ?? 0),
+      properties: {
+        payloadFormatIndicator: wp.payloadFormatIndicator === true ? 1 : wp.payloadFormatIndicator === false ? 0 : (wp.payloadFormatIndicator as number | undefined),
+        messageExpiryInterval: wp.messageExpiryInterval as number | undefined,
+        contentType: wp.contentType as string | undefined,
+        responseTopic: wp.responseTopic as string | undefined,
+        correlationData: wp.correlationData as Buffer | undefined,
+        userProperties: wp.userProperties as Record<string, string | string[]> | undefined,
+      },
+    };
+  }
+
+  const rt = conn.broker.host;
+  const security = rt.security();
+  security
+    .authenticate(p.username, p.password, { clientAddress: conn.wire.remoteAddress, protocol: 'MQTT' })
+    .then(
+      (principal) => {
+        if (conn.state === 'closed') return;
+        if (!security.isAllowed(principal, 'connect', 'Server', rt.serverName)) {
+          return refuse(conn, ConnackV3.NotAuthorized, Reason.NotAuthorized, 'not authorized to connect');
+        }
+        conn.principal = principal;
+        accept(conn, p, clientId, assigned, will);
+        conn.drainQueued();
+      },
+      (err: unknown) => {
+        if (conn.state === 'closed') return;
+        if (err instanceof AuthenticationFailedError) {
+          conn.broker.log.info({ clientId, username: p.username, address: conn.wire.remoteAddress }, `MQTT authentication failed: ${err.message}`);
+          return refuse(conn, ConnackV3.BadUserNameOrPassword, Reason.BadUserNameOrPassword, 'bad user name or password');
+        }
+        conn.broker.log.error({ err }, 'MQTT authentication error');
+        refuse(conn, ConnackV3.ServerUnavailable, Reason.ServerUnavailable, 'authentication is unavailable');
+      },
+    );
+}
+
+function accept(conn: MqttConnection, p: ConnectPacket, clientId: string, assigned: string | undefined, will: WillMessage | undefined): void {
+  const broker = conn.broker;
+  const cfg = conn.endpoint.mqtt;
+  const props = p.properties ?? {};
+  conn.clientId = clientId;
+  conn.will = will;
+
+  // Session Expiry: 3.1.1 clean session 0 → persistent; v5 from the property, capped by the endpoint
+  let expiry: number;
+  let expiryCapped = false;
+  if (conn.v5) {
+    expiry = props.sessionExpiryInterval ?? 0;
+    if (expiry > cfg.maximumSessionExpiry) {
+      expiry = cfg.maximumSessionExpiry;
+      expiryCapped = true;
+    }
+  } else expiry = p.clean ? 0 : cfg.maximumSessionExpiry;
+
+  // Take over a connected client with the same id [MQTT-3.1.4-3]
+  let session = broker.sessions.get(clientId);
+  if (session?.conn !== undefined) {
+    const old = session.conn;
+    old.close(CloseReason.TakenOver, Reason.SessionTakenOver, 'another connection uses this client id');
+  }
+  session = broker.sessions.get(clientId); // the takeover may have ended a non-persistent session
+  const cleanStart = p.clean;
+  let sessionPresent = false;
+  if (session !== undefined) {
+    if (cleanStart) {
+      // a new session replaces the old one [MQTT-3.1.2-4]; its delayed will is published now
+      broker.endSession(session);
+      session = undefined;
+    } else {
+      broker.cancelWill(session); // [MQTT-3.1.3-9]
+      sessionPresent = true; // [MQTT-3.2.2-2]
+    }
+  }
+  if (session === undefined) {
+    session = new MqttSession(clientId);
+    broker.sessions.set(clientId, session);
+  }
+  if (session.expiryTimer) clearTimeout(session.expiryTimer);
+  session.expiryTimer = undefined;
+  session.expiry = expiry;
+  session.protocolVersion = conn.protocolVersion;
+  session.username = conn.principal?.username;
+  session.conn = conn;
+  session.restored = false;
+  session.disconnectedAt = undefined;
+  conn.session = session;
+
+  // Flow control and limits
+  conn.sendQuota = Math.min(conn.v5 ? (props.receiveMaximum ?? 65535) : 65535, cfg.clientReceiveMaximum);
+  if (conn.v5 && props.maximumPacketSize !== undefined) conn.clientMaxPacket = props.maximumPacketSize;
+  let keepAlive = p.keepalive;
+  let serverKeepAlive: number | undefined;
+  if (conn.v5 && cfg.maxServerKeepAlive > 0 && keepAlive > cfg.maxServerKeepAlive) serverKeepAlive = keepAlive = cfg.maxServerKeepAlive;
+  if (conn.v5 && keepAlive > 0 && keepAlive < cfg.minServerKeepAlive) serverKeepAlive = keepAlive = cfg.minServerKeepAlive;
+
+  conn.state = 'connected';
+  if (conn.v5) {
+    const ack: Record<string, unknown> = {
+      receiveMaximum: cfg.serverReceiveMaximum,
+      maximumPacketSize: cfg.maximumBufferSize,
+      topicAliasMaximum: cfg.serverMaximumTopicAlias,
+      wildcardSubscriptionAvailable: true,
+      subscriptionIdentifiersAvailable: true,
+      sharedSubscriptionAvailable: true,
+      retainAvailable: true,
+    };
+    if (assigned !== undefined) ack.assignedClientIdentifier = assigned; // [MQTT-3.2.2-16]
+    if (serverKeepAlive !== undefined) ack.serverKeepAlive = serverKeepAlive; // [MQTT-3.2.2-21]
+    if (expiryCapped) ack.sessionExpiryInterval = expiry;
+    if (cfg.serverMaximumTopicAlias === 0) delete ack.topicAliasMaximum;
+    conn.send(encodePacket({ cmd: 'connack', sessionPresent, reasonCode: 0, properties: ack }, 5));
+  } else {
+    conn.send(encodePacket({ cmd: 'connack', sessionPresent, returnCode: 0 }, 4));
+  }
+  conn.startKeepAlive(keepAlive);
+  broker.log.debug({ clientId, connection: conn.id, v: conn.protocolVersion, sessionPresent }, 'MQTT client connected');
+
+  // Resume the session: PUBRELs first, then the held and unacknowledged messages [MQTT-4.4.0-1]
+  if (sessionPresent) {
+    for (const [pid, o] of session.outbound) if (o.stage === 2) conn.send(Buffer.from([0x62, 0x02, pid >> 8, pid & 0xff]));
+    for (const { sub } of session.subs.values()) sub.attach(conn);
+  }
+  broker.save(session);
+}

@@ -1,0 +1,17 @@
+/**
+ * DISCONNECT from the client (3.1.1 §3.14, 5 §3.14): the will is discarded [MQTT-3.14.4-3] unless the v5 reason
+ * is 0x04 "Disconnect with Will Message"; a v5 client may change the session expiry, but not from 0 to non-zero
+ * [MQTT-3.14.2-2].
+ */
+import type { MqttConnection } from '../connection.js';
+import { MqttProtocolError, Reason } from '../reason.js';
+
+export function handleDisconnect(conn: MqttConnection, p: { cmd: 'disconnect'; reasonCode?: number; properties?: { sessionExpiryInterval?: number } }): void {
+  const s = conn.session;
+  const exp = p.properties?.sessionExpiryInterval;
+  if (conn.v5 && exp !== undefined && s !== undefined) {
+    if (s.expiry === 0 && exp !== 0) throw new MqttProtocolError(Reason.ProtocolError, 'session expiry changed from 0 in DISCONNECT [MQTT-3.14.2-2]');
+    s.expiry = Math.min(exp, conn.endpoint.mqtt.maximumSessionExpiry);
+  }
+  conn.clientDisconnected(conn.v5 && p.reasonCode === Reason.DisconnectWithWill);
+}

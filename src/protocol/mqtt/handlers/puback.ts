@@ -1,0 +1,14 @@
+/** PUBACK from the client (3.1.1 §3.4, 5 §3.4): a QoS 1 delivery is done; its packet id is free again [MQTT-4.3.2-?]. */
+import type { MqttConnection } from '../connection.js';
+
+export function handlePuback(conn: MqttConnection, p: { messageId: number }): void {
+  const s = conn.session!;
+  const o = s.outbound.get(p.messageId);
+  if (o === undefined || o.qos !== 1) return; // unknown id: nothing to do (5 §4.3.2)
+  s.outbound.delete(p.messageId);
+  if (o.sub !== undefined) {
+    s.redeliver.delete(`${o.sub.id}:${o.msgId}`);
+    o.sub.ack(o.msgId);
+  }
+  s.resumeBlocked(); // a Receive Maximum slot is free [MQTT-4.9.0-?]
+}

@@ -1,0 +1,108 @@
+/**
+ * PUBLISH from the client (3.1.1 §3.3, 5 §3.3): topic name and alias, QoS 0/1/2 with PUBACK / PUBREC, retain,
+ * MQTT 5 properties mapped onto the engine's Message (user properties, response topic, correlation data, content
+ * type, payload format, message expiry), authorization, and the server's Receive Maximum.
+ */
+import { isUtf8 } from 'node:buffer';
+import { validateTopicName, type MessageInit } from '../../../engine/index.js';
+import type { MqttConnection } from '../connection.js';
+import { PacketType, decodePublish, encodeAck } from '../codec.js';
+import { MqttProtocolError, Reason } from '../reason.js';
+
+export function handlePublish(conn: MqttConnection, flags: number, frame: Buffer, bodyOffset: number): void {
+  const v5 = conn.v5;
+  const p = decodePublish(frame, flags, bodyOffset, v5);
+  const cfg = conn.endpoint.mqtt;
+  const props = p.properties;
+  let topic = p.topic;
+
+  // Topic alias (5 §3.3.2.3.4)
+  const alias = props?.topicAlias;
+  if (alias !== undefined) {
+    if (alias === 0 || alias > cfg.serverMaximumTopicAlias) {
+      throw new MqttProtocolError(Reason.TopicAliasInvalid, `topic alias ${alias} is outside 1..${cfg.serverMaximumTopicAlias} [MQTT-3.3.2-8, MQTT-3.3.2-9]`);
+    }
+    if (topic === '') {
+      const known = conn.aliases.get(alias);
+      if (known === undefined) throw new MqttProtocolError(Reason.ProtocolError, `topic alias ${alias} is not set on this connection`);
+      topic = known;
+    } else conn.aliases.set(alias, topic);
+  }
+  if (topic === '') throw new MqttProtocolError(Reason.ProtocolError, 'PUBLISH with an empty topic name and no topic alias [MQTT-4.7.3-1]');
+  try {
+    validateTopicName(topic); // no wildcards [MQTT-3.3.2-2]
+  } catch (err) {
+    throw new MqttProtocolError(Reason.TopicNameInvalid, (err as Error).message);
+  }
+
+  const qos = p.qos;
+  const s = conn.session!;
+  if (qos > 0) {
+    if (v5 && conn.inboundPending >= cfg.serverReceiveMaximum) {
+      throw new MqttProtocolError(Reason.ReceiveMaximumExceeded, `more than ${cfg.serverReceiveMaximum} QoS 1/2 publishes unacknowledged [MQTT-3.3.4-9]`);
+    }
+    if (qos === 2 && s.inbound.has(p.packetId)) {
+      // a resent QoS 2 PUBLISH is not delivered again (method A of 5 §4.3.3) [MQTT-4.3.3-9]
+      conn.send(encodeAck(PacketType.PUBREC, p.packetId, 0, v5));
+      return;
+    }
+  }
+  conn.endpoint.stats.messagesIn++;
+
+  // Authorization: publish (and retain) on the topic or queue
+  const host = conn.broker.host;
+  const security = host.security();
+  let denied = topic.startsWith('$SYS');
+  if (!denied && security.enabled) {
+    const engine = host.engine();
+    const type = engine?.isQueueName(topic) ? 'Queue' : 'Topic';
+    denied = !security.isAllowed(conn.principal!, 'publish', type, topic) || (p.retain && !security.isAllowed(conn.principal!, 'retain', type, topic));
+  }
+  let reason = 0;
+  if (denied) reason = Reason.NotAuthorized;
+  else if (v5 && props?.payloadFormatIndicator === 1 && !isUtf8(p.payload)) reason = Reason.PayloadFormatInvalid; // [MQTT-3.3.2-?]
+
+  if (reason !== 0) {
+    // refused: acknowledged with the reason (v5) or dropped (3.1.1 acknowledges and discards)
+    if (qos === 1) conn.send(encodeAck(PacketType.PUBACK, p.packetId, reason, v5));
+    else if (qos === 2) conn.send(encodeAck(PacketType.PUBREC, p.packetId, reason, v5));
+    return;
+  }
+
+  const engine = host.engine();
+  if (engine === undefined) throw new MqttProtocolError(Reason.ServerUnavailable, 'the messaging engine is not running');
+  let init: MessageInit;
+  if (props === undefined) init = { payload: p.payload, qos, retain: p.retain };
+  else
+    init = {
+      payload: p.payload,
+      qos,
+      retain: p.retain,
+      contentType: props.contentType,
+      correlationData: props.correlationData,
+      responseTopic: props.responseTopic,
+      userProperties: props.userProperties,
+      payloadFormat: props.payloadFormatIndicator === undefined ? undefined : (props.payloadFormatIndicator as 0 | 1),
+      expiresAt: props.messageExpiryInterval !== undefined ? Date.now() + props.messageExpiryInterval * 1000 : undefined,
+    };
+  const durable = engine.publish(topic, init, { origin: s.sessionId });
+  if (qos === 0) {
+    durable.catch(() => {}); // QoS 0: at most once
+    return;
+  }
+  conn.inboundPending++;
+  if (qos === 2) {
+    s.inbound.add(p.packetId);
+    if (s.persistent) conn.broker.save(s);
+  }
+  // acknowledged once the message is durable, in the order received [MQTT-4.6.0-2]
+  const ack = encodeAck(qos === 1 ? PacketType.PUBACK : PacketType.PUBREC, p.packetId, 0, v5);
+  if (qos === 1) {
+    conn.orderedAck(
+      ack,
+      durable.then(() => {
+        conn.inboundPending--;
+      }),
+    );
+  } else conn.orderedAck(ack, durable);
+}

@@ -1,0 +1,91 @@
+/**
+ * SUBSCRIBE (3.1.1 §3.8, 5 §3.8): each topic filter is validated, authorized (subscribe on the topic or queue,
+ * wildcard_subscription on the server for a wildcard filter) and made in the engine with its options (QoS,
+ * no local, retain as published, retain handling, subscription identifier). SUBACK lists one code per filter in
+ * order [MQTT-3.8.4-6] and goes out before the retained messages the subscription causes.
+ */
+import { hasWildcard, parseSharedFilter, validateTopicFilter } from '../../../engine/index.js';
+import type { MqttConnection } from '../connection.js';
+import { MAX_QUEUED } from '../broker.js';
+import { encodePacket } from '../codec.js';
+import { MqttProtocolError, Reason } from '../reason.js';
+import type { StoredSubscription } from '../session.js';
+
+export interface SubscribePacket {
+  cmd: 'subscribe';
+  messageId: number;
+  subscriptions: Array<{ topic: string; qos: number; nl?: boolean; rap?: boolean; rh?: number }>;
+  properties?: { subscriptionIdentifier?: number | number[]; userProperties?: Record<string, unknown> };
+}
+
+export function handleSubscribe(conn: MqttConnection, p: SubscribePacket): void {
+  if (!p.subscriptions || p.subscriptions.length === 0) {
+    throw new MqttProtocolError(Reason.ProtocolError, 'SUBSCRIBE without a topic filter [MQTT-3.8.3-3]');
+  }
+  const v5 = conn.v5;
+  let subId: number | undefined;
+  const rawId = p.properties?.subscriptionIdentifier;
+  if (rawId !== undefined) {
+    if (Array.isArray(rawId)) throw new MqttProtocolError(Reason.ProtocolError, 'more than one subscription identifier in SUBSCRIBE');
+    if (rawId === 0) throw new MqttProtocolError(Reason.ProtocolError, 'subscription identifier 0 [MQTT-3.8.2-?]');
+    subId = rawId;
+  }
+  const host = conn.broker.host;
+  const engine = host.engine();
+  if (engine === undefined) throw new MqttProtocolError(Reason.ServerUnavailable, 'the messaging engine is not running');
+  const security = host.security();
+  const s = conn.session!;
+  const codes: number[] = [];
+  const mark = conn.outMark;
+  let changed = false;
+  for (const req of p.subscriptions) {
+    const filter = req.topic;
+    const qos = Math.min(req.qos, 2) as 0 | 1 | 2;
+    const shared = parseSharedFilter(filter);
+    if (v5 && shared !== null && req.nl) {
+      throw new MqttProtocolError(Reason.ProtocolError, 'no local on a shared subscription [MQTT-3.8.3-4]');
+    }
+    try {
+      validateTopicFilter(filter);
+    } catch {
+      codes.push(v5 ? Reason.TopicFilterInvalid : 0x80);
+      continue;
+    }
+    const plain = shared !== null ? shared.filter : filter;
+    if (security.enabled) {
+      const type = engine.isQueueName(plain) ? 'Queue' : 'Topic';
+      const ok =
+        security.isAllowed(conn.principal!, 'subscribe', type, plain) &&
+        (!hasWildcard(plain) || security.isAllowed(conn.principal!, 'wildcard_subscription', 'Server', host.serverName));
+      if (!ok) {
+        codes.push(v5 ? Reason.NotAuthorized : 0x80);
+        continue;
+      }
+    }
+    const opts: StoredSubscription = { filter, qos, nl: v5 ? req.nl === true : false, rap: v5 ? req.rap === true : false, rh: (v5 ? (req.rh ?? 0) : 0) as 0 | 1 | 2 };
+    if (subId !== undefined) opts.id = subId;
+    try {
+      const sub = engine.subscribe({
+        sessionId: s.sessionId,
+        filter,
+        qos,
+        noLocal: opts.nl,
+        retainAsPublished: opts.rap,
+        retainHandling: opts.rh,
+        durable: s.persistent,
+        subscriptionId: subId,
+        maxDepth: MAX_QUEUED,
+        sink: conn,
+      });
+      s.subs.set(filter, { opts, sub });
+      changed = true;
+      codes.push(qos); // granted QoS [MQTT-3.8.4-?]
+    } catch (err) {
+      conn.broker.log.debug({ err, filter }, 'subscription refused');
+      codes.push(v5 ? Reason.ImplementationSpecificError : 0x80);
+    }
+  }
+  const suback = encodePacket({ cmd: 'suback', messageId: p.messageId, granted: codes, properties: {} }, conn.protocolVersion);
+  conn.sendAt(mark, suback);
+  if (changed) conn.broker.save(s);
+}

@@ -1,0 +1,330 @@
+import { createHmac, randomBytes } from 'node:crypto';
+import { BrokerError, ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../errors.js';
+import type { Runtime, Service } from '../runtime/runtime.js';
+import { AclStore, DESTINATION_TYPES, describeEntry, explainDecision, SERVER_PERMISSIONS, type AclEntry, type Decision, type Subject } from './acl.js';
+import { Audit } from './audit.js';
+import { ensureDefaults } from './defaults.js';
+import { Identities, type GroupRecord, type UserRecord } from './identities.js';
+import { Lockouts, type LockoutHost, type LockState } from './lockouts.js';
+import { checkPasswordPolicy, hashPassword, verifyPassword } from './passwords.js';
+import { Sessions } from './sessions.js';
+import { ANONYMOUS, AuthenticationFailedError, type AuthContext, type Permission, type Principal, type ResourceType, type SecurityService } from './types.js';
+
+/**
+ * The real SecurityService: users, groups, ACLs, sessions and lockouts from the store. Installed as `rt.security`
+ * by `securityService` at boot. Protocols use `authenticate` (with lockout) and `isAllowed` (cached); the REST
+ * routes use the management methods, which audit every change and clear the caches.
+ */
+export class SecurityManager implements SecurityService {
+  readonly identities: Identities;
+  readonly acl: AclStore;
+  readonly sessions: Sessions;
+  readonly lockouts: Lockouts;
+  readonly audit: Audit;
+  private readonly decisions = new Map<string, boolean>();
+  private readonly basicCache = new Map<string, { uniqueId: string; expires: number }>();
+  private readonly basicKey = randomBytes(32);
+
+  private constructor(
+    private readonly rt: Runtime,
+    key: Uint8Array,
+    host: LockoutHost,
+  ) {
+    const now = () => rt.now();
+    this.identities = new Identities(rt.store, () => this.invalidate());
+    this.acl = new AclStore(rt.store, () => this.invalidate());
+    this.sessions = new Sessions(rt.store, key, now);
+    const a = rt.config.AuthManager;
+    this.lockouts = new Lockouts(
+      host,
+      { maxFailuresBeforeLock: a.maxFailuresBeforeLock, initialLockSeconds: a.initialLockSeconds, maxLockSeconds: a.maxLockSeconds, failureDecaySeconds: a.failureDecaySeconds },
+      now,
+      (msg) => rt.log.warn(msg),
+    );
+    this.audit = new Audit(rt.logs.audit, now);
+  }
+
+  static async open(rt: Runtime, host?: LockoutHost): Promise<SecurityManager> {
+    const key = new Uint8Array(await rt.store.secret('jwt-hs256', 64));
+    const sm = new SecurityManager(rt, key, host ?? supervisorHost(rt));
+    await sm.identities.load();
+    await sm.acl.load();
+    await sm.sessions.load();
+    if (sm.enabled) await ensureDefaults(sm, rt);
+    return sm;
+  }
+
+  get config() {
+    return this.rt.config.AuthManager;
+  }
+  /** Authentication on (AuthManager.authenticationEnabled). */
+  get enabled(): boolean {
+    return this.config.authenticationEnabled;
+  }
+  /** ACLs decide (authentication and authorisation on); otherwise every principal may do everything. */
+  get authorising(): boolean {
+    return this.config.authenticationEnabled && this.config.authorisationEnabled;
+  }
+  get allowAnonymous(): boolean {
+    return this.config.allowAnonymous;
+  }
+  get serverKey(): string {
+    return this.rt.serverName;
+  }
+
+  /** Decision cache and Basic credential cache are cleared on any ACL, group or user change. */
+  invalidate(): void {
+    this.decisions.clear();
+    this.basicCache.clear();
+  }
+
+  principalOf(u: UserRecord): Principal {
+    return { username: u.username, uniqueId: u.uniqueId, groups: [...u.groups], anonymous: u.builtIn === true && u.username === 'anonymous' };
+  }
+
+  /** The stored anonymous user as a principal (anonymous access), or the contract's ANONYMOUS when there is none. */
+  anonymousPrincipal(): Principal {
+    const u = this.identities.userByUsername('anonymous');
+    return u ? { ...this.principalOf(u), anonymous: true } : ANONYMOUS;
+  }
+
+  async authenticate(username: string | undefined, password: string | Buffer | undefined, ctx: AuthContext): Promise<Principal> {
+    if (!this.enabled) return username ? { ...ANONYMOUS, username, anonymous: false } : ANONYMOUS;
+    if (username === undefined || username === '') {
+      if (this.allowAnonymous) return this.anonymousPrincipal();
+      this.audit.event('login.failed', { username: null, protocol: ctx.protocol, clientAddress: ctx.clientAddress, reason: 'no credentials' }, 'login refused: no credentials');
+      throw new AuthenticationFailedError('Credentials are required');
+    }
+    const lock = this.lockouts.status(username);
+    if (lock?.locked) {
+      this.audit.event('login.failed', { username, protocol: ctx.protocol, clientAddress: ctx.clientAddress, reason: 'locked', retryAfterSeconds: lock.remainingLockSeconds }, 'login refused: account locked');
+      throw new AuthenticationFailedError(`Account is locked after repeated failed logins; try again in ${lock.remainingLockSeconds} s`, lock.remainingLockSeconds);
+    }
+    const user = this.identities.userByUsername(username);
+    const ok = password !== undefined && (await verifyPassword(password, user?.passwordHash));
+    if (!ok || !user) {
+      const after = this.lockouts.recordFailure(username, ctx.clientAddress);
+      this.audit.event('login.failed', { username, protocol: ctx.protocol, clientAddress: ctx.clientAddress, reason: 'bad credentials', failures: after?.failures }, 'login failed: invalid username or password');
+      if (after?.locked) {
+        this.audit.event('lockout.locked', { username, clientAddress: ctx.clientAddress, lockSeconds: after.remainingLockSeconds, lockCount: after.lockCount }, `account locked for ${after.remainingLockSeconds} s`);
+      }
+      throw new AuthenticationFailedError('Invalid username or password');
+    }
+    this.lockouts.succeeded(username);
+    this.audit.event('login.succeeded', { username, uniqueId: user.uniqueId, protocol: ctx.protocol, clientAddress: ctx.clientAddress }, 'login succeeded');
+    return this.principalOf(user);
+  }
+
+  /**
+   * Basic credentials on every REST request: the first check is a real one (scrypt, lockout, audit); a repeat of
+   * the same credentials within 60 s is answered from a cache (still refused while the name is locked).
+   */
+  async authenticateBasic(username: string, password: string, ctx: AuthContext): Promise<Principal> {
+    const k = createHmac('sha256', this.basicKey).update(username).update('\u0000').update(password).digest('base64');
+    const hit = this.basicCache.get(k);
+    const now = this.rt.now();
+    if (hit && hit.expires > now) {
+      const lock = this.lockouts.status(username);
+      const user = this.identities.user(hit.uniqueId);
+      if (!lock?.locked && user && user.username === username) return this.principalOf(user);
+    }
+    const p = await this.authenticate(username, password, ctx);
+    if (this.basicCache.size > 10000) this.basicCache.clear();
+    this.basicCache.set(k, { uniqueId: p.uniqueId, expires: now + 60000 });
+    return p;
+  }
+
+  subjectOf(p: Principal): Subject | undefined {
+    const u = this.identities.user(p.uniqueId);
+    if (!u) return undefined;
+    return {
+      uniqueId: u.uniqueId,
+      username: u.username,
+      groups: u.groups.map((g) => this.identities.group(g)).filter((g): g is GroupRecord => !!g).map((g) => ({ uniqueId: g.uniqueId, name: g.name })),
+    };
+  }
+
+  isAllowed(principal: Principal, permission: Permission, resourceType: ResourceType, resourceKey: string): boolean {
+    if (!this.authorising) return true;
+    const k = `${principal.uniqueId}\u0000${permission}\u0000${resourceType}\u0000${resourceKey}`;
+    const cached = this.decisions.get(k);
+    if (cached !== undefined) return cached;
+    const subject = this.subjectOf(principal);
+    const allowed = subject ? this.acl.evaluate(subject, permission, resourceType, resourceKey).allowed : false;
+    if (this.decisions.size > 50000) this.decisions.clear();
+    this.decisions.set(k, allowed);
+    return allowed;
+  }
+
+  /** POST /auth/acl/check: the decision, and with `explain` a sentence and the deciding entry. */
+  check(user: UserRecord, permission: Permission, type: ResourceType, key: string): { decision: Decision; reason: string; sources: string[] } {
+    const subject = this.subjectOf(this.principalOf(user))!;
+    const decision = this.acl.evaluate(subject, permission, type, key);
+    const sources = decision.entry && decision.level ? [describeEntry(type, decision.level, decision.entry, decision.principalName, decision.allowed ? 'ALLOW' : 'DENY')] : [];
+    return { decision, reason: explainDecision(subject, permission, type, key, decision), sources };
+  }
+
+  // ---- management (REST); every change is audited and clears the caches ----
+
+  policyCheck(password: string): void {
+    checkPasswordPolicy(password, this.config);
+  }
+
+  async createUser(actor: Principal | undefined, username: string, password: string): Promise<UserRecord> {
+    this.policyCheck(password);
+    const u = await this.identities.createUser(username, await hashPassword(password));
+    this.audit.event('user.created', { by: actor?.username, username: u.username, uniqueId: u.uniqueId }, `user ${u.username} created`);
+    return u;
+  }
+
+  async deleteUser(actor: Principal | undefined, uniqueId: string): Promise<void> {
+    const u = this.identities.requireUser(uniqueId);
+    if (u.builtIn) throw new ConflictError(`The user ${u.username} is built in and cannot be deleted; remove its ACL entries or group memberships instead`);
+    if (actor && actor.uniqueId === uniqueId) throw new ConflictError('You cannot delete your own account');
+    await this.identities.deleteUser(uniqueId);
+    await this.acl.removePrincipal(uniqueId);
+    await this.sessions.endAllFor(uniqueId);
+    this.lockouts.reset(u.username);
+    this.audit.event('user.deleted', { by: actor?.username, username: u.username, uniqueId }, `user ${u.username} deleted`);
+  }
+
+  /**
+   * An administrator (manage_authentication) sets any password; anyone else only their own, proving the current
+   * one when the policy says so. Ends the user's other sessions and resets the lockout.
+   */
+  async changePassword(actor: Principal, targetId: string, newPassword: string, currentPassword: string | undefined, keepSession?: string): Promise<void> {
+    const target = this.identities.requireUser(targetId);
+    const admin = this.isAllowed(actor, 'manage_authentication', 'Server', this.serverKey);
+    if (!admin) {
+      if (actor.uniqueId !== targetId) throw new ForbiddenError("Access denied: changing another user's password needs manage_authentication on Server");
+      if (this.config.requireCurrentPassword) {
+        if (!currentPassword) throw new ValidationError('currentPassword is required to change your own password');
+        if (!(await verifyPassword(currentPassword, target.passwordHash))) {
+          this.audit.event('user.password_change_failed', { username: target.username }, 'password change refused: current password is wrong');
+          throw new ForbiddenError('The current password is not correct');
+        }
+      }
+    }
+    if (target.builtIn) throw new ConflictError(`The user ${target.username} is built in and has no password`);
+    this.policyCheck(newPassword);
+    await this.identities.setPasswordHash(targetId, await hashPassword(newPassword));
+    await this.sessions.endAllFor(targetId, keepSession);
+    this.lockouts.reset(target.username);
+    this.audit.event('user.password_changed', { by: actor.username, username: target.username, uniqueId: targetId }, `password of ${target.username} changed`);
+  }
+
+  async createGroup(actor: Principal | undefined, name: string): Promise<GroupRecord> {
+    const g = await this.identities.createGroup(name);
+    this.audit.event('group.created', { by: actor?.username, group: g.name, uniqueId: g.uniqueId }, `group ${g.name} created`);
+    return g;
+  }
+
+  async deleteGroup(actor: Principal | undefined, uniqueId: string): Promise<void> {
+    const { group, members } = await this.identities.deleteGroup(uniqueId);
+    await this.acl.removePrincipal(uniqueId);
+    this.audit.event('group.deleted', { by: actor?.username, group: group.name, uniqueId, members: members.map((m) => m.username) }, `group ${group.name} deleted`);
+  }
+
+  async addMember(actor: Principal | undefined, groupId: string, userId: string): Promise<{ user: UserRecord; group: GroupRecord; changed: boolean }> {
+    const changed = await this.identities.addMember(groupId, userId);
+    const user = this.identities.requireUser(userId);
+    const group = this.identities.requireGroup(groupId);
+    if (changed) this.audit.event('group.member_added', { by: actor?.username, group: group.name, username: user.username }, `${user.username} added to ${group.name}`);
+    return { user, group, changed };
+  }
+
+  async removeMember(actor: Principal | undefined, groupId: string, userId: string): Promise<{ user: UserRecord; group: GroupRecord; changed: boolean }> {
+    const user = this.identities.requireUser(userId);
+    const group = this.identities.requireGroup(groupId);
+    const changed = await this.identities.removeMember(groupId, userId);
+    if (changed) this.audit.event('group.member_removed', { by: actor?.username, group: group.name, username: user.username }, `${user.username} removed from ${group.name}`);
+    return { user, group, changed };
+  }
+
+  unlock(actor: Principal | undefined, userId: string): void {
+    const u = this.identities.requireUser(userId);
+    const was = this.lockouts.status(u.username);
+    this.lockouts.reset(u.username);
+    this.audit.event('lockout.unlocked', { by: actor?.username, username: u.username, wasLocked: was?.locked ?? false }, `${u.username} unlocked`);
+  }
+
+  lockedUsers(): Array<LockState & { uuid: string | null }> {
+    return this.lockouts.locked().map((s) => ({ ...s, uuid: this.identities.userByUsername(s.username)?.uniqueId ?? null }));
+  }
+
+  private aclQueue: Promise<unknown> = Promise.resolve();
+
+  /**
+   * Replaces one resource's ACL atomically (one store write). Updates are applied one at a time; one that cannot
+   * start within `timeoutMs` is refused (503) and nothing of it is applied.
+   */
+  async replaceAcl(actor: Principal | undefined, type: ResourceType, key: string, entries: AclEntry[], timeoutMs: number): Promise<void> {
+    for (const e of entries) {
+      if (e.isGroup ? !this.identities.group(e.principalId) : !this.identities.user(e.principalId)) {
+        throw new NotFoundError(`Unknown principal: no ${e.isGroup ? 'group' : 'user'} has the id ${e.principalId}`);
+      }
+      for (const p of [...e.allow, ...e.deny]) {
+        if (type === 'Server' && !SERVER_PERMISSIONS.has(p)) throw new ValidationError(`Permission ${p} applies to destinations, not to the Server resource`);
+        if (type !== 'Server' && SERVER_PERMISSIONS.has(p)) throw new ValidationError(`Permission ${p} applies to the Server resource only, not to ${type}`);
+      }
+      const both = e.allow.filter((p) => e.deny.includes(p));
+      if (both.length) throw new ValidationError(`Principal ${e.principalId} is both allowed and denied ${both.join(', ')}; choose one`);
+    }
+    const deadline = Date.now() + timeoutMs;
+    let timer: NodeJS.Timeout | undefined;
+    const turn = this.aclQueue;
+    let release!: () => void;
+    this.aclQueue = new Promise<void>((r) => (release = r));
+    try {
+      const started = await Promise.race([
+        turn.then(() => true),
+        new Promise<false>((r) => {
+          timer = setTimeout(() => r(false), timeoutMs);
+        }),
+      ]);
+      if (!started || Date.now() > deadline) {
+        throw new BrokerError(`ACL update not applied: it could not be applied within batchTimeoutMillis=${timeoutMs} ms (another update is in progress); nothing was changed`, 503);
+      }
+      const before = this.acl.get(type, key).entries.length;
+      await this.acl.replace(type, key, entries);
+      this.audit.event(
+        'acl.replaced',
+        { by: actor?.username, resourceType: type, resourceKey: key, entriesBefore: before, entries: entries.map((e) => ({ principalId: e.principalId, group: e.isGroup, allow: e.allow, deny: e.deny })) },
+        `ACL of ${type} ${key} replaced`,
+      );
+    } finally {
+      clearTimeout(timer);
+      // Release only after the previous holder finished, so a refused update does not let a later one overtake.
+      void turn.then(release, release);
+    }
+  }
+}
+
+/** Lockout actors under the runtime's `lockouts` supervisor. */
+export function supervisorHost(rt: Runtime): LockoutHost {
+  const children = () => (rt.supervisor('lockouts')?.getSnapshot() as { children?: Record<string, unknown> } | undefined)?.children ?? {};
+  return {
+    start: (spec) => rt.supervisor('lockouts')?.send({ type: 'child.start', spec }),
+    get: (id) => children()[id] as ReturnType<LockoutHost['get']>,
+    ids: () => Object.keys(children()),
+  };
+}
+
+export { DESTINATION_TYPES };
+
+/** Boots with the server: loads users, groups, ACLs and sessions, makes the first-boot defaults, installs `rt.security`. */
+export const securityService: Service = {
+  name: 'security',
+  async start(rt) {
+    rt.security = await SecurityManager.open(rt);
+  },
+  async stop() {
+    /* everything is in the store already */
+  },
+};
+
+/** The SecurityManager of a runtime, for the REST auth routes (503 when the security service is not running). */
+export function securityOf(rt: Runtime): SecurityManager {
+  if (rt.security instanceof SecurityManager) return rt.security;
+  throw new BrokerError('The security service is not running', 503);
+}

@@ -1,0 +1,220 @@
+/**
+ * Network listeners binding sockets to MQTT connections: tcp://, ssl:// (TLS), ws:// and wss:// (MQTT over
+ * WebSocket, subprotocol `mqtt`, path from the endpoint URL). A listener can be paused (new connections are
+ * refused, existing ones keep going) and closed (the listener and all its connections).
+ */
+import { readFileSync } from 'node:fs';
+import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
+import { createServer as createTlsServer, type TlsOptions } from 'node:tls';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { parseEndpointUrl, type EndPointServerConfig } from '../config/schema.js';
+import type { MqttBroker } from '../protocol/mqtt/broker.js';
+import { MqttConnection, type EndpointContext, type Wire } from '../protocol/mqtt/connection.js';
+import { CloseReason, Reason } from '../protocol/mqtt/reason.js';
+
+export interface ListenerHandle {
+  readonly transport: string;
+  readonly host: string;
+  /** The bound port (the real one when the URL says 0). */
+  readonly port: number;
+  readonly paused: boolean;
+  pause(): void;
+  resume(): void;
+  /** Stop listening and close every connection (v5 clients get DISCONNECT 0x8B). Idempotent. */
+  close(): Promise<void>;
+  /** Called when the listener fails after it was bound. */
+  onError(cb: (err: Error) => void): void;
+}
+
+export interface ListenerOptions {
+  config: EndPointServerConfig;
+  broker: MqttBroker;
+  endpoint: EndpointContext;
+}
+
+const WS_HIGH_WATER = 1 << 20;
+
+function socketWire(socket: Socket, transport: string): Wire {
+  return {
+    write: (b) => socket.write(b),
+    end: () => socket.end(),
+    destroy: () => socket.destroy(),
+    remoteAddress: socket.remoteAddress ?? '',
+    remotePort: socket.remotePort ?? 0,
+    transport,
+  };
+}
+
+function attachSocket(socket: Socket, transport: string, opts: ListenerOptions): void {
+  socket.setNoDelay(true);
+  const conn = new MqttConnection(opts.broker, opts.endpoint, socketWire(socket, transport));
+  socket.on('data', (b: Buffer) => conn.onData(b));
+  socket.on('drain', () => conn.onDrain());
+  socket.on('close', () => conn.onClose());
+  socket.on('error', () => {
+    /* 'close' follows */
+  });
+}
+
+function attachWebSocket(ws: WebSocket, req: IncomingMessage, transport: string, opts: ListenerOptions): void {
+  const raw = req.socket;
+  raw.setNoDelay(true);
+  const wire: Wire = {
+    write: (b) => {
+      ws.send(b, { binary: true });
+      return ws.bufferedAmount < WS_HIGH_WATER;
+    },
+    end: () => ws.close(1000),
+    destroy: () => ws.terminate(),
+    remoteAddress: raw.remoteAddress ?? '',
+    remotePort: raw.remotePort ?? 0,
+    transport,
+  };
+  const conn = new MqttConnection(opts.broker, opts.endpoint, wire);
+  ws.on('message', (data: Buffer, isBinary: boolean) => {
+    if (!isBinary) {
+      // MQTT control packets travel in binary frames; anything else closes the connection [MQTT-6.0.0-1]
+      opts.endpoint.stats.errors++;
+      conn.close(CloseReason.ProtocolViolation, Reason.MalformedPacket, 'text WebSocket frame [MQTT-6.0.0-1]');
+      return;
+    }
+    conn.onData(data);
+  });
+  raw.on('drain', () => conn.onDrain());
+  ws.on('close', () => conn.onClose());
+  ws.on('error', () => {
+    /* 'close' follows */
+  });
+}
+
+function tlsOptions(cfg: EndPointServerConfig): TlsOptions {
+  const ssl = cfg.endPointConfig.sslConfig;
+  if (!ssl) throw new Error(`endpoint "${cfg.name}": ${parseEndpointUrl(cfg.url).scheme}:// needs endPointConfig.sslConfig with keyFile and certFile`);
+  const opts: TlsOptions = {
+    key: readFileSync(ssl.keyFile),
+    cert: readFileSync(ssl.certFile),
+    passphrase: ssl.passphrase,
+    requestCert: ssl.clientCertificateRequired || ssl.clientCertificateWanted,
+    rejectUnauthorized: ssl.clientCertificateRequired,
+  };
+  if (ssl.caFile) opts.ca = readFileSync(ssl.caFile);
+  return opts;
+}
+
+function listen(server: NetServer, host: string, port: number, backlog: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: Error) => {
+      server.removeListener('listening', onListening);
+      reject(err);
+    };
+    const onListening = () => {
+      server.removeListener('error', onError);
+      const a = server.address();
+      resolve(typeof a === 'object' && a ? a.port : port);
+    };
+    server.once('error', onError);
+    server.once('listening', onListening);
+    server.listen({ port, host: host === '' ? undefined : host, backlog });
+  });
+}
+
+/** Bind the endpoint's listener. Rejects when the port is in use, the certificate is unreadable or bad, or the URL is not supported. */
+export async function bindListener(opts: ListenerOptions): Promise<ListenerHandle> {
+  const { config } = opts;
+  const addr = parseEndpointUrl(config.url);
+  const scheme = addr.scheme;
+  if (!['tcp', 'ssl', 'ws', 'wss'].includes(scheme)) throw new Error(`endpoint "${config.name}": ${scheme}:// endpoints are not supported by this server`);
+  if (!config.protocolConfigs.some((p) => p.type === 'mqtt')) throw new Error(`endpoint "${config.name}": no supported protocol (mqtt) in protocolConfigs`);
+  if (!Number.isInteger(addr.port)) throw new Error(`endpoint "${config.name}": url ${config.url} has no port`);
+  const host = addr.host === '0.0.0.0' || addr.host === '::' ? addr.host : addr.host;
+  let paused = false;
+  let server: NetServer;
+  let http: HttpServer | undefined;
+  let wss: WebSocketServer | undefined;
+  const sockets = new Set<Socket>();
+
+  if (scheme === 'tcp' || scheme === 'ssl') {
+    const onSocket = (socket: Socket) => {
+      if (paused) {
+        socket.destroy(); // paused: refuse new connections
+        return;
+      }
+      attachSocket(socket, scheme, opts);
+    };
+    if (scheme === 'ssl') {
+      server = createTlsServer(tlsOptions(config), onSocket);
+      server.on('tlsClientError', () => {
+        opts.endpoint.stats.errors++;
+      });
+    } else server = createNetServer({ noDelay: true }, onSocket);
+  } else {
+    http = scheme === 'wss' ? createHttpsServer(tlsOptions(config)) : createHttpServer();
+    http.on('request', (_req, res) => {
+      res.writeHead(426, { 'content-type': 'text/plain' }).end('MQTT over WebSocket: upgrade with subprotocol mqtt\n');
+    });
+    wss = new WebSocketServer({
+      noServer: true,
+      maxPayload: opts.endpoint.mqtt.maximumBufferSize + 8,
+      perMessageDeflate: false,
+      handleProtocols: (protocols) => {
+        for (const p of ['mqtt', 'mqttv3.1']) if (protocols.has(p)) return p;
+        return false;
+      },
+    });
+    const path = addr.path === '' ? '/' : addr.path;
+    http.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
+      const reqPath = (req.url ?? '/').split('?')[0];
+      const norm = (x: string) => (x.length > 1 ? x.replace(/\/+$/, '') : x);
+      if (paused || (path !== '/' && norm(reqPath!) !== norm(path))) {
+        socket.end(paused ? 'HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n\r\n' : 'HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
+        return;
+      }
+      wss!.handleUpgrade(req, socket, head, (ws) => attachWebSocket(ws, req, scheme, opts));
+    });
+    server = http;
+  }
+  server.on('connection', (s: Socket) => {
+    sockets.add(s);
+    s.once('close', () => sockets.delete(s));
+  });
+  const port = await listen(server, host, addr.port, config.backlog);
+  const errorHandlers: Array<(err: Error) => void> = [];
+  server.on('error', (err) => {
+    for (const cb of errorHandlers) cb(err);
+  });
+  let closing: Promise<void> | undefined;
+  return {
+    transport: scheme,
+    host,
+    port,
+    get paused() {
+      return paused;
+    },
+    pause() {
+      paused = true;
+    },
+    resume() {
+      paused = false;
+    },
+    onError(cb) {
+      errorHandlers.push(cb);
+    },
+    close() {
+      if (closing) return closing;
+      closing = new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        for (const conn of [...opts.endpoint.stats.connections]) conn.close(CloseReason.EndpointStopped, Reason.ServerShuttingDown, 'the endpoint is stopping');
+        wss?.close();
+        // sockets that do not close after the DISCONNECT are cut
+        const cut = setTimeout(() => {
+          for (const s of sockets) s.destroy();
+        }, 500);
+        cut.unref();
+        setTimeout(resolve, 3000).unref();
+      });
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,125 @@
+/** MQTT test helpers: endpoint ports from REST, raw MQTT packets over a loopback socket. */
+import { connect, type Socket } from 'node:net';
+import mqttPacket from 'mqtt-packet';
+import type { TestServer } from '../helpers.js';
+
+export interface InterfaceInfo {
+  name: string;
+  uniqueId: string;
+  port: number;
+  state: string;
+}
+
+/** The endpoints of an in-process server, as GET /api/v1/server/interfaces shows them. */
+export async function interfaces(s: TestServer): Promise<InterfaceInfo[]> {
+  await s.inject({ method: 'DELETE', url: '/api/v1/server/cache' });
+  const r = await s.inject({ method: 'GET', url: '/api/v1/server/interfaces' });
+  if (r.statusCode !== 200) throw new Error(`interfaces: ${r.statusCode} ${r.body}`);
+  return r.json() as InterfaceInfo[];
+}
+
+export async function mqttPort(s: TestServer, name = 'MQTT Interface'): Promise<number> {
+  const e = (await interfaces(s)).find((i) => i.name === name);
+  if (!e) throw new Error(`no endpoint ${name}`);
+  return e.port;
+}
+
+/** REST GET/PATCH/PUT against a child-process broker. */
+export async function rest(port: number, auth: Record<string, string>, method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
+  const headers: Record<string, string> = { ...auth };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const r = await fetch(`http://127.0.0.1:${port}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await r.text();
+  let json: any = text;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    /* text */
+  }
+  return { status: r.status, json };
+}
+
+/** A raw MQTT client: send packets or bytes, read parsed packets, see the close. */
+export class RawClient {
+  readonly packets: Array<Record<string, any>> = [];
+  closed = false;
+  readonly closedPromise: Promise<void>;
+  private waiters: Array<() => void> = [];
+  private readonly parser;
+  private constructor(
+    readonly socket: Socket,
+    readonly version: number,
+  ) {
+    this.parser = mqttPacket.parser({ protocolVersion: version } as never);
+    this.parser.on('packet', (p) => {
+      this.packets.push(p as never);
+      this.wake();
+    });
+    this.parser.on('error', () => {});
+    socket.on('data', (b) => this.parser.parse(b));
+    this.closedPromise = new Promise((res) =>
+      socket.on('close', () => {
+        this.closed = true;
+        this.wake();
+        res();
+      }),
+    );
+    socket.on('error', () => {});
+  }
+
+  static async open(port: number, version = 4): Promise<RawClient> {
+    const socket = connect(port, '127.0.0.1');
+    await new Promise<void>((res, rej) => {
+      socket.once('connect', () => res());
+      socket.once('error', rej);
+    });
+    return new RawClient(socket, version);
+  }
+
+  private wake(): void {
+    const w = this.waiters;
+    this.waiters = [];
+    w.forEach((f) => f());
+  }
+
+  send(packet: Record<string, unknown>): void {
+    this.socket.write(mqttPacket.generate(packet as never, { protocolVersion: this.version } as never));
+  }
+
+  write(bytes: Buffer): void {
+    this.socket.write(bytes);
+  }
+
+  /** The next packet of a type (removed from the list), or throws after `ms`. */
+  async next(cmd: string, ms = 5000): Promise<Record<string, any>> {
+    const end = Date.now() + ms;
+    for (;;) {
+      const i = this.packets.findIndex((p) => p.cmd === cmd);
+      if (i >= 0) return this.packets.splice(i, 1)[0]!;
+      if (this.closed) throw new Error(`connection closed while waiting for ${cmd}; got ${JSON.stringify(this.packets.map((p) => p.cmd))}`);
+      const left = end - Date.now();
+      if (left <= 0) throw new Error(`no ${cmd} within ${ms} ms`);
+      await new Promise<void>((res) => {
+        const t = setTimeout(res, left);
+        this.waiters.push(() => {
+          clearTimeout(t);
+          res();
+        });
+      });
+    }
+  }
+
+  async connect(props: Record<string, unknown> = {}): Promise<Record<string, any>> {
+    this.send({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: this.version, clean: true, clientId: '', keepalive: 0, ...props });
+    return this.next('connack');
+  }
+
+  /** Resolves when the server closed the connection (throws after `ms`). */
+  async waitClosed(ms = 5000): Promise<void> {
+    await Promise.race([this.closedPromise, new Promise((_, rej) => setTimeout(() => rej(new Error(`still open after ${ms} ms`)), ms))]);
+  }
+
+  destroy(): void {
+    this.socket.destroy();
+  }
+}
