@@ -168,3 +168,22 @@ export async function waitUntil(pred: () => boolean | Promise<boolean>, timeoutM
   }
   throw new Error(`timed out waiting for ${what}`);
 }
+
+/** A node of GET /api/v1/server/actors. */
+export interface ActorTreeNode {
+  id: string;
+  machine: string;
+  state: unknown;
+  status: string;
+  tags: string[];
+  context: Record<string, unknown>;
+  children: ActorTreeNode[];
+}
+
+/**
+ * The actors a supervisor node supervises, looking through its shard supervisors (large supervisors are sharded:
+ * `destinations#3` → `destinations#3#17` → `destination:a/b`).
+ */
+export function supervisedActors(node: ActorTreeNode): ActorTreeNode[] {
+  return node.children.flatMap((c) => (c.machine === 'supervisor' && c.id.startsWith(`${node.id}#`) ? supervisedActors(c) : [c]));
+}

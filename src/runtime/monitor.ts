@@ -42,21 +42,47 @@ function title(name: string): string {
   return name.charAt(0).toUpperCase() + name.slice(1);
 }
 
-/** Worst of a supervisor's own state and its children: failed tag → ERROR; degraded tag, crashed child or pending restart → WARN. */
+function isSupervisor(ref: AnyActorRef): boolean {
+  return (ref as unknown as { logic?: { id?: string } }).logic?.id === 'supervisor';
+}
+
+/**
+ * Worst of a supervisor's own state and its children's: failed tag → ERROR; degraded tag, crashed child or pending
+ * restart → WARN. Shard supervisors (of a sharded supervisor) are looked through, so their children count directly.
+ */
 export function supervisorStatus(name: string, ref: AnyActorRef | undefined): SubSystemStatus {
   if (!ref) return { name: title(name), comment: 'not running', status: 'STOPPED' };
-  const s = snap(ref);
-  const ctx = (s.context ?? {}) as { lastError?: string; pending?: string[] };
-  if (s.hasTag?.('failed')) return { name: title(name), comment: ctx.lastError ?? 'failed', status: 'ERROR' };
-  const children = Object.entries(s.children ?? {}).filter(([, c]) => c);
+  const failures: string[] = [];
   const troubled: string[] = [];
-  for (const [id, child] of children) {
-    const cs = snap(child!);
-    if (cs.status === 'error' || cs.hasTag?.('failed') || cs.hasTag?.('degraded')) troubled.push(`${id} ${stateString(cs.value) || cs.status}`);
+  let count = 0;
+  const lastErrors: string[] = [];
+  const visit = (sup: AnyActorRef) => {
+    const s = snap(sup);
+    const ctx = (s.context ?? {}) as { lastError?: string; pending?: string[] };
+    if (s.hasTag?.('failed')) {
+      failures.push(ctx.lastError ?? 'failed');
+      return;
+    }
+    if (ctx.lastError) lastErrors.push(ctx.lastError);
+    for (const [id, child] of Object.entries(s.children ?? {})) {
+      if (!child) continue;
+      if (isSupervisor(child)) {
+        visit(child);
+        continue;
+      }
+      count++;
+      const cs = snap(child);
+      if (cs.status === 'error' || cs.hasTag?.('failed') || cs.hasTag?.('degraded')) troubled.push(`${id} ${stateString(cs.value) || cs.status}`);
+    }
+    for (const id of ctx.pending ?? []) troubled.push(`${id} restarting`);
+  };
+  visit(ref);
+  if (failures.length) return { name: title(name), comment: failures.join('; '), status: 'ERROR' };
+  if (troubled.length) {
+    const shown = troubled.length > 10 ? [...troubled.slice(0, 10), `and ${troubled.length - 10} more`] : troubled;
+    return { name: title(name), comment: `${shown.join('; ')}${lastErrors.length ? ` (last crash: ${lastErrors[lastErrors.length - 1]})` : ''}`, status: 'WARN' };
   }
-  for (const id of ctx.pending ?? []) troubled.push(`${id} restarting`);
-  if (troubled.length) return { name: title(name), comment: `${troubled.join('; ')}${ctx.lastError ? ` (last crash: ${ctx.lastError})` : ''}`, status: 'WARN' };
-  return { name: title(name), comment: `${children.length} running`, status: 'OK' };
+  return { name: title(name), comment: `${count} running`, status: 'OK' };
 }
 
 export function subsystemStatus(rt: Runtime, extra: SubSystemStatus[] = []): SubSystemStatus[] {

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { createActor, fromPromise, type Actor, type AnyActorRef } from 'xstate';
 import { serverMachine } from '../../actors/server/server.machine.js';
-import { supervisorMachine, type ChildSpec } from '../../actors/supervisor/supervisor.machine.js';
+import { shardPath, supervisorMachine, type ChildSpec } from '../../actors/supervisor/supervisor.machine.js';
 import { loadConfig, type LoadOptions } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { createLogs, type Logs } from '../log.js';
@@ -12,6 +12,9 @@ import type { Engine } from '../engine/index.js';
 /** The supervisors under the root, in start order (DESIGN.md, actor tree). */
 export const SUPERVISORS = ['destinations', 'subscriptions', 'endpoints', 'integrations', 'devices', 'lora', 'lockouts'] as const;
 export type SupervisorName = (typeof SUPERVISORS)[number];
+
+/** Supervisors of dynamic sets that can grow large are sharded (see supervisor.machine.ts). */
+export const SHARDS: Partial<Record<SupervisorName, number[]>> = { destinations: [32, 32], subscriptions: [32, 32], lockouts: [16] };
 
 /** XState's clock (setTimeout/clearTimeout) plus `now()`; XState's SimulatedClock is one. */
 export interface RuntimeClock {
@@ -182,7 +185,15 @@ export class Runtime extends EventEmitter {
     return SUPERVISORS.map((name) => ({
       id: name,
       logic: supervisorMachine,
-      input: { name, intensity: s.intensity, period: s.period, backoffInitial: s.backoffInitial, backoffMax: s.backoffMax, children: this.extraChildren[name] ?? [] },
+      input: {
+        name,
+        intensity: s.intensity,
+        period: s.period,
+        backoffInitial: s.backoffInitial,
+        backoffMax: s.backoffMax,
+        children: this.extraChildren[name] ?? [],
+        shards: SHARDS[name],
+      },
     }));
   }
 
@@ -286,6 +297,37 @@ export class Runtime extends EventEmitter {
   /** The root actor (for inspection). */
   get rootActor(): AnyActorRef | undefined {
     return this.root;
+  }
+
+  /** Starts (or replaces) a child under a supervisor; a sharded supervisor routes it to its shard. */
+  startChild(name: SupervisorName, spec: ChildSpec): void {
+    this.supervisor(name)?.send({ type: 'child.start', spec });
+  }
+
+  /** Stops a child of a supervisor (and forgets its spec). */
+  stopChild(name: SupervisorName, id: string): void {
+    this.supervisor(name)?.send({ type: 'child.stop', id });
+  }
+
+  /** A child actor of a supervisor by id (looking in the right shard), while the server runs. */
+  childActor(name: SupervisorName, id: string): AnyActorRef | undefined {
+    let sup = this.supervisor(name);
+    for (const shard of shardPath(name, id, SHARDS[name] ?? [])) sup = (sup?.getSnapshot().children as Record<string, AnyActorRef | undefined> | undefined)?.[shard];
+    return (sup?.getSnapshot().children as Record<string, AnyActorRef | undefined> | undefined)?.[id];
+  }
+
+  /** Every child of a supervisor (across its shards). */
+  childActors(name: SupervisorName): Array<[string, AnyActorRef]> {
+    const out: Array<[string, AnyActorRef]> = [];
+    const walk = (ref: AnyActorRef | undefined, levels: number) => {
+      for (const [id, child] of Object.entries((ref?.getSnapshot().children ?? {}) as Record<string, AnyActorRef | undefined>)) {
+        if (!child) continue;
+        if (levels > 0) walk(child, levels - 1);
+        else out.push([id, child]);
+      }
+    };
+    walk(this.supervisor(name), SHARDS[name]?.length ?? 0);
+    return out;
   }
 
   /** A supervisor by name, while the server is running. */

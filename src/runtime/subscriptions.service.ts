@@ -1,4 +1,3 @@
-import type { AnyActorRef } from 'xstate';
 import { subscriptionMachine } from '../../actors/subscriptions/subscription.machine.js';
 import type { Subscription } from '../engine/index.js';
 import type { Runtime, Service } from './runtime.js';
@@ -14,17 +13,17 @@ export function subscriptionsService(): Service {
   let listener: ((sub: Subscription, change: Change) => void) | undefined;
   const actorId = (sub: Subscription) => `subscription:${sub.key}`;
   const spawn = (rt: Runtime, sub: Subscription) =>
-    rt.supervisor('subscriptions')?.send({
-      type: 'child.start',
-      spec: { id: actorId(sub), logic: subscriptionMachine, input: { sessionId: sub.sessionId, filter: sub.filter, hibernating: sub.hibernating } },
+    rt.startChild('subscriptions', {
+      id: actorId(sub),
+      logic: subscriptionMachine,
+      input: { sessionId: sub.sessionId, filter: sub.filter, hibernating: sub.hibernating },
     });
   return {
     name: 'subscriptions',
     async start(rt) {
       listener = (sub, change) => {
-        const sup = rt.supervisor('subscriptions');
-        if (!sup) return;
-        const child = (sup.getSnapshot().children as Record<string, AnyActorRef | undefined>)[actorId(sub)];
+        if (!rt.supervisor('subscriptions')) return;
+        const child = rt.childActor('subscriptions', actorId(sub));
         if (change === 'created' || !child) {
           if (change !== 'closed') spawn(rt, sub);
           return;
@@ -36,9 +35,7 @@ export function subscriptionsService(): Service {
     running(rt) {
       // Durable subscriptions re-made while booting (persistent sessions restored) before the tree was up.
       for (const sub of rt.engine?.durableSubscriptions() ?? []) {
-        const sup = rt.supervisor('subscriptions');
-        const exists = sup && (sup.getSnapshot().children as Record<string, AnyActorRef | undefined>)[actorId(sub)];
-        if (!exists) spawn(rt, sub);
+        if (!rt.childActor('subscriptions', actorId(sub))) spawn(rt, sub);
       }
     },
     async stop(rt) {

@@ -302,11 +302,10 @@ export class SecurityManager implements SecurityService {
 
 /** Lockout actors under the runtime's `lockouts` supervisor. */
 export function supervisorHost(rt: Runtime): LockoutHost {
-  const children = () => (rt.supervisor('lockouts')?.getSnapshot() as { children?: Record<string, unknown> } | undefined)?.children ?? {};
   return {
-    start: (spec) => rt.supervisor('lockouts')?.send({ type: 'child.start', spec }),
-    get: (id) => children()[id] as ReturnType<LockoutHost['get']>,
-    ids: () => Object.keys(children()),
+    start: (spec) => rt.startChild('lockouts', spec),
+    get: (id) => rt.childActor('lockouts', id) as ReturnType<LockoutHost['get']>,
+    ids: () => rt.childActors('lockouts').map(([id]) => id),
   };
 }
 

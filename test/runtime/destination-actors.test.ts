@@ -2,7 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Message, PushSink } from '../../src/engine/index.js';
 import { destinationActor } from '../../src/runtime/destinations.service.js';
-import { startServer, waitUntil, type TestServer } from '../helpers.js';
+import { startServer, waitUntil, type TestServer, supervisedActors, type ActorTreeNode } from '../helpers.js';
 
 interface ActorNode {
   id: string;
@@ -30,7 +30,8 @@ describe('destination actors', () => {
     assert.equal(r.statusCode, 200);
     const node = (r.json() as ActorNode).children.find((c) => c.id === 'destinations');
     assert.ok(node, 'the destinations supervisor is in the tree');
-    return node;
+    // the destinations supervisor is sharded: its actors are under shard supervisors
+    return { ...node, children: supervisedActors(node as unknown as ActorTreeNode) as unknown as ActorNode[] };
   };
   const destinationsStatus = async () => {
     const r = await s.inject('/api/v1/server/status');

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startServer, waitUntil } from '../helpers.js';
+import { startServer, supervisedActors, waitUntil, type ActorTreeNode } from '../helpers.js';
 
 interface Node {
   id: string;
@@ -16,7 +16,7 @@ test('subscriptions - a durable subscription is an actor that hibernates and wak
     const engine = s.rt.engine!;
     const actors = async () => {
       const tree = (await s.app.inject('/api/v1/server/actors')).json() as Node;
-      return tree.children.find((c) => c.id === 'subscriptions')!.children;
+      return supervisedActors(tree.children.find((c) => c.id === 'subscriptions')! as unknown as ActorTreeNode) as unknown as Node[];
     };
     const delivered: string[] = [];
     const sink = {

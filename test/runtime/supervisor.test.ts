@@ -1,7 +1,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createActor, fromCallback, setup } from 'xstate';
-import { backoffFor, supervisorMachine } from '../../actors/supervisor/supervisor.machine.js';
+import { backoffFor, shardPath, supervisorMachine } from '../../actors/supervisor/supervisor.machine.js';
 import { startServer, waitUntil } from '../helpers.js';
 
 /** A child whose start throws: what a real actor does when its I/O cannot even begin. */
@@ -119,5 +119,41 @@ describe('supervisor', () => {
     } finally {
       await s.close();
     }
+  });
+});
+
+describe('sharded supervisor', () => {
+  test('supervisor - a sharded supervisor spreads children over lazily made shards and still restarts a crashed one', async () => {
+    let crashes = 0;
+    const crashOnce = fromCallback(() => {
+      if (crashes++ === 0) throw new Error('first start fails');
+    });
+    const quiet = fromCallback(() => {});
+    const sup = createActor(supervisorMachine, {
+      input: { name: 'things', intensity: 5, period: 60000, backoffInitial: 10, backoffMax: 10, shards: [4, 4] },
+    }).start();
+    assert.equal(Object.keys(sup.getSnapshot().children).length, 0, 'no shard before the first child');
+    for (let i = 0; i < 200; i++) sup.send({ type: 'child.start', spec: { id: `thing:${i}`, logic: quiet } });
+    sup.send({ type: 'child.start', spec: { id: 'thing:crashy', logic: crashOnce } });
+    const top = sup.getSnapshot().children as Record<string, { getSnapshot(): { children: Record<string, { getSnapshot(): { children: Record<string, unknown> } }> } }>;
+    assert.equal(Object.keys(top).length, 4, 'four first-level shards');
+    let leaves = 0;
+    let maxLeaf = 0;
+    for (const shard of Object.values(top)) {
+      for (const leaf of Object.values(shard.getSnapshot().children)) {
+        const n = Object.keys(leaf.getSnapshot().children).length;
+        leaves++;
+        maxLeaf = Math.max(maxLeaf, n);
+      }
+    }
+    assert.equal(leaves, 16, 'sixteen leaf shards');
+    assert.ok(maxLeaf < 40, `children spread over the leaves (largest leaf ${maxLeaf})`);
+    await waitUntil(() => crashes === 2, 5000, 'the crashed child restarted inside its shard');
+    assert.equal(sup.getSnapshot().value, 'running');
+    sup.send({ type: 'child.stop', id: 'thing:3' });
+    const path = shardPath('things', 'thing:3', [4, 4]);
+    const leaf = (top[path[0]].getSnapshot().children as Record<string, { getSnapshot(): { children: Record<string, unknown> } }>)[path[1]];
+    assert.equal(leaf.getSnapshot().children['thing:3'], undefined, 'stopped child gone from its shard');
+    sup.stop();
   });
 });

@@ -1,7 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { SimulatedClock } from 'xstate';
-import { startServer, type TestServer } from '../helpers.js';
+import { startServer, type TestServer, supervisedActors } from '../helpers.js';
 import { auditLines, createUser, login } from './helpers.js';
 
 /**
@@ -128,7 +128,8 @@ describe('lockout over REST', () => {
     await failTimes('grace-lock', 1);
     const tree = (await s.inject('/api/v1/server/actors')).json();
     const sup = tree.children.find((c: { id: string }) => c.id === 'lockouts');
-    const child = sup.children.find((c: { id: string }) => c.id === 'lockout:grace-lock');
+    const child = supervisedActors(sup).find((c: { id: string }) => c.id === 'lockout:grace-lock');
+    assert.ok(child, 'the lockout actor is under the lockouts supervisor (or one of its shards)');
     assert.equal(child.machine, 'lockout');
     assert.equal(child.state, 'counting');
   });
