@@ -109,6 +109,8 @@ export class MqttConnection implements PushSink {
   lastWrite = 0;
   bytesRead = 0;
   bytesWritten = 0;
+  /** QoS 0 messages dropped because the client's socket was full. */
+  overflow = 0;
   /** Packets waiting while CONNECT is being authenticated. */
   queued: Array<[number, number, Buffer, number]> | undefined;
   readonly framer: Framer;
@@ -382,11 +384,16 @@ export class MqttConnection implements PushSink {
   deliver(sub: Subscription, msg: Message, destinationName: string): boolean {
     const s = this.session;
     if (this.state !== 'connected' || s === undefined) return false;
+    const qos = sub.qos < msg.qos ? sub.qos : msg.qos;
     if (this.congested || this.outBytes > HIGH_WATER) {
+      if (qos === 0) {
+        // at most once: a QoS 0 message for a client whose socket is full is dropped (counted as overflow)
+        this.overflow++;
+        return true;
+      }
       s.blocked.add(sub);
       return false;
     }
-    const qos = sub.qos < msg.qos ? sub.qos : msg.qos;
     let pid = 0;
     let dup = false;
     if (qos > 0) {
