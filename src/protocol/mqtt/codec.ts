@@ -159,8 +159,23 @@ export function decodePublish(frame: Buffer, flags: number, bodyOffset: number, 
   if (qos === 0 && dup) throw new MqttProtocolError(Reason.MalformedPacket, 'PUBLISH QoS 0 with DUP set [MQTT-3.3.1-2]');
   const end = frame.length;
   let off = bodyOffset;
+  // Topic name: an ASCII fast path (one pass, no tuple), the full UTF-8 checks otherwise [MQTT-1.5.4-1, -2].
+  if (off + 2 > end) throw new MqttProtocolError(Reason.MalformedPacket, 'truncated topic name');
+  const tlen = frame.readUInt16BE(off);
+  if (off + 2 + tlen > end) throw new MqttProtocolError(Reason.MalformedPacket, 'truncated topic name');
+  let ascii = true;
+  for (let i = off + 2, e = off + 2 + tlen; i < e; i++) {
+    const b = frame[i]!;
+    if (b === 0 || b >= 0x80) {
+      ascii = false;
+      break;
+    }
+  }
   let topic: string;
-  [topic, off] = readUtf8(frame, off, end, 'topic name');
+  if (ascii) {
+    topic = frame.toString('latin1', off + 2, off + 2 + tlen);
+    off += 2 + tlen;
+  } else [topic, off] = readUtf8(frame, off, end, 'topic name');
   let packetId = 0;
   if (qos > 0) {
     if (off + 2 > end) throw new MqttProtocolError(Reason.MalformedPacket, 'truncated packet identifier');
