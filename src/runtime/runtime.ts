@@ -7,7 +7,7 @@ import type { Config } from '../config/schema.js';
 import { createLogs, type Logs } from '../log.js';
 import { Store, type InstanceRecord } from '../store/store.js';
 import { openSecurity, type SecurityService } from '../security/types.js';
-import type { Engine } from '../engine/index.js';
+import type { Engine, EngineStats } from '../engine/index.js';
 
 /** The supervisors under the root, in start order (DESIGN.md, actor tree). */
 export const SUPERVISORS = ['destinations', 'subscriptions', 'endpoints', 'integrations', 'devices', 'lora', 'lockouts'] as const;
@@ -46,19 +46,20 @@ export interface NetworkCounters {
 }
 
 /** Server totals as the engine counts them (MAPS ServerStatisticsDTO names). */
-export interface EngineTotals {
-  totalPublishedMessages: number;
-  totalDeliveredMessages: number;
-  totalSubscribedMessages: number;
-  totalNoInterestMessages: number;
-  totalRetrievedMessages: number;
-  totalExpiredMessages: number;
-  publishedPerSecond: number;
-  subscribedPerSecond: number;
-  noInterestPerSecond: number;
-  deliveredPerSecond: number;
-  retrievedPerSecond: number;
-}
+export type EngineTotals = Pick<
+  EngineStats,
+  | 'totalPublishedMessages'
+  | 'totalDeliveredMessages'
+  | 'totalSubscribedMessages'
+  | 'totalNoInterestMessages'
+  | 'totalRetrievedMessages'
+  | 'totalExpiredMessages'
+  | 'publishedPerSecond'
+  | 'subscribedPerSecond'
+  | 'noInterestPerSecond'
+  | 'deliveredPerSecond'
+  | 'retrievedPerSecond'
+>;
 
 /** What the runtime needs to know of the messaging engine for its views. */
 export interface EngineView {

@@ -1,4 +1,4 @@
-import { serverStats } from '../api/routes/server/stats.js';
+import { serverStats } from './monitor.js';
 import type { Engine } from '../engine/index.js';
 import { VERSION, serverInfo } from './monitor.js';
 import type { Runtime, Service } from './runtime.js';

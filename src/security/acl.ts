@@ -1,6 +1,6 @@
 import { ValidationError } from '../errors.js';
 import type { Store } from '../store/store.js';
-import { Permissions, ResourceTypes, type Permission, type ResourceType } from './types.js';
+import { Permissions, ResourceTypes, ServerPermissions, type Permission, type ResourceType } from './types.js';
 
 /**
  * ACLs (reference section 8). Per resource (type, key) one entry per principal with an allow set and a deny set.
@@ -8,23 +8,7 @@ import { Permissions, ResourceTypes, type Permission, type ResourceType } from '
  * deny), then its groups in membership order; the first definite answer wins; nothing matched: default deny.
  */
 
-export const SERVER_PERMISSIONS: ReadonlySet<Permission> = new Set<Permission>([
-  'connect',
-  'persistent_session',
-  'create_destination',
-  'purge_server',
-  'list_destinations',
-  'manage_destinations',
-  'view_stats',
-  'view_config',
-  'manage_config',
-  'manage_authentication',
-  'manage_authorization',
-  'rest_api_access',
-  'manage_interfaces',
-  'manage_protocols',
-  'wildcard_subscription',
-]);
+export const SERVER_PERMISSIONS: ReadonlySet<Permission> = new Set<Permission>(ServerPermissions);
 
 export const PERMISSION_DESCRIPTIONS: Record<Permission, string> = {
   connect: 'Allows the identity to open a connection',

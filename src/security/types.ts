@@ -3,8 +3,8 @@
  * authentication is configured on, it is `openSecurity` (everyone is the anonymous principal, everything allowed).
  */
 
-/** Permission wire names (reference section 8), lowercase. */
-export const Permissions = [
+/** Server-scope permission wire names (reference section 8, bit < 32), lowercase. */
+export const ServerPermissions = [
   'connect',
   'persistent_session',
   'create_destination',
@@ -20,16 +20,13 @@ export const Permissions = [
   'manage_interfaces',
   'manage_protocols',
   'wildcard_subscription',
-  'publish',
-  'subscribe',
-  'schema_subscribe',
-  'schema_publish',
-  'retain',
-  'delete',
-  'durable',
-  'purge',
-  'view',
 ] as const;
+
+/** Destination-scope permission wire names (bit >= 32). */
+export const DestinationPermissions = ['publish', 'subscribe', 'schema_subscribe', 'schema_publish', 'retain', 'delete', 'durable', 'purge', 'view'] as const;
+
+/** Permission wire names (reference section 8), lowercase. */
+export const Permissions = [...ServerPermissions, ...DestinationPermissions] as const;
 export type Permission = (typeof Permissions)[number];
 
 export const ResourceTypes = ['Server', 'Topic', 'Queue', 'TemporaryTopic', 'TemporaryQueue', 'Schema', 'Metrics'] as const;

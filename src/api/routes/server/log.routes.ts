@@ -6,6 +6,9 @@ import type { ApiContext } from '../../context.js';
 import { sessionIdOf } from '../../plugins/auth.js';
 import { ErrorResponses } from '../../schemas.js';
 
+/** Entries held for one slow log stream before the oldest are dropped. */
+const MAX_QUEUED = 1000;
+
 const LogEntryDTO = z.object({ logNumber: z.number().int(), level: z.number().int(), message: z.string() });
 const FilterQuery = z.object({
   filter: z.string().optional().describe('Selector over logNumber, level (ERROR 40000, WARN 30000, INFO 20000, DEBUG 10000, TRACE 5000) and message'),
@@ -86,6 +89,8 @@ export const logRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => 
       const unsubscribe = rt.logs.monitor.subscribe((e) => {
         if (!pass(e)) return;
         queue.push(e);
+        // a client that cannot keep up loses the oldest entries, not the server's memory
+        if (queue.length > MAX_QUEUED) queue.splice(0, queue.length - MAX_QUEUED);
         void pump();
       });
       sse.onClose(unsubscribe);

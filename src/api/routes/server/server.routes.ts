@@ -3,11 +3,10 @@ import { z } from 'zod';
 import { maskSecrets } from '../../../config/load.js';
 import { sectionAliases, sectionNames, sectionSchemas, type SectionName } from '../../../config/schema.js';
 import { NotFoundError, ValidationError } from '../../../errors.js';
-import { actorTree, healthOf, serverInfo, subsystemStatus, type SubSystemStatus } from '../../../runtime/monitor.js';
+import { actorTree, healthOf, serverInfo, serverStats, subsystemStatus, type SubSystemStatus } from '../../../runtime/monitor.js';
 import { ResponseCache } from '../../cache.js';
 import type { ApiContext } from '../../context.js';
 import { ErrorResponses, StatusResponse } from '../../schemas.js';
-import { serverStats } from './stats.js';
 
 const SubSystemStatusDTO = z.object({ name: z.string(), comment: z.string(), status: z.enum(['OK', 'STOPPED', 'PAUSED', 'DISABLED', 'WARN', 'ERROR']) });
 const ServerInfoDTO = z.object({
