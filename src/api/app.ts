@@ -1,4 +1,4 @@
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type RouteOptions } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyInstance, type RouteOptions } from 'fastify';
 import fastifyCookie from '@fastify/cookie';
 import fastifyRateLimit from '@fastify/rate-limit';
 import { fastifySSE } from '@fastify/sse';
@@ -41,9 +41,14 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
     // No per-request child logger: requests are not logged one by one, and making a pino child per request costs
     // measurable time on the publish route. Errors are logged with the URL by the error handler.
     childLoggerFactory: (logger) => logger,
+    // Router-level errors (a malformed URL, a path parameter over the length limit) answer like every other error.
+    frameworkErrors: (error, _request, reply) => {
+      const tooLong = error.code === 'FST_ERR_MAX_PARAM_LENGTH';
+      void (reply as unknown as FastifyReply).code(tooLong ? 414 : 400).send({ status: tooLong ? 'A path parameter is longer than 1000 characters' : `Malformed URL: ${error.message}` });
+    },
     bodyLimit: rest.bodyLimit,
     forceCloseConnections: true,
-    routerOptions: { ignoreTrailingSlash: true },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1000 },
   }).withTypeProvider<ZodTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
