@@ -215,6 +215,30 @@ describe('mqtt clients against the broker process', () => {
     }
   });
 
+  test('a delayed will pending when the broker stops is published after it restarts', async () => {
+    const watcher = await connect(`mqtt://127.0.0.1:${ports.tcp}`, { protocolVersion: 5 });
+    await watcher.subscribeAsync('will/restart', { qos: 1 });
+    const early: string[] = [];
+    watcher.on('message', (t, p) => t === 'will/restart' && early.push(p.toString()));
+    const c = await connect(`mqtt://127.0.0.1:${ports.tcp}`, {
+      protocolVersion: 5,
+      clientId: 'will-across-restart',
+      clean: false,
+      properties: { sessionExpiryInterval: 3600 },
+      will: { topic: 'will/restart', payload: Buffer.from('gone'), qos: 1, retain: true, properties: { willDelayInterval: 3 } },
+    });
+    c.stream.destroy(); // abrupt: no DISCONNECT, so the will is due in 3 s
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(await broker.stop('SIGTERM'), 0);
+    assert.deepEqual(early, [], 'not published before its delay');
+    await boot();
+    const late = await connect(`mqtt://127.0.0.1:${ports.tcp}`, { protocolVersion: 5 });
+    const got = nextMessage(late, 'will/restart');
+    await late.subscribeAsync('will/restart', { qos: 1 });
+    const m = await Promise.race([got, new Promise<never>((_, rej) => setTimeout(() => rej(new Error('the will was lost across the restart')), 10000))]);
+    assert.equal(m.payload, 'gone');
+  });
+
   test('$SYS/broker/version is subscribable over MQTT', async () => {
     const c = await connect(`mqtt://127.0.0.1:${ports.tcp}`);
     const got = nextMessage(c, '$SYS/broker/version');

@@ -9,7 +9,7 @@ import type { SecurityService } from '../../security/types.js';
 import type { NetworkCounters } from '../../runtime/runtime.js';
 import type { Sub } from '../../store/store.js';
 import type { MqttConnection } from './connection.js';
-import { MqttSession, type SessionRecord, type WillMessage } from './session.js';
+import { loadWill, MqttSession, type SessionRecord, type WillMessage } from './session.js';
 
 export interface BrokerHost {
   engine(): Engine | undefined;
@@ -93,7 +93,15 @@ export class MqttBroker {
           this.log.warn({ err, clientId: s.clientId, filter: o.filter }, 'could not restore a subscription');
         }
       }
+      if (rec.pendingWill) {
+        try {
+          s.pendingWill = loadWill(rec.pendingWill);
+        } catch {
+          this.log.warn({ clientId: s.clientId }, 'unreadable pending will dropped');
+        }
+      }
       this.scheduleExpiry(s);
+      if (this.sessions.get(s.clientId) === s) this.armWill(s); // a will whose delay ran out while we were down goes now
       n++;
     }
     return n;
@@ -150,13 +158,31 @@ export class MqttBroker {
       this.publishWill(will, origin);
       return;
     }
-    s.pendingWill = { will, origin };
-    s.willTimer = setTimeout(() => {
+    s.pendingWill = { will, origin, dueAt: Date.now() + delay * 1000 };
+    this.armWill(s);
+    this.save(s); // a pending will survives a broker restart
+  }
+
+  /** Publish the pending will at its due time (now if that has passed). */
+  private armWill(s: MqttSession): void {
+    const w = s.pendingWill;
+    if (!w) return;
+    if (s.willTimer) clearTimeout(s.willTimer);
+    const fire = () => {
       s.willTimer = undefined;
-      const w = s.pendingWill;
+      const pending = s.pendingWill;
       s.pendingWill = undefined;
-      if (w) this.publishWill(w.will, w.origin);
-    }, delay * 1000);
+      if (pending) {
+        this.publishWill(pending.will, pending.origin);
+        this.save(s);
+      }
+    };
+    const wait = w.dueAt - Date.now();
+    if (wait <= 0) {
+      fire();
+      return;
+    }
+    s.willTimer = setTimeout(fire, Math.min(wait, 2 ** 31 - 1));
     s.willTimer.unref();
   }
 
@@ -164,7 +190,10 @@ export class MqttBroker {
   cancelWill(s: MqttSession): void {
     if (s.willTimer) clearTimeout(s.willTimer);
     s.willTimer = undefined;
-    s.pendingWill = undefined;
+    if (s.pendingWill) {
+      s.pendingWill = undefined;
+      this.save(s);
+    }
   }
 
   publishWill(will: WillMessage, origin: string): void {

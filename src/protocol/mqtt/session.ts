@@ -27,6 +27,50 @@ export interface SessionRecord {
   inbound: number[];
   disconnectedAt?: number;
   username?: string;
+  /** A delayed will not yet published (MQTT 5 will delay): published at `dueAt` unless the client returns. */
+  pendingWill?: StoredWill;
+}
+
+/** A pending will as stored: Buffers as Base64. */
+export interface StoredWill {
+  topic: string;
+  payload: string;
+  qos: 0 | 1 | 2;
+  retain: boolean;
+  delay: number;
+  origin: string;
+  dueAt: number;
+  properties?: Omit<NonNullable<WillMessage['properties']>, 'correlationData'> & { correlationData?: string };
+}
+
+export function storeWill(w: { will: WillMessage; origin: string; dueAt: number }): StoredWill {
+  const { correlationData, ...props } = w.will.properties ?? {};
+  return {
+    topic: w.will.topic,
+    payload: w.will.payload.toString('base64'),
+    qos: w.will.qos,
+    retain: w.will.retain,
+    delay: w.will.delay,
+    origin: w.origin,
+    dueAt: w.dueAt,
+    properties: w.will.properties ? { ...props, ...(correlationData ? { correlationData: correlationData.toString('base64') } : {}) } : undefined,
+  };
+}
+
+export function loadWill(w: StoredWill): { will: WillMessage; origin: string; dueAt: number } {
+  const { correlationData, ...props } = w.properties ?? {};
+  return {
+    will: {
+      topic: w.topic,
+      payload: Buffer.from(w.payload, 'base64'),
+      qos: w.qos,
+      retain: w.retain,
+      delay: w.delay,
+      properties: w.properties ? { ...props, ...(correlationData ? { correlationData: Buffer.from(correlationData, 'base64') } : {}) } : undefined,
+    },
+    origin: w.origin,
+    dueAt: w.dueAt,
+  };
 }
 
 export interface Outbound {
@@ -71,7 +115,7 @@ export class MqttSession {
   disconnectedAt: number | undefined;
   expiryTimer: NodeJS.Timeout | undefined;
   willTimer: NodeJS.Timeout | undefined;
-  pendingWill: { will: WillMessage; origin: string } | undefined;
+  pendingWill: { will: WillMessage; origin: string; dueAt: number } | undefined;
   /** Loaded from the store after a restart (not yet reconnected). */
   restored = false;
   private nextPid = 1;
@@ -113,6 +157,7 @@ export class MqttSession {
       inbound: [...this.inbound],
       disconnectedAt: this.disconnectedAt,
       username: this.username,
+      pendingWill: this.pendingWill ? storeWill(this.pendingWill) : undefined,
     };
   }
 }
