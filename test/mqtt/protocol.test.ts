@@ -183,6 +183,53 @@ describe('mqtt protocol', () => {
     r.send({ cmd: 'puback', messageId: p.messageId });
   });
 
+  test('in-flight retry: an unacknowledged QoS 1 delivery is resent with DUP and the same packet id on reconnect [MQTT-4.4.0-1]', async () => {
+    for (const v of [4, 5] as const) {
+      const id = `inflight-${v}`;
+      const first = await raw(v);
+      await first.connect({ clientId: id, clean: false, ...(v === 5 ? { properties: { sessionExpiryInterval: 300 } } : {}) });
+      first.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: `inflight/${v}`, qos: 1 }] });
+      await first.next('suback');
+      const pub = await client();
+      await pub.publishAsync(`inflight/${v}`, 'must arrive', { qos: 1 });
+      const p1 = await first.next('publish');
+      assert.equal(p1.dup, false);
+      first.destroy(); // no PUBACK: the message stays in flight
+      await first.closedPromise;
+      const again = await raw(v);
+      const ack = await again.connect({ clientId: id, clean: false, ...(v === 5 ? { properties: { sessionExpiryInterval: 300 } } : {}) });
+      assert.equal(ack.sessionPresent, true);
+      const p2 = await again.next('publish');
+      assert.equal(p2.payload.toString(), 'must arrive');
+      assert.equal(p2.dup, true, 'resent with DUP');
+      assert.equal(p2.messageId, p1.messageId, 'with its original packet id');
+      again.send({ cmd: 'puback', messageId: p2.messageId });
+      await assert.rejects(again.next('publish', 300), /no publish/, 'acknowledged: not sent a third time');
+    }
+  });
+
+  test('QoS 2 exchange resumes across a reconnect: PUBREL is resent for a PUBREC-ed delivery [MQTT-4.4.0-1]', async () => {
+    const id = 'qos2-resume';
+    const first = await raw(5);
+    await first.connect({ clientId: id, clean: false, properties: { sessionExpiryInterval: 300 } });
+    first.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: 'q2/resume', qos: 2 }] });
+    await first.next('suback');
+    const pub = await client({ protocolVersion: 5 });
+    await pub.publishAsync('q2/resume', 'exactly once', { qos: 2 });
+    const p = await first.next('publish');
+    assert.equal(p.qos, 2);
+    first.send({ cmd: 'pubrec', messageId: p.messageId });
+    await first.next('pubrel');
+    first.destroy(); // PUBCOMP never sent
+    await first.closedPromise;
+    const again = await raw(5);
+    await again.connect({ clientId: id, clean: false, properties: { sessionExpiryInterval: 300 } });
+    const rel = await again.next('pubrel');
+    assert.equal(rel.messageId, p.messageId, 'the PUBREL is resent, not the PUBLISH');
+    again.send({ cmd: 'pubcomp', messageId: rel.messageId });
+    await assert.rejects(again.next('publish', 300), /no publish/, 'the message is not delivered twice');
+  });
+
   test('5: topic alias set by the client is used on later publishes; an alias above the maximum is 0x94', async () => {
     const sub = await client({ protocolVersion: 5 });
     await sub.subscribeAsync('alias/t', { qos: 0 });
