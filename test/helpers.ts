@@ -22,7 +22,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
+import type { FastifyInstance, HTTPMethods, InjectOptions, LightMyRequestResponse } from 'fastify';
 import { buildApp } from '../src/api/app.js';
 import type { SectionName } from '../src/config/schema.js';
 import { Runtime, type RuntimeOptions } from '../src/runtime/runtime.js';
@@ -186,4 +186,18 @@ export interface ActorTreeNode {
  */
 export function supervisedActors(node: ActorTreeNode): ActorTreeNode[] {
   return node.children.flatMap((c) => (c.machine === 'supervisor' && c.id.startsWith(`${node.id}#`) ? supervisedActors(c) : [c]));
+}
+
+/** Every (method, route) of the live route table once, without HEAD/OPTIONS, with the route's config. */
+export function routeTable(app: FastifyInstance): Array<{ method: HTTPMethods; url: string; config: unknown }> {
+  const seen = new Set<string>();
+  const out: Array<{ method: HTTPMethods; url: string; config: unknown }> = [];
+  for (const r of app.apiContext.routes) {
+    for (const m of Array.isArray(r.method) ? r.method : [r.method]) {
+      if (m === 'HEAD' || m === 'OPTIONS' || seen.has(`${m} ${r.url}`)) continue;
+      seen.add(`${m} ${r.url}`);
+      out.push({ method: m as HTTPMethods, url: r.url, config: r.config });
+    }
+  }
+  return out;
 }

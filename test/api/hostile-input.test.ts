@@ -1,7 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { HTTPMethods } from 'fastify';
-import { startServer, type TestServer } from '../helpers.js';
+import { routeTable, startServer, type TestServer } from '../helpers.js';
 
 /**
  * Walks the live route table as admin and throws malformed and hostile input at every route: odd path parameters,
@@ -48,18 +48,7 @@ describe('hostile input', () => {
   let routes: Array<{ method: HTTPMethods; url: string }>;
   before(async () => {
     s = await startServer({ overrides: { AuthManager: { loginRateLimit: 100000 } } });
-    const seen = new Set<string>();
-    routes = [];
-    for (const r of s.app.apiContext.routes) {
-      for (const m of Array.isArray(r.method) ? r.method : [r.method]) {
-        if (m === 'HEAD' || m === 'OPTIONS') continue;
-        // The whole-server switch is exercised by its own tests; garbage never hits a valid action anyway.
-        const k = `${m} ${r.url}`;
-        if (seen.has(k) || r.url.startsWith('/swagger-ui')) continue;
-        seen.add(k);
-        routes.push({ method: m as HTTPMethods, url: r.url });
-      }
-    }
+    routes = routeTable(s.app).filter((r) => !r.url.startsWith('/swagger-ui'));
   });
   after(async () => s.close());
 

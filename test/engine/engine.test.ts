@@ -1,5 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { DESTINATION_DTO_FIELDS } from '../dto-fields.js';
 import { ConflictError, NotFoundError, ValidationError } from '../../src/errors.js';
 import { Engine } from '../../src/engine/engine.js';
 import type { DestinationType } from '../../src/engine/destination.js';
@@ -416,22 +417,7 @@ test('engine - DTOs carry the MAPS field names', async () => {
   const sub = engine.subscribe({ sessionId: 'dto', filter: 'dto/+', maxDepth: 5, sink: pullSink() });
   await engine.publish('dto/a', { payload: 'x' });
   const dto = engine.destinationDto('dto/a');
-  assert.deepEqual(Object.keys(dto).sort(), [
-    'delayedMessages',
-    'deleteTimeAveNs',
-    'deliveredMessages',
-    'expiredMessages',
-    'name',
-    'noInterestMessages',
-    'pendingMessages',
-    'publishedMessages',
-    'readTimeAveNs',
-    'retrievedMessages',
-    'schemaId',
-    'storedMessages',
-    'type',
-    'writeTimeAveNs',
-  ]);
+  assert.deepEqual(Object.keys(dto).sort(), DESTINATION_DTO_FIELDS);
   assert.equal(dto.pendingMessages, 1);
   const [state] = engine.subscriptionStates('dto/a');
   assert.deepEqual(state, {

@@ -4,7 +4,7 @@ import type { HTTPMethods } from 'fastify';
 import { routePermission } from '../../src/api/plugins/auth.js';
 import { SERVER_PERMISSIONS } from '../../src/security/acl.js';
 import { Permissions, ResourceTypes, type Permission, type RoutePermission } from '../../src/security/types.js';
-import { basicAuth, startServer, type TestServer } from '../helpers.js';
+import { basicAuth, routeTable, startServer, type TestServer } from '../helpers.js';
 import { auditLines, createGroup } from './helpers.js';
 
 /**
@@ -22,18 +22,12 @@ describe('route table enforcement', () => {
 
   before(async () => {
     s = await startServer({ overrides: { AuthManager: { loginRateLimit: 100000 } } });
-    const seen = new Set<string>();
-    routes = [];
-    for (const r of s.app.apiContext.routes) {
-      for (const m of Array.isArray(r.method) ? r.method : [r.method]) {
-        if (m === 'HEAD' || m === 'OPTIONS') continue;
-        const k = `${m} ${r.url}`;
-        if (seen.has(k)) continue;
-        seen.add(k);
-        const path = r.url.replace(/:[A-Za-z0-9_]+/g, FILLER).replace(/\*$/, 'x');
-        routes.push({ method: m as HTTPMethods, url: r.url, path, need: routePermission(r.config as never) });
-      }
-    }
+    routes = routeTable(s.app).map((r) => ({
+      method: r.method,
+      url: r.url,
+      path: r.url.replace(/:[A-Za-z0-9_]+/g, FILLER).replace(/\*$/, 'x'),
+      need: routePermission(r.config as never),
+    }));
     // One user per permission a route declares: it holds every permission except that one.
     const needed = new Set(routes.flatMap((r) => (r.need ? [r.need.permission] : [])));
     for (const perm of needed) {
