@@ -67,9 +67,22 @@ export const MqttConfigSchema = z
     maximumBufferSize: z.number().int().min(64).max(268435460).default(10485760).describe('largest MQTT packet accepted, bytes'),
     serverReceiveMaximum: z.number().int().min(1).max(65535).default(10).describe('QoS 1/2 publishes a v5 client may have unacknowledged'),
     clientReceiveMaximum: z.number().int().min(1).max(65535).default(65535).describe('cap on QoS 1/2 messages in flight to a client'),
-    clientMaximumTopicAlias: z.number().int().min(0).max(65535).default(32767).describe('cap on topic aliases kept per connection'),
+    clientMaximumTopicAlias: z
+      .number()
+      .int()
+      .min(0)
+      .max(65535)
+      .default(32767)
+      .describe("most topic aliases the server assigns toward a v5 client (also capped by the client's Topic Alias Maximum); 0 = none"),
     serverMaximumTopicAlias: z.number().int().min(0).max(65535).default(0).describe('Topic Alias Maximum announced to v5 clients'),
     strictClientId: z.boolean().default(false).describe('refuse client ids outside [0-9a-zA-Z], 1..23 characters'),
+    responseInformationPrefix: z
+      .string()
+      .max(1000)
+      .refine((v) => !/[+#\u0000]/.test(v), 'must not contain + or # (it begins a topic name)')
+      .default('response/')
+      .describe("v5 Response Information for a client that asks: this prefix + the client id (percent-encoded) + '/'; '' = never sent"),
+    authenticationMethods: z.array(z.enum(['SCRAM-SHA-256'])).default(['SCRAM-SHA-256']).describe('MQTT 5 enhanced authentication methods offered (AUTH); [] switches enhanced authentication off'),
     proxyProtocol: z.boolean().default(false),
   })
   .strict();

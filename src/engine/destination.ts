@@ -216,6 +216,8 @@ export class Destination {
   /** Cached trie match for this topic, valid while `routeGen` equals the engine's trie generation. */
   routes: Route[] = [];
   routeGen = -1;
+  /** `routes` holds two or more one-copy-per-session subscriptions of one session (see Engine.routeOnce). */
+  overlaps = false;
   /** Topic copies waiting in subscription buffers. */
   pendingCopies = 0;
   /** Topic messages published while paused, routed on resume. */

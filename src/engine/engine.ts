@@ -150,6 +150,18 @@ function isSysTopic(name: string): boolean {
   return name.startsWith('$SYS/');
 }
 
+/** Whether one session has two or more `oneCopyPerSession` subscriptions among these routes (computed per trie generation). */
+function overlapping(routes: Route[]): boolean {
+  let seen: Set<string> | undefined;
+  for (let i = 0; i < routes.length; i++) {
+    const r = routes[i]!;
+    if (r.isGroup || !r.oneCopyPerSession) continue;
+    if (seen?.has(r.sessionId)) return true;
+    (seen ??= new Set()).add(r.sessionId);
+  }
+  return false;
+}
+
 const RATE_KEYS = [
   'totalPublishedMessages',
   'totalSubscribedMessages',
@@ -322,16 +334,62 @@ export class Engine implements SubscriptionHost {
       // a fresh array: an outer publish may still be iterating the old one
       routes = dest.routes = this.trie.match(dest.levels, []);
       dest.routeGen = this.trieGen;
+      dest.overlaps = routes.length > 1 && overlapping(routes);
     }
     let accepted = 0;
-    for (let i = 0; i < routes.length; i++) {
-      const r = routes[i]!;
-      if (r.isGroup ? this.offerGroup(r, dest, msg) : this.offer(r, dest, msg, false)) accepted++;
+    if (dest.overlaps) accepted = this.routeOnce(dest, msg, routes);
+    else {
+      for (let i = 0; i < routes.length; i++) {
+        const r = routes[i]!;
+        if (r.isGroup ? this.offerGroup(r, dest, msg) : this.offer(r, dest, msg, false)) accepted++;
+      }
     }
     if (accepted === 0) {
       dest.counters.noInterest++;
       this.totals.totalNoInterestMessages++;
     }
+  }
+
+  /**
+   * `route` for a topic where one session has several `oneCopyPerSession` subscriptions (MQTT overlapping
+   * subscriptions): that session gets one copy, through its matching subscription with the highest QoS
+   * [MQTT-3.3.4-2], carrying the subscription identifiers of all of them (`Message.subscriptionIds`) [MQTT-3.3.4-4].
+   */
+  private routeOnce(dest: Destination, msg: Message, routes: Route[]): number {
+    let accepted = 0;
+    let done: Set<string> | undefined;
+    for (let i = 0; i < routes.length; i++) {
+      const r = routes[i]!;
+      if (r.isGroup) {
+        if (this.offerGroup(r, dest, msg)) accepted++;
+        continue;
+      }
+      if (!r.oneCopyPerSession) {
+        if (this.offer(r, dest, msg, false)) accepted++;
+        continue;
+      }
+      if (done?.has(r.sessionId)) continue;
+      (done ??= new Set()).add(r.sessionId);
+      let carrier: Subscription | undefined;
+      let ids: number[] | undefined;
+      let n = 0;
+      for (let j = i; j < routes.length; j++) {
+        const s = routes[j]!;
+        if (s.isGroup || !s.oneCopyPerSession || s.sessionId !== r.sessionId || s.closed) continue;
+        if ((s.noLocal && msg.origin !== undefined && msg.origin === s.sessionId) || (s.selector !== undefined && !this.select(s, msg, dest))) {
+          s.messagesIgnored++; // [MQTT-3.8.3-3]
+          continue;
+        }
+        n++;
+        if (carrier === undefined || s.qos > carrier.qos) carrier = s;
+        if (s.subscriptionId !== undefined) (ids ??= []).push(s.subscriptionId);
+      }
+      if (carrier === undefined) continue;
+      let m = this.asPublished(carrier, msg);
+      if (n > 1 && ids !== undefined) m = { ...m, subscriptionIds: ids };
+      if (this.hold(carrier, dest, m)) accepted++;
+    }
+    return accepted;
   }
 
   /** noLocal, selector, retain-as-published, then deliver or hold. */

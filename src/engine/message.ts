@@ -30,6 +30,11 @@ export interface Message {
   payloadFormat?: 0 | 1;
   /** Publishing session / connection id, for noLocal and loop prevention. */
   origin?: string;
+  /**
+   * Set only on the one copy a session gets for several overlapping subscriptions: the subscription identifiers of
+   * all of them (MQTT 5 [MQTT-3.3.4-4]). Not stored: a copy recovered after a restart carries its subscription's own.
+   */
+  subscriptionIds?: number[];
 }
 
 /** What a publisher hands to `Engine.publish`: only `payload` is required, everything else has a default. */

@@ -60,6 +60,12 @@ export interface SubscribeOptions {
   durable?: boolean;
   /** MQTT 5 subscription identifier, carried for the protocol layer. */
   subscriptionId?: number;
+  /**
+   * MQTT overlapping subscriptions: when several subscriptions of this session with this flag match a message, the
+   * session gets one copy, through the one with the highest QoS, with all their identifiers in
+   * `Message.subscriptionIds` [MQTT-3.3.4-2, MQTT-3.3.4-4]. Fixed when the subscription is made.
+   */
+  oneCopyPerSession?: boolean;
   sink: Sink;
 }
 
@@ -225,6 +231,7 @@ export class Subscription {
   retainHandling: 0 | 1 | 2;
   retainAsPublished: boolean;
   subscriptionId: number | undefined;
+  readonly oneCopyPerSession: boolean;
   sink: Sink | undefined;
 
   /** Session offline: messages are held, nothing is delivered. */
@@ -273,6 +280,7 @@ export class Subscription {
     this.retainHandling = opts.retainHandling ?? 0;
     this.retainAsPublished = opts.retainAsPublished === true;
     this.subscriptionId = opts.subscriptionId;
+    this.oneCopyPerSession = opts.oneCopyPerSession === true;
     this.sink = opts.sink;
   }
 

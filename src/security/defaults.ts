@@ -2,7 +2,7 @@ import { chmodSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Runtime } from '../runtime/runtime.js';
 import { DESTINATION_TYPES, SERVER_PERMISSIONS } from './acl.js';
-import { hashPassword, randomPassword } from './passwords.js';
+import { passwordCredentials, randomPassword } from './passwords.js';
 import type { SecurityManager } from './service.js';
 import { Permissions, type Permission } from './types.js';
 
@@ -23,7 +23,8 @@ export async function ensureDefaults(sm: SecurityManager, rt: Runtime): Promise<
   const admins = ids.groupByGroupName('admins') ?? (await ids.createGroup('admins'));
   const everyone = ids.groupByGroupName('everyone') ?? (await ids.createGroup('everyone'));
   const password = randomPassword(20);
-  const admin = await ids.createUser('admin', await hashPassword(password), { groups: [admins.uniqueId, everyone.uniqueId] });
+  const { passwordHash, scramSha256 } = await passwordCredentials(password);
+  const admin = await ids.createUser('admin', passwordHash, { groups: [admins.uniqueId, everyone.uniqueId], scramSha256 });
   const anonymous = await ids.createUser('anonymous', '', { groups: [everyone.uniqueId], builtIn: true });
 
   const server = rt.serverName;

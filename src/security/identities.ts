@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { Store } from '../store/store.js';
+import type { ScramCredentials } from './scram.js';
 
 /**
  * Users and groups: in memory for look-ups, the `users` and `groups` sublevels for durability. Membership is kept on
@@ -11,6 +12,11 @@ export interface UserRecord {
   username: string;
   /** scrypt hash; '' means the user cannot log in with a password (the built-in anonymous user). */
   passwordHash: string;
+  /**
+   * SCRAM-SHA-256 credentials (salt, iterations, StoredKey, ServerKey), set with the password. Absent for users whose
+   * password was set before SCRAM support (and for anonymous): they cannot use SCRAM until the password is set again.
+   */
+  scramSha256?: ScramCredentials;
   /** Group UUIDs in membership order. */
   groups: string[];
   attributes: Record<string, string>;
@@ -112,13 +118,18 @@ export class Identities {
     this.onChange();
   }
 
-  async createUser(username: string, passwordHash: string, opts: { groups?: string[]; builtIn?: boolean; uniqueId?: string } = {}): Promise<UserRecord> {
+  async createUser(
+    username: string,
+    passwordHash: string,
+    opts: { groups?: string[]; builtIn?: boolean; uniqueId?: string; scramSha256?: ScramCredentials } = {},
+  ): Promise<UserRecord> {
     const name = checkName('Username', username);
     if (this.userByName.has(name)) throw new ConflictError(`Username already exists: ${name}`);
     const u: UserRecord = {
       uniqueId: opts.uniqueId ?? randomUUID(),
       username: name,
       passwordHash,
+      ...(opts.scramSha256 ? { scramSha256: opts.scramSha256 } : {}),
       groups: [...(opts.groups ?? [])],
       attributes: {},
       createdAt: new Date().toISOString(),
@@ -128,9 +139,12 @@ export class Identities {
     return u;
   }
 
-  async setPasswordHash(uniqueId: string, passwordHash: string): Promise<UserRecord> {
+  /** Replaces the password credentials; SCRAM credentials of the old password are dropped when none are given. */
+  async setPasswordHash(uniqueId: string, passwordHash: string, scramSha256?: ScramCredentials): Promise<UserRecord> {
     const u = this.requireUser(uniqueId);
-    const next = { ...u, passwordHash };
+    const next: UserRecord = { ...u, passwordHash };
+    if (scramSha256) next.scramSha256 = scramSha256;
+    else delete next.scramSha256;
     await this.saveUser(next);
     return next;
   }

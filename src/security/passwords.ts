@@ -1,5 +1,6 @@
 import { randomBytes, randomInt, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
 import { ValidationError } from '../errors.js';
+import { scramCredentials, type ScramCredentials } from './scram.js';
 
 /**
  * Password hashing with scrypt (node:crypto) and the AuthManager password policy. A hash is stored as
@@ -18,6 +19,15 @@ export async function hashPassword(password: string): Promise<string> {
   const salt = randomBytes(16);
   const key = await scryptAsync(Buffer.from(password, 'utf8'), salt, KEYLEN, { N, r: R, p: P, maxmem: 64 * 1024 * 1024 });
   return `scrypt$${N}$${R}$${P}$${salt.toString('base64')}$${key.toString('base64')}`;
+}
+
+/**
+ * What is stored when a password is set: the scrypt hash (CONNECT / REST logins) and the SCRAM-SHA-256 credentials
+ * (MQTT 5 enhanced authentication). Never the password itself.
+ */
+export async function passwordCredentials(password: string): Promise<{ passwordHash: string; scramSha256: ScramCredentials }> {
+  const [passwordHash, scramSha256] = await Promise.all([hashPassword(password), scramCredentials(password)]);
+  return { passwordHash, scramSha256 };
 }
 
 /** A hash that matches no password, verified for unknown users so both paths cost the same. */

@@ -6,9 +6,10 @@ import { Audit } from './audit.js';
 import { ensureDefaults } from './defaults.js';
 import { Identities, type GroupRecord, type UserRecord } from './identities.js';
 import { Lockouts, type LockoutHost, type LockState } from './lockouts.js';
-import { checkPasswordPolicy, hashPassword, verifyPassword } from './passwords.js';
+import { checkPasswordPolicy, passwordCredentials, verifyPassword } from './passwords.js';
+import { mockCredentials, parseClientFirst, SCRAM_SHA_256, ScramError, ScramServer, type ClientFirst } from './scram.js';
 import { Sessions } from './sessions.js';
-import { ANONYMOUS, AuthenticationFailedError, type AuthContext, type Permission, type Principal, type ResourceType, type SecurityService } from './types.js';
+import { ANONYMOUS, AuthenticationFailedError, type AuthContext, type AuthExchange, type Permission, type Principal, type ResourceType, type SecurityService } from './types.js';
 
 /**
  * The real SecurityService: users, groups, ACLs, sessions and lockouts from the store. Installed as `rt.security`
@@ -29,6 +30,8 @@ export class SecurityManager implements SecurityService {
     private readonly rt: Runtime,
     key: Uint8Array,
     host: LockoutHost,
+    /** Salts the SCRAM exchange of unknown user names, so they look like known ones (kept across restarts). */
+    private readonly scramMockKey: Buffer,
   ) {
     const now = () => rt.now();
     this.identities = new Identities(rt.store, () => this.invalidate());
@@ -46,7 +49,7 @@ export class SecurityManager implements SecurityService {
 
   static async open(rt: Runtime, host?: LockoutHost): Promise<SecurityManager> {
     const key = new Uint8Array(await rt.store.secret('jwt-hs256', 64));
-    const sm = new SecurityManager(rt, key, host ?? supervisorHost(rt));
+    const sm = new SecurityManager(rt, key, host ?? supervisorHost(rt), await rt.store.secret('scram-mock-salt', 32));
     await sm.identities.load();
     await sm.acl.load();
     await sm.sessions.load();
@@ -95,24 +98,96 @@ export class SecurityManager implements SecurityService {
       this.audit.event('login.failed', { username: null, protocol: ctx.protocol, clientAddress: ctx.clientAddress, reason: 'no credentials' }, 'login refused: no credentials');
       throw new AuthenticationFailedError('Credentials are required');
     }
-    const lock = this.lockouts.status(username);
-    if (lock?.locked) {
-      this.audit.event('login.failed', { username, protocol: ctx.protocol, clientAddress: ctx.clientAddress, reason: 'locked', retryAfterSeconds: lock.remainingLockSeconds }, 'login refused: account locked');
-      throw new AuthenticationFailedError(`Account is locked after repeated failed logins; try again in ${lock.remainingLockSeconds} s`, lock.remainingLockSeconds);
-    }
+    const locked = this.lockedOut(username, ctx);
+    if (locked) throw locked;
     const user = this.identities.userByUsername(username);
     const ok = password !== undefined && (await verifyPassword(password, user?.passwordHash));
-    if (!ok || !user) {
-      const after = this.lockouts.recordFailure(username, ctx.clientAddress);
-      this.audit.event('login.failed', { username, protocol: ctx.protocol, clientAddress: ctx.clientAddress, reason: 'bad credentials', failures: after?.failures }, 'login failed: invalid username or password');
-      if (after?.locked) {
-        this.audit.event('lockout.locked', { username, clientAddress: ctx.clientAddress, lockSeconds: after.remainingLockSeconds, lockCount: after.lockCount }, `account locked for ${after.remainingLockSeconds} s`);
-      }
-      throw new AuthenticationFailedError('Invalid username or password');
+    if (!ok || !user) throw this.loginFailed(username, ctx);
+    return this.loginSucceeded(user, ctx);
+  }
+
+  /** While the name is locked: audited, and the error to throw (the attempt is not counted). */
+  private lockedOut(username: string, ctx: AuthContext, method?: string): AuthenticationFailedError | undefined {
+    const lock = this.lockouts.status(username);
+    if (!lock?.locked) return undefined;
+    this.audit.event('login.failed', { username, protocol: ctx.protocol, clientAddress: ctx.clientAddress, ...(method ? { method } : {}), reason: 'locked', retryAfterSeconds: lock.remainingLockSeconds }, 'login refused: account locked');
+    return new AuthenticationFailedError(`Account is locked after repeated failed logins; try again in ${lock.remainingLockSeconds} s`, lock.remainingLockSeconds);
+  }
+
+  /** A wrong password (or unknown name): counted by the lockout, audited; returns the error to throw. */
+  private loginFailed(username: string, ctx: AuthContext, method?: string): AuthenticationFailedError {
+    const after = this.lockouts.recordFailure(username, ctx.clientAddress);
+    this.audit.event('login.failed', { username, protocol: ctx.protocol, clientAddress: ctx.clientAddress, ...(method ? { method } : {}), reason: 'bad credentials', failures: after?.failures }, 'login failed: invalid username or password');
+    if (after?.locked) {
+      this.audit.event('lockout.locked', { username, clientAddress: ctx.clientAddress, lockSeconds: after.remainingLockSeconds, lockCount: after.lockCount }, `account locked for ${after.remainingLockSeconds} s`);
     }
-    this.lockouts.succeeded(username);
-    this.audit.event('login.succeeded', { username, uniqueId: user.uniqueId, protocol: ctx.protocol, clientAddress: ctx.clientAddress }, 'login succeeded');
+    return new AuthenticationFailedError('Invalid username or password');
+  }
+
+  private loginSucceeded(user: UserRecord, ctx: AuthContext, method?: string): Principal {
+    this.lockouts.succeeded(user.username);
+    this.audit.event('login.succeeded', { username: user.username, uniqueId: user.uniqueId, protocol: ctx.protocol, clientAddress: ctx.clientAddress, ...(method ? { method } : {}) }, 'login succeeded');
     return this.principalOf(user);
+  }
+
+  /** Enhanced authentication methods (MQTT 5 AUTH) offered while authentication is on. */
+  get authenticationMethods(): readonly string[] {
+    return this.enabled ? [SCRAM_SHA_256] : [];
+  }
+
+  /**
+   * SCRAM-SHA-256 (RFC 5802 / 7677): `initial` is the client-first-message, the challenge the server-first-message,
+   * `finish` takes the client-final-message and returns the server-final-message. A wrong proof is a failed login
+   * exactly like a wrong password (lockout, audit); while the name is locked even the right proof fails. Unknown
+   * names run the same exchange with credentials that match nothing. A user without SCRAM credentials (password set
+   * before SCRAM support) is refused at once, with a message saying the password must be set again.
+   */
+  startExchange(method: string, initial: Buffer | undefined, ctx: AuthContext): AuthExchange {
+    if (method !== SCRAM_SHA_256 || !this.enabled) throw new AuthenticationFailedError(`Authentication method ${method} is not supported`);
+    let first: ClientFirst;
+    try {
+      first = parseClientFirst((initial ?? Buffer.alloc(0)).toString('utf8'));
+    } catch (err) {
+      throw this.malformed(undefined, ctx, 'client-first-message', err);
+    }
+    const username = first.username;
+    const locked = this.lockedOut(username, ctx, method);
+    if (locked) throw locked;
+    const found = this.identities.userByUsername(username);
+    const user = found && found.passwordHash !== '' ? found : undefined; // anonymous has no password
+    if (user && !user.scramSha256) {
+      this.audit.event('login.failed', { username, protocol: ctx.protocol, clientAddress: ctx.clientAddress, method, reason: 'no SCRAM credentials' }, 'login refused: the user has no SCRAM-SHA-256 credentials');
+      throw new AuthenticationFailedError(`User ${username} has no SCRAM-SHA-256 credentials: the password was set before SCRAM support; set the password again to use SCRAM-SHA-256`);
+    }
+    const creds = user?.scramSha256 ?? mockCredentials(this.scramMockKey, username);
+    const server = new ScramServer(first, creds);
+    return {
+      method,
+      username,
+      challenge: Buffer.from(server.serverFirst, 'utf8'),
+      finish: (response) => {
+        const lockedNow = this.lockedOut(username, ctx, method);
+        if (lockedNow) throw lockedNow;
+        let serverFinal: string;
+        try {
+          serverFinal = server.finish(response.toString('utf8'));
+        } catch (err) {
+          if (err instanceof ScramError && err.code === 'invalid-proof') throw this.loginFailed(username, ctx, method);
+          throw this.malformed(username, ctx, 'client-final-message', err);
+        }
+        // the user must still exist with the same credentials (not deleted, password not changed meanwhile)
+        const current = this.identities.userByUsername(username);
+        if (!user || !current || current.uniqueId !== user.uniqueId || current.scramSha256 !== creds) throw this.loginFailed(username, ctx, method);
+        return { principal: this.loginSucceeded(current, ctx, method), outcome: Buffer.from(serverFinal, 'utf8') };
+      },
+    };
+  }
+
+  /** A SCRAM message that breaks the grammar: audited, not counted as a password guess. */
+  private malformed(username: string | undefined, ctx: AuthContext, what: string, err: unknown): AuthenticationFailedError {
+    const why = err instanceof Error ? err.message : String(err);
+    this.audit.event('login.failed', { username: username ?? null, protocol: ctx.protocol, clientAddress: ctx.clientAddress, method: SCRAM_SHA_256, reason: 'malformed SCRAM message' }, `login refused: malformed SCRAM ${what}`);
+    return new AuthenticationFailedError(`Malformed SCRAM ${what}: ${why}`);
   }
 
   /**
@@ -172,7 +247,8 @@ export class SecurityManager implements SecurityService {
 
   async createUser(actor: Principal | undefined, username: string, password: string): Promise<UserRecord> {
     this.policyCheck(password);
-    const u = await this.identities.createUser(username, await hashPassword(password));
+    const { passwordHash, scramSha256 } = await passwordCredentials(password);
+    const u = await this.identities.createUser(username, passwordHash, { scramSha256 });
     this.audit.event('user.created', { by: actor?.username, username: u.username, uniqueId: u.uniqueId }, `user ${u.username} created`);
     return u;
   }
@@ -207,7 +283,8 @@ export class SecurityManager implements SecurityService {
     }
     if (target.builtIn) throw new ConflictError(`The user ${target.username} is built in and has no password`);
     this.policyCheck(newPassword);
-    await this.identities.setPasswordHash(targetId, await hashPassword(newPassword));
+    const { passwordHash, scramSha256 } = await passwordCredentials(newPassword);
+    await this.identities.setPasswordHash(targetId, passwordHash, scramSha256);
     await this.sessions.endAllFor(targetId, keepSession);
     this.lockouts.reset(target.username);
     this.audit.event('user.password_changed', { by: actor.username, username: target.username, uniqueId: targetId }, `password of ${target.username} changed`);

@@ -58,9 +58,26 @@ export class AuthenticationFailedError extends Error {
   }
 }
 
+/**
+ * One enhanced-authentication (SASL-style) exchange in two steps, as SCRAM-SHA-256 needs: `challenge` answers the
+ * client's first message; `finish` checks the client's answer and returns the principal and the server's last
+ * message, or throws AuthenticationFailedError (counted as a failed login where a password guess was wrong).
+ */
+export interface AuthExchange {
+  readonly method: string;
+  /** The user the client named. */
+  readonly username: string;
+  readonly challenge: Buffer;
+  finish(response: Buffer): { principal: Principal; outcome: Buffer };
+}
+
 export interface SecurityService {
   /** True when credentials are checked at all. */
   readonly enabled: boolean;
+  /** Enhanced authentication methods offered (MQTT 5 AUTH), e.g. ['SCRAM-SHA-256']; none when absent. */
+  readonly authenticationMethods?: readonly string[];
+  /** Starts an exchange with the client's first message; throws AuthenticationFailedError (locked, malformed, no credentials). */
+  startExchange?(method: string, initial: Buffer | undefined, ctx: AuthContext): AuthExchange;
   /** Checks a username and password; no username → the anonymous principal when anonymous access is on. Throws AuthenticationFailedError. */
   authenticate(username: string | undefined, password: string | Buffer | undefined, ctx: AuthContext): Promise<Principal>;
   /** The ACL decision; cheap (cached), synchronous, safe on a per-connection path (not per message where avoidable). */

@@ -517,3 +517,31 @@ test('engine - a hibernating queue consumer gives its messages to the other cons
   await engine.publish('queue/h', { payload: 'm2', qos: 1 });
   assert.deepEqual(texts(b.got), ['m1', 'm2']);
 });
+
+test('engine - oneCopyPerSession: overlapping subscriptions of a session get one copy, at the highest QoS, with every subscription id [MQTT-3.3.4-2, MQTT-3.3.4-4]', async () => {
+  const engine = new Engine();
+  const sink = pushSink();
+  const plain = pushSink();
+  const one = { oneCopyPerSession: true, sink };
+  engine.subscribe({ sessionId: 'm', filter: 'o/#', qos: 1, subscriptionId: 3, ...one });
+  engine.subscribe({ sessionId: 'm', filter: 'o/+', qos: 2, subscriptionId: 2, ...one });
+  engine.subscribe({ sessionId: 'm', filter: 'o/x', qos: 0, noLocal: true, subscriptionId: 7, ...one });
+  // a session without the flag (e.g. REST) keeps one copy per subscription
+  engine.subscribe({ sessionId: 'r', filter: 'o/#', sink: plain });
+  engine.subscribe({ sessionId: 'r', filter: 'o/x', sink: plain });
+  await engine.publish('o/x', { payload: 'a', qos: 2 });
+  assert.equal(sink.got.length, 1);
+  assert.equal(sink.got[0]!.sub.filter, 'o/+', 'through the subscription with the highest QoS');
+  assert.deepEqual([...sink.got[0]!.msg.subscriptionIds!].sort(), [2, 3, 7]);
+  assert.equal(plain.got.length, 2);
+  // no local leaves out o/x for the session's own message; a message matching one subscription goes as it is
+  await engine.publish('o/x', { payload: 'b', qos: 1 }, { origin: 'm' });
+  await engine.publish('o/y/z', { payload: 'c', qos: 1 });
+  assert.deepEqual(
+    sink.got.slice(1).map((r) => [r.text, r.sub.filter, r.msg.subscriptionIds?.slice().sort()]),
+    [
+      ['b', 'o/+', [2, 3]],
+      ['c', 'o/#', undefined],
+    ],
+  );
+});

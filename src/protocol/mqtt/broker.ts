@@ -83,6 +83,7 @@ export class MqttBroker {
             retainHandling: 2, // no retained messages for a restored subscription
             durable: true,
             subscriptionId: o.id,
+            oneCopyPerSession: true,
             maxDepth: MAX_QUEUED,
             sink: OFFLINE_SINK,
           });

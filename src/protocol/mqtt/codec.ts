@@ -260,8 +260,11 @@ export interface OutboundProperties {
   responseTopic?: string;
   correlationData?: Buffer;
   userProperties?: Record<string, string | string[]>;
-  subscriptionIdentifier?: number;
+  /** One, or several when one copy serves overlapping subscriptions [MQTT-3.3.4-4]. */
+  subscriptionIdentifier?: number | number[];
   contentType?: string;
+  /** Server-to-client topic alias (connection.ts) [MQTT-3.3.2-11]. */
+  topicAlias?: number;
 }
 
 function varIntLength(n: number): number {
@@ -289,7 +292,12 @@ function propertiesLength(p: OutboundProperties): number {
   if (p.contentType !== undefined) n += 3 + Buffer.byteLength(p.contentType);
   if (p.responseTopic !== undefined) n += 3 + Buffer.byteLength(p.responseTopic);
   if (p.correlationData !== undefined) n += 3 + p.correlationData.length;
-  if (p.subscriptionIdentifier !== undefined) n += 1 + varIntLength(p.subscriptionIdentifier);
+  const sid = p.subscriptionIdentifier;
+  if (sid !== undefined) {
+    if (typeof sid === 'number') n += 1 + varIntLength(sid);
+    else for (const id of sid) n += 1 + varIntLength(id);
+  }
+  if (p.topicAlias !== undefined) n += 3;
   if (p.userProperties !== undefined) {
     for (const [k, v] of Object.entries(p.userProperties)) {
       const kl = Buffer.byteLength(k);
@@ -324,9 +332,22 @@ function writeProperties(buf: Buffer, off: number, p: OutboundProperties): numbe
     off += 2;
     off += p.correlationData.copy(buf, off);
   }
-  if (p.subscriptionIdentifier !== undefined) {
-    buf[off++] = 0x0b;
-    off = writeVarInt(buf, off, p.subscriptionIdentifier);
+  const sid = p.subscriptionIdentifier;
+  if (sid !== undefined) {
+    if (typeof sid === 'number') {
+      buf[off++] = 0x0b;
+      off = writeVarInt(buf, off, sid);
+    } else {
+      for (const id of sid) {
+        buf[off++] = 0x0b;
+        off = writeVarInt(buf, off, id);
+      }
+    }
+  }
+  if (p.topicAlias !== undefined) {
+    buf[off++] = 0x23;
+    buf.writeUInt16BE(p.topicAlias, off);
+    off += 2;
   }
   if (p.userProperties !== undefined) {
     for (const [k, v] of Object.entries(p.userProperties)) {

@@ -20,7 +20,7 @@ import { handleSubscribe } from './handlers/subscribe.js';
 import { handleUnsubscribe } from './handlers/unsubscribe.js';
 import { handlePingreq } from './handlers/pingreq.js';
 import { handleDisconnect } from './handlers/disconnect.js';
-import { handleAuth } from './handlers/auth.js';
+import { handleAuth, type PendingAuth } from './handlers/auth.js';
 
 /** What a transport gives a connection. */
 export interface Wire {
@@ -69,7 +69,7 @@ let cacheMsg: Message | undefined;
 let cacheTopic = '';
 const cacheBytes: Array<{ bytes: Buffer; pidOffset: number } | undefined> = new Array(12);
 
-function outboundProps(msg: Message, subscriptionId: number | undefined, now: number): OutboundProperties | undefined {
+function outboundProps(msg: Message, subscriptionId: number | number[] | undefined, now: number): OutboundProperties | undefined {
   let p: OutboundProperties | undefined;
   if (msg.payloadFormat !== undefined) (p ??= {}).payloadFormatIndicator = msg.payloadFormat;
   if (msg.expiresAt !== 0) (p ??= {}).messageExpiryInterval = Math.max(0, Math.ceil((msg.expiresAt - now) / 1000)); // [MQTT-3.3.2-6]
@@ -102,6 +102,15 @@ export class MqttConnection implements PushSink {
   requestProblemInformation = true;
   /** Topic aliases the client set up (inbound). */
   readonly aliases = new Map<number, string>();
+  /**
+   * Topic aliases this server set up toward a v5 client (outbound), topic → alias, least recently used first; at most
+   * `outAliasMax` (the client's Topic Alias Maximum capped by `clientMaximumTopicAlias`). Undefined: none are sent
+   * [MQTT-3.1.2-27]. Per network connection, so a new connection starts with none [MQTT-3.3.2-7].
+   */
+  outAliases: Map<string, number> | undefined;
+  outAliasMax = 0;
+  /** Session Expiry Interval the v5 CONNECT asked for (before the endpoint's cap), for DISCONNECT's check. */
+  connectExpiry = 0;
   /** QoS 1/2 publishes received and not yet acknowledged. */
   inboundPending = 0;
   closeReason: string | undefined;
@@ -113,6 +122,10 @@ export class MqttConnection implements PushSink {
   overflow = 0;
   /** Packets waiting while CONNECT is being authenticated. */
   queued: Array<[number, number, Buffer, number]> | undefined;
+  /** Enhanced authentication method of the CONNECT (v5), e.g. 'SCRAM-SHA-256'; undefined without one. */
+  authMethod: string | undefined;
+  /** An enhanced-authentication exchange waiting for the client's AUTH (handlers/auth.ts). */
+  authPending: PendingAuth | undefined;
   readonly framer: Framer;
   readonly parser = newParser();
   private out: Buffer[] = [];
@@ -176,6 +189,9 @@ export class MqttConnection implements PushSink {
     if (this.queued !== undefined) {
       this.queued.push([type, flags, Buffer.from(frame), bodyOffset]);
       return;
+    }
+    if (this.authPending !== undefined && this.state === 'connecting' && type !== PacketType.AUTH && type !== PacketType.DISCONNECT) {
+      throw new MqttProtocolError(Reason.ProtocolError, `${typeName(type)} during enhanced authentication: only AUTH or DISCONNECT before CONNACK [MQTT-3.1.2-30]`);
     }
     if (this.state === 'new') {
       // the first packet must be CONNECT [MQTT-3.1.0-1]
@@ -418,8 +434,13 @@ export class MqttConnection implements PushSink {
     }
     const v5 = this.v5;
     let bytes: Buffer;
-    if (v5 && (sub.subscriptionId !== undefined || msg.expiresAt !== 0)) {
-      bytes = encodePublish(destinationName, msg.payload, qos, msg.retain, dup, pid, true, outboundProps(msg, sub.subscriptionId, Date.now())).bytes;
+    if (v5 && (this.outAliases !== undefined || sub.subscriptionId !== undefined || msg.expiresAt !== 0 || msg.subscriptionIds !== undefined)) {
+      // this connection's own bytes: per-delivery properties, or topic aliases
+      const props = outboundProps(msg, msg.subscriptionIds ?? sub.subscriptionId, Date.now());
+      bytes =
+        this.outAliases === undefined
+          ? encodePublish(destinationName, msg.payload, qos, msg.retain, dup, pid, true, props).bytes
+          : this.aliased(destinationName, msg, qos, dup, pid, props);
     } else {
       if (cacheMsg !== msg || cacheTopic !== destinationName) {
         cacheMsg = msg;
@@ -452,6 +473,32 @@ export class MqttConnection implements PushSink {
     this.endpoint.stats.messagesOut++;
     this.send(bytes);
     return true;
+  }
+
+  /**
+   * A PUBLISH with an outbound topic alias [MQTT-3.3.2-11]: a topic seen before goes as an empty topic name plus its
+   * alias; a new one gets the next free alias, or, once all are taken, the least recently used one (the PUBLISH
+   * carries the topic name, which re-maps that alias, MQTT 5 §3.3.2.3.4). A DUP resend always carries the topic name
+   * so it stands on its own. The mapping is only changed when the packet fits the client's Maximum Packet Size
+   * (a packet that does not is never sent [MQTT-3.1.2-25]).
+   */
+  private aliased(topic: string, msg: Message, qos: number, dup: boolean, pid: number, props: OutboundProperties | undefined): Buffer {
+    const a = this.outAliases!;
+    let alias = a.get(topic);
+    const known = alias !== undefined;
+    let evict: string | undefined;
+    if (!known) {
+      if (a.size < this.outAliasMax) alias = a.size + 1;
+      else alias = a.get((evict = a.keys().next().value!));
+    }
+    const p = props ?? {};
+    p.topicAlias = alias;
+    const bytes = encodePublish(known && !dup ? '' : topic, msg.payload, qos, msg.retain, dup, pid, true, p).bytes;
+    if (bytes.length <= this.clientMaxPacket) {
+      a.delete(evict ?? topic); // most recently used goes last
+      a.set(topic, alias!);
+    }
+    return bytes;
   }
 
   closed(sub: Subscription): void {

@@ -9,6 +9,7 @@ import type { MqttConnection } from '../connection.js';
 import { encodePacket } from '../codec.js';
 import { CloseReason, ConnackV3, MqttProtocolError, Reason } from '../reason.js';
 import { MqttSession, type WillMessage } from '../session.js';
+import { beginEnhancedAuth } from './auth.js';
 
 export interface ConnectPacket {
   cmd: 'connect';
@@ -92,8 +93,10 @@ export function handleConnect(conn: MqttConnection, p: ConnectPacket): void {
   } else if (cfg.strictClientId && !STRICT_ID.test(clientId)) {
     return refuse(conn, ConnackV3.IdentifierRejected, Reason.ClientIdentifierNotValid, 'client id must be 1..23 characters of 0-9a-zA-Z');
   }
-  if (conn.v5 && props.authenticationMethod !== undefined) {
-    return refuse(conn, ConnackV3.NotAuthorized, Reason.BadAuthenticationMethod, `authentication method ${props.authenticationMethod} is not supported`);
+  if (conn.v5 && props.authenticationData !== undefined && props.authenticationMethod === undefined) {
+    // a protocol error (5 §3.1.2.11.10), answered with CONNACK so the client learns why
+    conn.closeReason = CloseReason.ProtocolViolation;
+    return refuse(conn, ConnackV3.NotAuthorized, Reason.ProtocolError, 'Authentication Data without an Authentication Method');
   }
 
   let will: WillMessage | undefined;
@@ -123,6 +126,23 @@ export function handleConnect(conn: MqttConnection, p: ConnectPacket): void {
 
   const rt = conn.broker.host;
   const security = rt.security();
+  if (conn.v5 && props.authenticationMethod !== undefined) {
+    // enhanced authentication (handlers/auth.ts); unsupported method: 0x8C [MQTT-4.12.0-1]
+    return beginEnhancedAuth(
+      conn,
+      props.authenticationMethod,
+      props.authenticationData,
+      p.username,
+      (principal, authAck) => {
+        if (!security.isAllowed(principal, 'connect', 'Server', rt.serverName)) {
+          return refuse(conn, ConnackV3.NotAuthorized, Reason.NotAuthorized, 'not authorized to connect');
+        }
+        conn.principal = principal;
+        accept(conn, p, clientId, assigned, will, authAck);
+      },
+      (reason, why) => refuse(conn, ConnackV3.NotAuthorized, reason, why),
+    );
+  }
   security
     .authenticate(p.username, p.password, { clientAddress: conn.wire.remoteAddress, protocol: 'MQTT' })
     .then(
@@ -147,7 +167,14 @@ export function handleConnect(conn: MqttConnection, p: ConnectPacket): void {
     );
 }
 
-function accept(conn: MqttConnection, p: ConnectPacket, clientId: string, assigned: string | undefined, will: WillMessage | undefined): void {
+function accept(
+  conn: MqttConnection,
+  p: ConnectPacket,
+  clientId: string,
+  assigned: string | undefined,
+  will: WillMessage | undefined,
+  authAck?: { authenticationMethod: string; authenticationData: Buffer },
+): void {
   const broker = conn.broker;
   const cfg = conn.endpoint.mqtt;
   const props = p.properties ?? {};
@@ -158,7 +185,7 @@ function accept(conn: MqttConnection, p: ConnectPacket, clientId: string, assign
   let expiry: number;
   let expiryCapped = false;
   if (conn.v5) {
-    expiry = props.sessionExpiryInterval ?? 0;
+    expiry = conn.connectExpiry = props.sessionExpiryInterval ?? 0;
     if (expiry > cfg.maximumSessionExpiry) {
       expiry = cfg.maximumSessionExpiry;
       expiryCapped = true;
@@ -201,6 +228,12 @@ function accept(conn: MqttConnection, p: ConnectPacket, clientId: string, assign
   // Flow control and limits
   conn.sendQuota = Math.min(conn.v5 ? (props.receiveMaximum ?? 65535) : 65535, cfg.clientReceiveMaximum);
   if (conn.v5 && props.maximumPacketSize !== undefined) conn.clientMaxPacket = props.maximumPacketSize;
+  // server-to-client topic aliases: only up to the client's Topic Alias Maximum [MQTT-3.1.2-26], none without one [MQTT-3.1.2-27]
+  const aliasMax = conn.v5 ? Math.min(props.topicAliasMaximum ?? 0, cfg.clientMaximumTopicAlias) : 0;
+  if (aliasMax > 0) {
+    conn.outAliases = new Map();
+    conn.outAliasMax = aliasMax;
+  }
   let keepAlive = p.keepalive;
   let serverKeepAlive: number | undefined;
   if (conn.v5 && cfg.maxServerKeepAlive > 0 && keepAlive > cfg.maxServerKeepAlive) serverKeepAlive = keepAlive = cfg.maxServerKeepAlive;
@@ -221,6 +254,12 @@ function accept(conn: MqttConnection, p: ConnectPacket, clientId: string, assign
     if (serverKeepAlive !== undefined) ack.serverKeepAlive = serverKeepAlive; // [MQTT-3.2.2-21]
     if (expiryCapped) ack.sessionExpiryInterval = expiry;
     if (cfg.serverMaximumTopicAlias === 0) delete ack.topicAliasMaximum;
+    // Response Information only when asked for [MQTT-3.1.2-28]: the prefix plus the client id, one topic level
+    // (percent-encoded, so `/`, `+` and `#` in a client id cannot escape it), e.g. `response/sensor-1/` (5 §4.10)
+    if (props.requestResponseInformation === true && cfg.responseInformationPrefix !== '') {
+      ack.responseInformation = `${cfg.responseInformationPrefix}${encodeURIComponent(clientId)}/`;
+    }
+    if (authAck !== undefined) Object.assign(ack, authAck); // the CONNECT's method and the last server message [MQTT-4.12.0-5]
     conn.send(encodePacket({ cmd: 'connack', sessionPresent, reasonCode: 0, properties: ack }, 5));
   } else {
     conn.send(encodePacket({ cmd: 'connack', sessionPresent, returnCode: 0 }, 4));

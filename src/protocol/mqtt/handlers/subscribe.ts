@@ -74,6 +74,7 @@ export function handleSubscribe(conn: MqttConnection, p: SubscribePacket): void 
         retainHandling: opts.rh,
         durable: s.persistent,
         subscriptionId: subId,
+        oneCopyPerSession: true, // overlapping subscriptions: one copy at the highest QoS, with every identifier [MQTT-3.3.4-2]
         maxDepth: MAX_QUEUED,
         sink: conn,
       });
