@@ -3,7 +3,8 @@ import { createServer } from 'node:net';
 import { Aedes } from 'aedes';
 
 const broker = await Aedes.createBroker();
-const server = createServer(broker.handle);
+// TCP_NODELAY as Switchyard sets it, so latency compares brokers, not Nagle's algorithm
+const server = createServer({ noDelay: true }, broker.handle);
 server.listen(Number(process.argv[2] ?? 0), '127.0.0.1', () => {
   const a = server.address();
   process.stdout.write(`AEDES_READY ${typeof a === 'object' && a ? a.port : 0}\n`);
