@@ -11,6 +11,12 @@ import { assign, setup } from 'xstate';
  * - `failureDecaySeconds` after the last failure everything is forgotten (≤ 0: never) and the actor ends;
  * - a successful login, an unlock or a password change (`lockout.reset`) forgets everything and ends the actor.
  *
+ * Persistence (no I/O here): every change of the counted state runs `persist` (after a failure, with the new count
+ * and, when it locked, `lockedUntil`) and the end runs `forget`; both do nothing unless supplied with
+ * `machine.provide` (src/security/lockouts.ts writes them to the store's `lockouts` sublevel). An actor started with
+ * `restored` (the stored state, at boot) resumes it: still locked until the stored `lockedUntil`, or counting on
+ * from the stored failures (the decay measured from the stored last failure).
+ *
  * Time: waits are `after` delays (the system clock: XState's SimulatedClock in tests); `now()` comes in the input so
  * the same clock gives `lockedUntil`.
  */
@@ -22,6 +28,29 @@ export interface LockoutInput {
   /** ≤ 0: failures are never forgotten. */
   failureDecaySeconds: number;
   now: () => number;
+  /** The state kept in the store, to resume after a restart. */
+  restored?: LockoutRecord;
+}
+
+/** What is persisted of a lockout (epoch ms from the same clock as `now`). */
+export interface LockoutRecord {
+  failures: number;
+  lockCount: number;
+  lastFailureAt: number;
+  /** 0 when not locked (a past time counts as not locked). */
+  lockedUntil: number;
+  lastAddress?: string;
+}
+
+/** The persisted part of a context. */
+export function recordOf(ctx: LockoutRecord): LockoutRecord {
+  return {
+    failures: ctx.failures,
+    lockCount: ctx.lockCount,
+    lastFailureAt: ctx.lastFailureAt,
+    lockedUntil: ctx.lockedUntil,
+    ...(ctx.lastAddress !== undefined ? { lastAddress: ctx.lastAddress } : {}),
+  };
 }
 
 export interface LockoutContext extends LockoutInput {
@@ -51,6 +80,7 @@ export const lockoutMachine = setup({
   guards: {
     reachesLimit: ({ context }) => context.failures + 1 >= context.maxFailuresBeforeLock,
     decays: ({ context }) => context.failureDecaySeconds > 0,
+    stillLocked: ({ context }) => context.lockedUntil > context.now(),
   },
   delays: {
     lockDuration: ({ context }) => Math.max(0, context.lockedUntil - context.now()),
@@ -68,17 +98,28 @@ export const lockoutMachine = setup({
       lockCount: context.lockCount + 1,
     })),
     clearLock: assign({ lockedUntil: 0 }),
+    /** Supplied by the runtime: store the counted state (`recordOf(context)`). */
+    persist: () => {},
+    /** Supplied by the runtime: drop the stored state. */
+    forget: () => {},
   },
 }).createMachine({
   id: 'lockout',
-  context: ({ input }) => ({ ...input, failures: 0, lockCount: 0, lastFailureAt: input.now(), lockedUntil: 0 }),
-  initial: 'counting',
+  context: ({ input }) => {
+    const { restored, ...rest } = input;
+    return { ...rest, failures: 0, lockCount: 0, lastFailureAt: input.now(), lockedUntil: 0, ...(restored ? recordOf(restored) : {}) };
+  },
+  initial: 'resuming',
   states: {
+    /** Transient: a restored lock that has not ended yet resumes as locked. */
+    resuming: {
+      always: [{ guard: 'stillLocked', target: 'locked' }, { target: 'counting', actions: 'clearLock' }],
+    },
     counting: {
       on: {
         'login.failed': [
-          { guard: 'reachesLimit', target: 'locked', actions: 'countFailure' },
-          { target: 'counting', reenter: true, actions: 'countFailure' },
+          { guard: 'reachesLimit', target: 'locked', actions: ['countFailure', 'lock', 'persist'] },
+          { target: 'counting', reenter: true, actions: ['countFailure', 'persist'] },
         ],
         'login.succeeded': 'forgotten',
         'lockout.reset': 'forgotten',
@@ -87,13 +128,12 @@ export const lockoutMachine = setup({
     },
     locked: {
       tags: ['locked'],
-      entry: 'lock',
       exit: 'clearLock',
       on: {
         'lockout.reset': 'forgotten',
       },
       after: { lockDuration: 'counting' },
     },
-    forgotten: { type: 'final' },
+    forgotten: { type: 'final', entry: 'forget' },
   },
 });

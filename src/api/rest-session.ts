@@ -1,18 +1,27 @@
 import type { FastifyRequest } from 'fastify';
 import type { Engine, Subscription } from '../engine/index.js';
+import { durableRestSessionId, restSessionsOf, restSubscribeOptions, type DurableRestRecord, type DurableRestSubscription } from '../runtime/rest-sessions.service.js';
 import type { Runtime } from '../runtime/runtime.js';
+import type { SessionRecord } from '../security/sessions.js';
 import { sessionIdOf } from './plugins/auth.js';
 
 /**
  * REST messaging state per caller session: its subscriptions, by the name they were subscribed with. A session is
  * the login session once security is on (the auth plugin sets `request.sessionId`), otherwise an anonymous session
  * cookie (`maps_session`). It ends on logout or after `RestApi.inactiveTimeout` ms without a request.
+ *
+ * A persistent login (`LoginRequest.persistent`) gets a durable session instead: engine session
+ * `rest:durable:<uniqueId>:<sessionId>` (`sessionId` from the login, else the login session id), durable
+ * subscriptions, hibernated (not closed) on logout and idle timeout, and taken back by the next persistent login of
+ * the same user with the same `sessionId`; `RestSessionsService` keeps them (and restores them after a restart).
  */
 export interface RestSubscription {
   /** Name as subscribed (`destinationName`), the key for consume/commit/abort/unsubscribe. */
   name: string;
   sub: Subscription;
   transactional: boolean;
+  /** Selector text as subscribed (kept for a durable session). */
+  selector?: string;
 }
 
 export class RestSession {
@@ -20,20 +29,34 @@ export class RestSession {
   lastUsed: number;
   /** Where consume-all starts next (round-robin across subscriptions). */
   next = 0;
+  readonly engineSessionId: string;
   constructor(
-    readonly id: string,
+    /** The caller session using it (a durable session moves to the latest login that resumes it). */
+    public id: string,
     readonly engine: Engine,
     now: number,
+    /** Set for the session of a persistent login. */
+    readonly durable?: DurableRestRecord,
   ) {
     this.lastUsed = now;
+    this.engineSessionId = durable ? durable.engineSessionId : `rest:${id}`;
   }
-  get engineSessionId(): string {
-    return `rest:${this.id}`;
+
+  /** The subscription list as kept for a durable session. */
+  stored(): DurableRestSubscription[] {
+    const out: DurableRestSubscription[] = [];
+    for (const r of this.subs.values()) {
+      if (r.sub.closed) continue;
+      out.push({ name: r.name, filter: r.sub.filter, maxDepth: r.sub.maxDepth, transactional: r.transactional, ...(r.selector !== undefined ? { selector: r.selector } : {}) });
+    }
+    return out;
   }
 }
 
 export class RestSessions {
   private readonly sessions = new Map<string, RestSession>();
+  /** Durable sessions in use, by engine session id. */
+  private readonly durable = new Map<string, RestSession>();
   private timer?: NodeJS.Timeout;
 
   constructor(
@@ -50,25 +73,89 @@ export class RestSessions {
     return sessionIdOf(request);
   }
 
-  /** The session (created on first use); a session from before an in-process restart starts afresh. */
-  get(id: string): RestSession {
+  /**
+   * The session (created on first use); a session from before an in-process restart starts afresh (a durable one is
+   * taken back from what was kept). `login` is the caller's login session: a persistent one gets the durable session.
+   */
+  get(id: string, login?: Pick<SessionRecord, 'sessionId' | 'uniqueId' | 'username' | 'persistent' | 'engineSessionId'>): RestSession {
     const engine = this.rt.engine;
     if (!engine) throw new Error('messaging engine is not running');
     let s = this.sessions.get(id);
     if (!s || s.engine !== engine) {
-      s = new RestSession(id, engine, this.now());
+      const keeper = login?.persistent ? restSessionsOf(this.rt) : undefined;
+      s = keeper && login ? this.resume(id, engine, login) : new RestSession(id, engine, this.now());
       this.sessions.set(id, s);
     }
     s.lastUsed = this.now();
     return s;
   }
 
-  /** Ends a session: every subscription goes (logout, idle timeout). */
+  /** The durable session of a persistent login: the one in use (taken over), the kept one, or a new one. */
+  private resume(id: string, engine: Engine, login: Pick<SessionRecord, 'sessionId' | 'uniqueId' | 'username' | 'engineSessionId'>): RestSession {
+    const keeper = restSessionsOf(this.rt)!;
+    const sessionId = login.engineSessionId ?? login.sessionId;
+    const key = durableRestSessionId(login.uniqueId, sessionId);
+    const live = this.durable.get(key);
+    if (live && live.engine === engine) {
+      // another login of the same user had it: the latest login takes it over
+      if (this.sessions.get(live.id) === live) this.sessions.delete(live.id);
+      live.id = id;
+      return live;
+    }
+    const rec: DurableRestRecord = keeper.get(key) ?? { engineSessionId: key, sessionId, uniqueId: login.uniqueId, username: login.username, subscriptions: [] };
+    const s = new RestSession(id, engine, this.now(), rec);
+    for (const st of rec.subscriptions) {
+      let sub = engine.subscription(key, st.filter);
+      if (sub && !sub.closed) sub.attach({ kind: 'pull' });
+      else {
+        try {
+          sub = engine.subscribe(restSubscribeOptions(key, st, { durable: true, retainMessage: false }));
+        } catch {
+          continue;
+        }
+      }
+      s.subs.set(st.name, { name: st.name, sub, transactional: st.transactional, ...(st.selector !== undefined ? { selector: st.selector } : {}) });
+    }
+    rec.subscriptions = s.stored();
+    keeper.attach(rec);
+    this.durable.set(key, s);
+    return s;
+  }
+
+  /** A durable session's subscriptions changed (subscribe, unsubscribe): keep the new list. */
+  changed(s: RestSession): void {
+    if (s.durable) restSessionsOf(this.rt)?.update(s.engineSessionId, s.stored());
+  }
+
+  /**
+   * Ends a session (logout, idle timeout): every subscription goes. A durable session is left instead: its
+   * subscriptions hibernate and keep holding messages until the owner logs in again or the session expires.
+   */
   close(id: string): void {
     const s = this.sessions.get(id);
     if (!s) return;
     this.sessions.delete(id);
+    if (s.durable) {
+      if (this.durable.get(s.engineSessionId) === s) this.durable.delete(s.engineSessionId);
+      if (s.engine !== this.rt.engine) return; // restarted meanwhile: the keeper already left it
+      for (const r of s.subs.values()) if (!r.sub.closed) r.sub.hibernate();
+      restSessionsOf(this.rt)?.detach(s.engineSessionId);
+      return;
+    }
     if (s.engine === this.rt.engine) s.engine.closeSession(s.engineSessionId);
+  }
+
+  /** Clean start: a login of `uniqueId` naming `sessionId` without `persistent` ends that durable session for good. */
+  discard(uniqueId: string, sessionId: string): void {
+    const key = durableRestSessionId(uniqueId, sessionId);
+    const live = this.durable.get(key);
+    if (live) {
+      this.durable.delete(key);
+      if (this.sessions.get(live.id) === live) this.sessions.delete(live.id);
+    }
+    const keeper = restSessionsOf(this.rt);
+    if (keeper) keeper.discard(key);
+    else this.rt.engine?.closeSession(key);
   }
 
   sweep(): void {

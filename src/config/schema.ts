@@ -50,6 +50,12 @@ export const RestApiSchema = z
     cacheCleanup: z.number().int().min(100).default(10000),
     enableWadlEndPoint: z.boolean().default(true),
     inactiveTimeout: z.number().int().min(10000).default(180000),
+    persistentSessionExpiry: z
+      .number()
+      .int()
+      .min(10000)
+      .default(86400000)
+      .describe('ms; how long the messaging state of a persistent REST login (LoginRequest.persistent) is kept after logout or idle timeout'),
     maxEventsPerDestination: z.number().int().min(1).max(100000).default(10),
     bodyLimit: z.number().int().min(1024).max(1073741824).default(1048576).describe('largest request body in bytes'),
     sseTokenLifetime: z.number().int().min(1000).default(60000),

@@ -2,6 +2,7 @@ import { securityService } from '../security/service.js';
 import { destinationsService } from './destinations.service.js';
 import { endpointsService } from './endpoints.service.js';
 import { messagingService } from './messaging.service.js';
+import { restSessionsService } from './rest-sessions.service.js';
 import { subscriptionsService } from './subscriptions.service.js';
 import { sysTopicsService } from './sys-topics.js';
 import type { Runtime } from './runtime.js';
@@ -10,6 +11,7 @@ import type { Runtime } from './runtime.js';
 export function registerServices(rt: Runtime): void {
   rt.use(securityService); // first: rt.security must be in place before any protocol or route uses it
   rt.use(messagingService());
+  rt.use(restSessionsService()); // persistent REST messaging sessions, restored hibernated before any endpoint runs
   rt.use(endpointsService()); // MQTT endpoints (one actor each, under the endpoints supervisor) and sessions
   rt.use(subscriptionsService()); // one actor per durable subscription, under the subscriptions supervisor
   rt.use(destinationsService()); // one actor per destination, under the destinations supervisor

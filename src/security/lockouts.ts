@@ -1,6 +1,7 @@
 import type { AnyActorRef } from 'xstate';
-import { lockoutMachine, type LockoutContext, type LockoutInput } from '../../actors/lockout/lockout.machine.js';
+import { lockoutMachine, recordOf, type LockoutContext, type LockoutInput, type LockoutRecord } from '../../actors/lockout/lockout.machine.js';
 import type { ChildSpec } from '../../actors/supervisor/supervisor.machine.js';
+import type { Sub } from '../store/store.js';
 
 /** Where lockout actors live: the `lockouts` supervisor of the runtime (tests may give a fake). */
 export interface LockoutHost {
@@ -31,15 +32,138 @@ export const MAX_TRACKED_NAMES = 10000;
 
 export const lockoutId = (username: string) => `lockout:${username}`;
 
+/**
+ * Lockout state in the store's `lockouts` sublevel (key: username, value: JSON LockoutRecord), so a restart or a
+ * crash neither unlocks a locked name nor forgets failures. Writes are queued in order and coalesced per name
+ * (one batch at a time); a failed write is logged, never thrown.
+ */
+export class LockoutJournal {
+  private readonly pending = new Map<string, LockoutRecord | null>();
+  /** The batch being written, and the one the pending writes will go into. */
+  private current?: Promise<void>;
+  private next?: { promise: Promise<void>; resolve: () => void };
+
+  constructor(
+    private readonly sub: Pick<Sub, 'batch' | 'iterator'>,
+    private readonly onError: (err: unknown) => void,
+  ) {}
+
+  /** Records every stored name (unreadable records are deleted). */
+  async load(): Promise<Map<string, LockoutRecord>> {
+    const out = new Map<string, LockoutRecord>();
+    for await (const [k, v] of this.sub.iterator()) {
+      try {
+        const r = JSON.parse(v.toString('utf8')) as LockoutRecord;
+        if ([r.failures, r.lockCount, r.lastFailureAt, r.lockedUntil].every((n) => typeof n === 'number' && Number.isFinite(n))) {
+          out.set(k, r);
+          continue;
+        }
+      } catch {
+        /* deleted below */
+      }
+      void this.write(k, null);
+    }
+    return out;
+  }
+
+  /** Stores (or, with null, deletes) a name's state; resolves once written (or failed and logged). */
+  write(username: string, record: LockoutRecord | null): Promise<void> {
+    this.pending.set(username, record);
+    if (!this.next) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => (resolve = r));
+      this.next = { promise, resolve };
+    }
+    const done = this.next.promise;
+    if (!this.current) void this.run();
+    return done;
+  }
+
+  private async run(): Promise<void> {
+    while (this.next) {
+      const batch = this.next;
+      this.next = undefined;
+      const ops = [...this.pending].map(([key, r]) => (r ? { type: 'put' as const, key, value: Buffer.from(JSON.stringify(r)) } : { type: 'del' as const, key }));
+      this.pending.clear();
+      this.current = batch.promise;
+      try {
+        await this.sub.batch(ops);
+      } catch (err) {
+        this.onError(err);
+      }
+      batch.resolve();
+    }
+    this.current = undefined;
+  }
+
+  /** Resolves once every write asked for so far is done (later writes are not waited for). */
+  flushed(): Promise<void> {
+    return this.next?.promise ?? this.current ?? Promise.resolve();
+  }
+}
+
 /** The API over the lockout actors: ask, report a failure or a success, reset. */
 export class Lockouts {
   private warnedFull = false;
+  /** The machine with its persistence supplied (the plain machine without a journal). */
+  private readonly logic: typeof lockoutMachine;
+  /** Stored states loaded at boot that have no actor yet (see `load` and `revive`). */
+  private readonly dormant = new Map<string, LockoutRecord>();
+
   constructor(
     private readonly host: LockoutHost,
     private readonly policy: LockoutPolicy,
     private readonly now: () => number,
     private readonly warn: (msg: string) => void = () => {},
-  ) {}
+    private readonly journal?: LockoutJournal,
+  ) {
+    this.logic = journal
+      ? lockoutMachine.provide({
+          actions: {
+            persist: ({ context }) => void journal.write(context.username, recordOf(context)),
+            forget: ({ context }) => void journal.write(context.username, null),
+          },
+        })
+      : lockoutMachine;
+  }
+
+  /**
+   * At boot, before the supervisors run: the stored states. A lock that has not ended, or failures not yet decayed,
+   * are kept (answered from memory until `revive` gives them actors); the rest is deleted from the store.
+   */
+  async load(): Promise<void> {
+    if (!this.journal) return;
+    const now = this.now();
+    const decay = this.policy.failureDecaySeconds;
+    for (const [username, r] of await this.journal.load()) {
+      const locked = r.lockedUntil > now;
+      const decayed = decay > 0 && r.lastFailureAt + decay * 1000 <= now;
+      if ((decayed && !locked) || r.failures <= 0) void this.journal.write(username, null);
+      else if (this.dormant.size < MAX_TRACKED_NAMES) this.dormant.set(username, r);
+    }
+    await this.journal.flushed();
+  }
+
+  /** Once the `lockouts` supervisor runs: an actor for every stored state, resuming it. */
+  revive(): void {
+    for (const username of [...this.dormant.keys()]) {
+      if (this.actor(username)) this.dormant.delete(username);
+      else this.spawn(username);
+    }
+  }
+
+  /** Resolves once the lockout state asked to be stored so far is written. */
+  flushed(): Promise<void> {
+    return this.journal?.flushed() ?? Promise.resolve();
+  }
+
+  private spawn(username: string): AnyActorRef | undefined {
+    const restored = this.dormant.get(username);
+    const input: LockoutInput = { username, ...this.policy, now: this.now, ...(restored ? { restored } : {}) };
+    this.host.start({ id: lockoutId(username), logic: this.logic, input });
+    this.dormant.delete(username); // the actor holds it now
+    return this.actor(username);
+  }
 
   private actor(username: string): AnyActorRef | undefined {
     const a = this.host.get(lockoutId(username));
@@ -48,10 +172,22 @@ export class Lockouts {
 
   status(username: string): LockState | undefined {
     const a = this.actor(username);
-    if (!a) return undefined;
+    const now = this.now();
+    if (!a) {
+      const r = this.dormant.get(username);
+      if (!r) return undefined;
+      const locked = r.lockedUntil > now;
+      return {
+        username,
+        failures: r.failures,
+        lockCount: r.lockCount,
+        locked,
+        lockedUntil: locked ? r.lockedUntil : 0,
+        remainingLockSeconds: locked ? Math.ceil((r.lockedUntil - now) / 1000) : 0,
+      };
+    }
     const snap = a.getSnapshot() as { context: LockoutContext; hasTag(t: string): boolean };
     const ctx = snap.context;
-    const now = this.now();
     const locked = snap.hasTag('locked') && ctx.lockedUntil > now;
     return {
       username,
@@ -67,37 +203,43 @@ export class Lockouts {
   recordFailure(username: string, address?: string): LockState | undefined {
     let a = this.actor(username);
     if (!a) {
-      if (this.host.ids().length >= MAX_TRACKED_NAMES) {
+      if (!this.dormant.has(username) && this.host.ids().length >= MAX_TRACKED_NAMES) {
         if (!this.warnedFull) this.warn(`lockout tracking is full (${MAX_TRACKED_NAMES} names); failures of new names are not counted until some decay`);
         this.warnedFull = true;
         return undefined;
       }
-      const input: LockoutInput = { username, ...this.policy, now: this.now };
-      this.host.start({ id: lockoutId(username), logic: lockoutMachine, input });
-      a = this.actor(username);
+      a = this.spawn(username);
       if (!a) return undefined;
     }
     a.send({ type: 'login.failed', address });
     return this.status(username);
   }
 
+  /** A success forgets the name's failures; a name without failures costs a map look-up (no store write). */
   succeeded(username: string): void {
-    this.actor(username)?.send({ type: 'login.succeeded' });
+    const a = this.actor(username);
+    if (a) a.send({ type: 'login.succeeded' });
+    else if (this.dormant.delete(username)) void this.journal?.write(username, null);
   }
 
-  /** Unlock, password change, user deleted: forget everything. */
+  /** Unlock, password change, user deleted: forget everything (in the store too). */
   reset(username: string): boolean {
     const a = this.actor(username);
-    if (!a) return false;
+    const had = this.dormant.delete(username);
+    if (!a) {
+      void this.journal?.write(username, null);
+      return had;
+    }
     a.send({ type: 'lockout.reset' });
     return true;
   }
 
   locked(): LockState[] {
     const out: LockState[] = [];
-    for (const id of this.host.ids()) {
-      if (!id.startsWith('lockout:')) continue;
-      const s = this.status(id.slice('lockout:'.length));
+    const names = new Set(this.dormant.keys());
+    for (const id of this.host.ids()) if (id.startsWith('lockout:')) names.add(id.slice('lockout:'.length));
+    for (const name of names) {
+      const s = this.status(name);
       if (s?.locked) out.push(s);
     }
     return out.sort((a, b) => a.username.localeCompare(b.username));

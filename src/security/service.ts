@@ -5,7 +5,7 @@ import { AclStore, DESTINATION_TYPES, describeEntry, explainDecision, SERVER_PER
 import { Audit } from './audit.js';
 import { ensureDefaults } from './defaults.js';
 import { Identities, type GroupRecord, type UserRecord } from './identities.js';
-import { Lockouts, type LockoutHost, type LockState } from './lockouts.js';
+import { LockoutJournal, Lockouts, type LockoutHost, type LockState } from './lockouts.js';
 import { checkPasswordPolicy, passwordCredentials, verifyPassword } from './passwords.js';
 import { mockCredentials, parseClientFirst, SCRAM_SHA_256, ScramError, ScramServer, type ClientFirst } from './scram.js';
 import { Sessions } from './sessions.js';
@@ -43,6 +43,7 @@ export class SecurityManager implements SecurityService {
       { maxFailuresBeforeLock: a.maxFailuresBeforeLock, initialLockSeconds: a.initialLockSeconds, maxLockSeconds: a.maxLockSeconds, failureDecaySeconds: a.failureDecaySeconds },
       now,
       (msg) => rt.log.warn(msg),
+      new LockoutJournal(rt.store.sublevel('lockouts'), (err) => rt.log.error({ err }, 'lockout state could not be written to the store')),
     );
     this.audit = new Audit(rt.logs.audit, now);
   }
@@ -53,6 +54,7 @@ export class SecurityManager implements SecurityService {
     await sm.identities.load();
     await sm.acl.load();
     await sm.sessions.load();
+    await sm.lockouts.load();
     if (sm.enabled) await ensureDefaults(sm, rt);
     return sm;
   }
@@ -102,7 +104,11 @@ export class SecurityManager implements SecurityService {
     if (locked) throw locked;
     const user = this.identities.userByUsername(username);
     const ok = password !== undefined && (await verifyPassword(password, user?.passwordHash));
-    if (!ok || !user) throw this.loginFailed(username, ctx);
+    if (!ok || !user) {
+      const failed = this.loginFailed(username, ctx);
+      await this.lockouts.flushed(); // the failure is in the store before the caller hears of it (a crash now keeps it)
+      throw failed;
+    }
     return this.loginSucceeded(user, ctx);
   }
 
@@ -388,14 +394,21 @@ export function supervisorHost(rt: Runtime): LockoutHost {
 
 export { DESTINATION_TYPES };
 
-/** Boots with the server: loads users, groups, ACLs and sessions, makes the first-boot defaults, installs `rt.security`. */
+/**
+ * Boots with the server: loads users, groups, ACLs, sessions and stored lockouts, makes the first-boot defaults,
+ * installs `rt.security`; once the supervisors run, gives every stored lockout its actor again.
+ */
 export const securityService: Service = {
   name: 'security',
   async start(rt) {
     rt.security = await SecurityManager.open(rt);
   },
-  async stop() {
-    /* everything is in the store already */
+  running(rt) {
+    if (rt.security instanceof SecurityManager) rt.security.lockouts.revive();
+  },
+  async stop(rt) {
+    // everything else is in the store already; lockout writes may still be under way
+    if (rt.security instanceof SecurityManager) await rt.security.lockouts.flushed();
   },
 };
 

@@ -1,13 +1,24 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createActor, SimulatedClock } from 'xstate';
-import { lockoutMachine } from '../../actors/lockout/lockout.machine.js';
+import { lockoutMachine, recordOf, type LockoutRecord } from '../../actors/lockout/lockout.machine.js';
+
+const T0 = 1_700_000_000_000;
 
 /** The lockout machine alone, on XState's SimulatedClock: the whole 15-minute timeline runs in milliseconds. */
-function start(policy: Partial<{ maxFailuresBeforeLock: number; initialLockSeconds: number; maxLockSeconds: number; failureDecaySeconds: number }> = {}) {
+function start(
+  policy: Partial<{ maxFailuresBeforeLock: number; initialLockSeconds: number; maxLockSeconds: number; failureDecaySeconds: number; restored: LockoutRecord }> = {},
+) {
   const clock = new SimulatedClock();
-  clock.set(1_700_000_000_000);
-  const actor = createActor(lockoutMachine, {
+  clock.set(T0);
+  const stored: Array<LockoutRecord | null> = [];
+  const logic = lockoutMachine.provide({
+    actions: {
+      persist: ({ context }) => void stored.push(recordOf(context)),
+      forget: () => void stored.push(null),
+    },
+  });
+  const actor = createActor(logic, {
     clock,
     input: { username: 'bob', maxFailuresBeforeLock: 5, initialLockSeconds: 30, maxLockSeconds: 900, failureDecaySeconds: 900, now: () => clock.now(), ...policy },
   });
@@ -17,7 +28,7 @@ function start(policy: Partial<{ maxFailuresBeforeLock: number; initialLockSecon
   };
   const locked = () => actor.getSnapshot().hasTag('locked');
   const lockedFor = () => (actor.getSnapshot().context.lockedUntil - clock.now()) / 1000;
-  return { clock, actor, fail, locked, lockedFor };
+  return { clock, actor, fail, locked, lockedFor, stored };
 }
 
 describe('lockout machine', () => {
@@ -111,5 +122,49 @@ describe('lockout machine', () => {
     b.fail(3);
     b.actor.send({ type: 'login.succeeded' });
     assert.equal(b.actor.getSnapshot().status, 'done');
+  });
+
+  test('lockout - every failure stores the counted state (with lockedUntil when it locks); the end forgets it; a success without failures stores nothing', () => {
+    const { clock, fail, stored, actor } = start({ maxFailuresBeforeLock: 2 });
+    fail();
+    assert.deepEqual(stored, [{ failures: 1, lockCount: 0, lastFailureAt: T0, lockedUntil: 0, lastAddress: '127.0.0.1' }]);
+    clock.increment(1000);
+    fail();
+    assert.deepEqual(stored[1], { failures: 2, lockCount: 1, lastFailureAt: T0 + 1000, lockedUntil: T0 + 1000 + 30_000, lastAddress: '127.0.0.1' });
+    fail(3); // locked: nothing counts, nothing is stored
+    clock.increment(30_000); // the lock ends: a past lockedUntil reads as unlocked, no write needed
+    assert.equal(stored.length, 2);
+    actor.send({ type: 'login.succeeded' });
+    assert.deepEqual(stored[2], null);
+    const fresh = start();
+    fresh.actor.send({ type: 'login.succeeded' });
+    assert.deepEqual(fresh.stored, [null], 'an actor only exists after a failure, so this costs one delete at most');
+  });
+
+  test('lockout - restored while locked: stays locked until the stored lockedUntil, then the next failure locks for twice as long', () => {
+    const { clock, fail, locked, lockedFor, actor } = start({ restored: { failures: 5, lockCount: 1, lastFailureAt: T0 - 10_000, lockedUntil: T0 + 20_000 } });
+    assert.equal(locked(), true);
+    assert.equal(lockedFor(), 20);
+    fail(2);
+    assert.equal(actor.getSnapshot().context.failures, 5, 'failures while locked do not count after a restore either');
+    clock.increment(20_000);
+    assert.equal(locked(), false);
+    fail();
+    assert.equal(lockedFor(), 60);
+  });
+
+  test('lockout - restored below the threshold: counting goes on from the stored count; decay from the stored last failure', () => {
+    const a = start({ maxFailuresBeforeLock: 3, restored: { failures: 2, lockCount: 0, lastFailureAt: T0 - 60_000, lockedUntil: 0 } });
+    assert.equal(a.locked(), false);
+    a.fail();
+    assert.equal(a.locked(), true, 'the third failure locks');
+    const b = start({ restored: { failures: 2, lockCount: 0, lastFailureAt: T0 - 800_000, lockedUntil: T0 - 700_000 } });
+    assert.equal(b.locked(), false, 'a stored lock that has ended is not a lock');
+    assert.equal(b.actor.getSnapshot().context.lockedUntil, 0);
+    b.clock.increment(99_999);
+    assert.equal(b.actor.getSnapshot().status, 'active');
+    b.clock.increment(1);
+    assert.equal(b.actor.getSnapshot().status, 'done', '900 s after the stored last failure');
+    assert.deepEqual(b.stored, [null]);
   });
 });

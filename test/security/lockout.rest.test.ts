@@ -1,7 +1,10 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { cpSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { SimulatedClock } from 'xstate';
-import { startServer, type TestServer, supervisedActors } from '../helpers.js';
+import { securityOf } from '../../src/security/service.js';
+import { CONFIG_DIR, removeDir, spawnBroker, startServer, tempDir, type BrokerProcess, type TestServer, supervisedActors, waitUntil } from '../helpers.js';
 import { auditLines, createUser, login } from './helpers.js';
 
 /**
@@ -132,5 +135,149 @@ describe('lockout over REST', () => {
     assert.ok(child, 'the lockout actor is under the lockouts supervisor (or one of its shards)');
     assert.equal(child.machine, 'lockout');
     assert.equal(child.state, 'counting');
+  });
+});
+
+/**
+ * Lockout state is kept in the store (`lockouts` sublevel): a restart on the same data directory, in process or
+ * after SIGKILL, neither unlocks a locked name nor forgets failures below the threshold.
+ */
+describe('lockout across a restart', () => {
+  const dirs: string[] = [];
+  const procs: BrokerProcess[] = [];
+  after(async () => {
+    for (const p of procs) await p.stop('SIGKILL');
+    dirs.forEach(removeDir);
+  });
+
+  /** In-process brokers on one data directory and one SimulatedClock (time goes on across the restart). */
+  function onOneDataDir(AuthManager: Record<string, unknown>) {
+    const dataDir = tempDir();
+    dirs.push(dataDir);
+    const clock = new SimulatedClock();
+    clock.set(Date.now());
+    const advance = (ms: number) => {
+      clock.increment(ms);
+      clock.increment(0);
+      clock.increment(0);
+    };
+    const boot = () => startServer({ dataDir, clock, overrides: { AuthManager: { loginRateLimit: 10000, ...AuthManager } } });
+    return { clock, advance, boot };
+  }
+  const fail = async (s: TestServer, username: string, n: number) => {
+    for (let i = 0; i < n; i++) assert.equal((await login(s, username, 'wrong-password-123')).statusCode, 401);
+  };
+
+  test('lockout - a locked user is still locked after a restart until the original lock ends, then the right password works', async () => {
+    const { clock, advance, boot } = onOneDataDir({ maxFailuresBeforeLock: 3, initialLockSeconds: 20 });
+    let s = await boot();
+    const u = await createUser(s, 'henry-lock');
+    await fail(s, 'henry-lock', 3);
+    assert.equal((await login(s, 'henry-lock', u.password)).headers['retry-after'], '20');
+    await s.close();
+    advance(5_000); // down for 5 s
+
+    s = await boot();
+    try {
+      const r = await login(s, 'henry-lock', u.password);
+      assert.equal(r.statusCode, 401, 'the restart did not unlock the account');
+      assert.equal(r.headers['retry-after'], '15', 'the original lock goes on: 20 s from the lock, 5 s of them passed');
+      assert.equal((await s.app.inject({ url: '/api/v1/session', headers: u.auth })).statusCode, 401, 'Basic is refused too');
+      const listed = ((await s.inject('/api/v1/auth/user-lockouts')).json() as Array<{ uuid: string; username: string; lockedUntilIso: string }>).find((l) => l.username === 'henry-lock');
+      assert.equal(listed?.uuid, u.uuid, 'listed as locked');
+      assert.equal(Date.parse(listed!.lockedUntilIso), clock.now() + 15_000);
+      const tree = (await s.inject('/api/v1/server/actors')).json();
+      const child = supervisedActors(tree.children.find((c: { id: string }) => c.id === 'lockouts')).find((c: { id: string }) => c.id === 'lockout:henry-lock');
+      assert.equal(child?.state, 'locked', 'the lockout actor was started again at boot, locked');
+      advance(14_999);
+      assert.equal((await login(s, 'henry-lock', u.password)).statusCode, 401, 'still locked 1 ms before the end');
+      advance(1);
+      assert.equal((await login(s, 'henry-lock', u.password)).statusCode, 200, 'the lock ended at its original time');
+      await securityOf(s.rt).lockouts.flushed();
+      assert.equal(await s.rt.store.getJson('lockouts', 'henry-lock'), undefined, 'the success removed the stored state');
+    } finally {
+      await s.close();
+    }
+    s = await boot();
+    try {
+      await fail(s, 'henry-lock', 2);
+      assert.equal((await login(s, 'henry-lock', u.password)).statusCode, 200, 'after the success the count started again');
+    } finally {
+      await s.close();
+    }
+  });
+
+  test('lockout - failures below the threshold survive a restart (threshold 3: 2 failures, restart, 1 failure locks)', async () => {
+    const { advance, boot } = onOneDataDir({ maxFailuresBeforeLock: 3 });
+    let s = await boot();
+    const u = await createUser(s, 'ivy-lock');
+    await fail(s, 'ivy-lock', 2);
+    await s.close();
+    advance(60_000);
+    s = await boot();
+    try {
+      assert.deepEqual((await s.inject('/api/v1/auth/user-lockouts')).json(), [], 'two failures do not lock');
+      await fail(s, 'ivy-lock', 1);
+      const r = await login(s, 'ivy-lock', u.password);
+      assert.equal(r.statusCode, 401, 'the third failure, after the restart, locked the account');
+      assert.equal(r.headers['retry-after'], '30');
+    } finally {
+      await s.close();
+    }
+  });
+
+  test('lockout - stored failures decay while the broker is down; a restart in process (PATCH /api/v1/server restart) keeps a lock', async () => {
+    const { advance, boot } = onOneDataDir({ maxFailuresBeforeLock: 3, failureDecaySeconds: 600 });
+    let s = await boot();
+    const u = await createUser(s, 'jack-lock');
+    await fail(s, 'jack-lock', 2);
+    await s.close();
+    advance(600_000); // down for the whole decay window
+    s = await boot();
+    try {
+      assert.equal(await s.rt.store.getJson('lockouts', 'jack-lock'), undefined, 'the decayed state was deleted at boot');
+      await fail(s, 'jack-lock', 2);
+      assert.equal((await login(s, 'jack-lock', u.password)).statusCode, 200, 'the count started again');
+      await fail(s, 'jack-lock', 3);
+      await s.rt.restart(); // what PATCH /api/v1/server {"state":"restart"} does: a fresh actor tree
+      const r = await login(s, 'jack-lock', u.password);
+      assert.equal(r.statusCode, 401, 'still locked after the in-process restart');
+      assert.equal(r.headers['retry-after'], '30');
+    } finally {
+      await s.close();
+    }
+  });
+
+  test('lockout - a lock survives SIGKILL of the broker process', async () => {
+    const data = tempDir();
+    const config = tempDir('switchyard-cfg-');
+    dirs.push(data, config);
+    cpSync(CONFIG_DIR, config, { recursive: true });
+    writeFileSync(join(config, 'AuthManager.yaml'), 'AuthManager:\n  maxFailuresBeforeLock: 3\n  initialLockSeconds: 8\n');
+    const env = { SWITCHYARD_DATA_DIR: data, SWITCHYARD_CONFIG_DIR: config };
+    const first = await spawnBroker(env);
+    procs.push(first);
+    const call = (b: BrokerProcess, method: string, path: string, body: unknown, headers: Record<string, string> = {}) =>
+      fetch(`http://127.0.0.1:${b.port}${path}`, { method, headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+    const password = 'kate-password-123';
+    assert.equal((await call(first, 'POST', '/api/v1/auth/users', { username: 'kate-lock', password }, first.auth())).status, 201);
+    for (let i = 0; i < 3; i++) assert.equal((await call(first, 'POST', '/api/v1/login', { username: 'kate-lock', password: 'wrong-password-123' })).status, 401);
+    const lockedAt = Date.now();
+    first.proc.kill('SIGKILL');
+    assert.equal(await first.exited, null, 'killed, not exited');
+
+    const second = await spawnBroker(env);
+    procs.push(second);
+    const r = await call(second, 'POST', '/api/v1/login', { username: 'kate-lock', password });
+    assert.ok(Date.now() - lockedAt < 7000, 'the second broker started well within the 8 s lock');
+    assert.equal(r.status, 401, 'still locked after the crash');
+    assert.ok(Number(r.headers.get('retry-after')) >= 1);
+    // poll the admin list, not the login (POST /api/v1/login is rate-limited per address)
+    const listed = async () => (await (await fetch(`http://127.0.0.1:${second.port}/api/v1/auth/user-lockouts`, { headers: second.auth() })).json()) as Array<{ username: string }>;
+    assert.deepEqual((await listed()).map((l) => l.username), ['kate-lock']);
+    await waitUntil(async () => (await listed()).length === 0, 15000, 'the lock ended');
+    assert.ok(Date.now() - lockedAt >= 7900, 'the lock ends at its original time');
+    assert.equal((await call(second, 'POST', '/api/v1/login', { username: 'kate-lock', password })).status, 200, 'then the right password works');
+    await second.stop();
   });
 });

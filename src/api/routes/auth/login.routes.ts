@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { BrokerError, ValidationError } from '../../../errors.js';
+import { BrokerError, ForbiddenError, ValidationError } from '../../../errors.js';
 import { securityOf } from '../../../security/service.js';
 import { AuthenticationFailedError } from '../../../security/types.js';
 import type { ApiContext } from '../../context.js';
@@ -12,8 +12,15 @@ const LoginRequest = z
   .object({
     username: z.string().trim().min(1, 'username is required').max(256),
     password: z.string().max(1024, 'password is too long'),
-    persistent: z.boolean().default(false),
-    sessionId: z.string().max(256).optional(),
+    persistent: z
+      .boolean()
+      .default(false)
+      .describe('true: the messaging state (REST subscriptions) is durable: kept after logout and idle timeout, resumed by the next persistent login with the same sessionId; needs persistent_session'),
+    sessionId: z
+      .string()
+      .max(256)
+      .optional()
+      .describe('names the messaging session to resume (persistent) or to discard (not persistent); per user; default: the login session id'),
     longLived: z.boolean().default(false),
   })
   .meta({ id: 'LoginRequest' });
@@ -26,6 +33,7 @@ const LoginResponse = z
     groupList: z.array(z.string()).optional().describe('Switchyard: group names in membership order'),
     authenticationMethod: z.string().optional().describe('Switchyard: basic, bearer, cookie or anonymous'),
     sessionExpiresAt: z.string().optional().describe('Switchyard: when the login session (and its token) expires, ISO-8601'),
+    sessionId: z.string().optional().describe('Switchyard, persistent logins: the sessionId to log in with again to resume the messaging session'),
   })
   .meta({ id: 'LoginResponse' });
 
@@ -58,7 +66,8 @@ export const loginRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
         summary: 'User login',
         description:
           'Checks the credentials and sets the maps_access_token cookie (JWT, HS256; 15 minutes, 7 days when longLived; HttpOnly, SameSite=Strict, Secure over HTTPS). ' +
-          'The cookie value also works as `Authorization: Bearer`. Bad credentials: 401 with WWW-Authenticate; a locked account: 401 with Retry-After. Rate-limited per client address (429).',
+          'The cookie value also works as `Authorization: Bearer`. Bad credentials: 401 with WWW-Authenticate; a locked account: 401 with Retry-After. Rate-limited per client address (429). ' +
+          '`persistent: true` makes the REST messaging session durable (docs/messaging.md); without the persistent_session permission it is a 403.',
         body: LoginRequest,
         response: { 200: LoginResponse, 429: StatusResponse, ...ErrorResponses },
       },
@@ -73,13 +82,27 @@ export const loginRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
         if (err instanceof AuthenticationFailedError) return unauthorised(reply, err.message, 'invalid_request', err.retryAfterSeconds);
         throw err;
       }
-      if (req.loginSession) await sm.sessions.end(req.loginSession.sessionId);
+      if (req.body.persistent && !rt.security.isAllowed(principal, 'persistent_session', 'Server', rt.serverName)) {
+        sm.audit.denied(
+          { username: principal.username, route: '/api/v1/login', permission: 'persistent_session', resourceType: 'Server', resourceKey: rt.serverName, clientAddress: req.ip },
+          `persistent login refused: ${principal.username} lacks persistent_session`,
+        );
+        throw new ForbiddenError(
+          `Access denied: ${principal.username} lacks persistent_session on Server ${rt.serverName}; log in with persistent: false for a session that ends with the login`,
+        );
+      }
+      if (req.loginSession) {
+        await sm.sessions.end(req.loginSession.sessionId);
+        ctx.sessions?.close(sessionIdOf(req)); // its messaging session goes with it (a persistent one is left, to resume)
+      }
       const { token, session, maxAge } = await sm.sessions.create(principal, {
         longLived: req.body.longLived,
         persistent: req.body.persistent,
         engineSessionId: req.body.sessionId,
         clientAddress: req.ip,
       });
+      // Clean start: a login naming a sessionId without persistent ends that session's durable state (this user's only).
+      if (!req.body.persistent && req.body.sessionId) ctx.sessions?.discard(principal.uniqueId, req.body.sessionId);
       setAccessCookie(req, reply, token, maxAge);
       const u = sm.identities.user(principal.uniqueId)!;
       return {
@@ -90,6 +113,7 @@ export const loginRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
         groupList: u.groups.map((g) => sm.identities.group(g)?.name ?? g),
         authenticationMethod: 'cookie',
         sessionExpiresAt: new Date(session.expiresAt).toISOString(),
+        ...(session.persistent ? { sessionId: session.engineSessionId ?? session.sessionId } : {}),
       };
     },
   );
@@ -101,7 +125,8 @@ export const loginRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
       schema: {
         tags: ['User Authentication'],
         summary: 'User logout',
-        description: 'Ends the login session on the server (its token is refused afterwards) and clears the cookie.',
+        description:
+          'Ends the login session on the server (its token is refused afterwards) and clears the cookie. The REST messaging session ends with it, except that of a persistent login: its subscriptions hibernate and keep holding messages.',
         response: { 200: StatusResponse, ...ErrorResponses },
       },
     },
@@ -161,6 +186,7 @@ export const loginRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
         groupList: (u?.groups ?? []).map((g) => sm.identities.group(g)?.name ?? g),
         authenticationMethod: req.authMethod ?? 'none',
         ...(req.loginSession ? { sessionExpiresAt: new Date(req.loginSession.expiresAt).toISOString() } : {}),
+        ...(req.loginSession?.persistent ? { sessionId: req.loginSession.engineSessionId ?? req.loginSession.sessionId } : {}),
       };
     },
   );

@@ -3,7 +3,8 @@ import { z } from 'zod';
 import type { Delivery } from '../../../engine/index.js';
 import { ConflictError, NotFoundError, ValidationError } from '../../../errors.js';
 import type { ApiContext } from '../../context.js';
-import { fromDto, MessageIn, MessageOut, messageSelector, toDto } from '../../message-dto.js';
+import { restSubscribeOptions } from '../../../runtime/rest-sessions.service.js';
+import { fromDto, MessageIn, MessageOut, toDto } from '../../message-dto.js';
 import { RestSessions, type RestSession, type RestSubscription } from '../../rest-session.js';
 import { ErrorResponses, StatusResponse } from '../../schemas.js';
 import { requireDestination, requireSubscribe } from './access.js';
@@ -47,37 +48,35 @@ function clampDepth(depth: number | null | undefined): number {
   return Math.min(depth, 1000);
 }
 
-/** Subscribes the session (or updates an existing subscription of the same name). */
+/** Subscribes the session (or updates an existing subscription of the same name); durable in a persistent session. */
 export function subscribeSession(ctx: ApiContext, session: RestSession, body: z.infer<typeof SubscriptionRequest>): RestSubscription {
   const engine = session.engine;
   const dest = body.destinationName;
   const filter = body.namedSubscription ? `$share/${body.namedSubscription}/${dest}` : dest;
   const transactional = body.transactional === true;
+  const selector = body.filter ?? undefined;
   const existing = session.subs.get(dest);
   if (existing && existing.sub.filter !== filter) engine.unsubscribe(existing.sub);
-  const sub = engine.subscribe({
-    sessionId: session.engineSessionId,
-    filter,
-    selector: messageSelector(body.filter),
-    maxDepth: body.maxDepth ?? 1,
-    transactional,
-    qos: transactional ? 1 : 0,
-    retainHandling: body.retainMessage ? 0 : 2,
-    sink: { kind: 'pull' },
-  });
-  const rs: RestSubscription = { name: dest, sub, transactional };
+  const sub = engine.subscribe(
+    restSubscribeOptions(
+      session.engineSessionId,
+      { name: dest, filter, selector, maxDepth: body.maxDepth ?? 1, transactional },
+      { durable: session.durable !== undefined, retainMessage: body.retainMessage === true },
+    ),
+  );
+  const rs: RestSubscription = { name: dest, sub, transactional, ...(selector !== undefined ? { selector } : {}) };
   session.subs.set(dest, rs);
-  void ctx;
+  ctx.sessions.changed(session);
   return rs;
 }
 
 export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => {
   const { rt, sessions } = ctx;
-  const session = (req: Parameters<typeof RestSessions.idOf>[0]) => sessions.get(RestSessions.idOf(req));
+  const session = (req: Parameters<typeof RestSessions.idOf>[0]) => sessions.get(RestSessions.idOf(req), req.loginSession);
   const findSub = (s: RestSession, name: string): RestSubscription => {
     const rs = s.subs.get(name);
     if (!rs || rs.sub.closed) {
-      s.subs.delete(name);
+      if (s.subs.delete(name)) sessions.changed(s);
       throw new NotFoundError(`No subscription to ${name} in this session`);
     }
     return rs;
@@ -132,8 +131,9 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
     async (req) => {
       const s = session(req);
       const rs = findSub(s, req.body.destinationName);
-      s.engine.unsubscribe(rs.sub);
+      s.engine.unsubscribe(rs.sub); // a durable subscription goes for good, with the messages held for it
       s.subs.delete(rs.name);
+      sessions.changed(s);
       return { status: `Successfully unsubscribed to ${req.body.destinationName}` };
     },
   );

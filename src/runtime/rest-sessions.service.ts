@@ -1,0 +1,208 @@
+import { messageSelector } from '../api/message-dto.js';
+import type { Engine, SubscribeOptions } from '../engine/index.js';
+import type { Sub } from '../store/store.js';
+import type { Runtime, Service } from './runtime.js';
+
+/**
+ * Persistent REST messaging sessions (`POST /api/v1/login` with `persistent: true`): their subscriptions are durable
+ * engine subscriptions under the engine session `rest:durable:<user uniqueId>:<sessionId>`. When the login goes away
+ * (logout, idle timeout, broker stop) they hibernate and keep holding messages (up to each subscription's maxDepth;
+ * queue messages wait in their queue); a later persistent login of the same user with the same `sessionId` takes them
+ * back. A detached session is discarded after `RestApi.persistentSessionExpiry` ms, or at once by a login of the same
+ * user with the same `sessionId` and `persistent: false` (clean start).
+ *
+ * What is kept of a session (sublevel `restSessions`, key = engine session id) is its subscription list; the held
+ * messages themselves are the engine's durable-subscription messages. At every boot the sessions are restored
+ * hibernated, before any endpoint or route runs, so messages published after a restart are held for them too.
+ */
+export interface DurableRestSubscription {
+  /** Name as subscribed (`destinationName`): the key for consume, commit, abort and unsubscribe. */
+  name: string;
+  /** Engine filter: `destinationName`, or `$share/<namedSubscription>/<destinationName>`. */
+  filter: string;
+  /** Selector text (`filter` of the subscribe request). */
+  selector?: string;
+  maxDepth: number;
+  transactional: boolean;
+}
+
+export interface DurableRestRecord {
+  engineSessionId: string;
+  /** The `sessionId` a login names to resume the session. */
+  sessionId: string;
+  /** The owner: only a login of this user resumes or discards the session. */
+  uniqueId: string;
+  username: string;
+  subscriptions: DurableRestSubscription[];
+  /** When the session was left (logout, idle timeout, broker stop); undefined while a login uses it. */
+  detachedAt?: number;
+}
+
+/** The engine session id of a persistent REST session: per user, so one user can never reach another's session. */
+export function durableRestSessionId(uniqueId: string, sessionId: string): string {
+  return `rest:durable:${uniqueId}:${sessionId}`;
+}
+
+/** Engine subscribe options of a REST (pull) subscription. */
+export function restSubscribeOptions(
+  engineSessionId: string,
+  s: DurableRestSubscription,
+  opts: { durable: boolean; retainMessage: boolean },
+): SubscribeOptions {
+  return {
+    sessionId: engineSessionId,
+    filter: s.filter,
+    selector: messageSelector(s.selector),
+    maxDepth: s.maxDepth,
+    transactional: s.transactional,
+    qos: s.transactional ? 1 : 0,
+    retainHandling: opts.retainMessage ? 0 : 2,
+    durable: opts.durable,
+    sink: { kind: 'pull' },
+  };
+}
+
+const services = new WeakMap<Runtime, RestSessionsService>();
+
+/** The persistent REST session keeper of a runtime (undefined when the service is not registered). */
+export function restSessionsOf(rt: Runtime): RestSessionsService | undefined {
+  return services.get(rt);
+}
+
+export class RestSessionsService implements Service {
+  readonly name = 'restSessions';
+  private readonly records = new Map<string, DurableRestRecord>();
+  private rt!: Runtime;
+  private store: Sub | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private writes: Promise<void> = Promise.resolve();
+
+  get expiry(): number {
+    return this.rt.config.RestApi.persistentSessionExpiry;
+  }
+
+  async start(rt: Runtime): Promise<void> {
+    this.rt = rt;
+    services.set(rt, this);
+    this.store = rt.store.sublevel('restSessions');
+    this.records.clear();
+    const engine = rt.engine;
+    const now = rt.now();
+    let restored = 0;
+    for await (const [key, value] of this.store.iterator()) {
+      let rec: DurableRestRecord;
+      try {
+        rec = JSON.parse(value.toString('utf8')) as DurableRestRecord;
+        if (rec.engineSessionId !== key || !Array.isArray(rec.subscriptions)) throw new Error('bad record');
+      } catch {
+        rt.log.warn({ key }, 'unreadable persistent REST session record dropped');
+        await this.store.del(key);
+        continue;
+      }
+      if (rec.detachedAt === undefined) {
+        rec.detachedAt = now; // in use when the broker went down without a clean stop
+        this.write(key, rec);
+      }
+      if (rec.detachedAt + this.expiry <= now) {
+        engine?.closeSession(key); // forgets the messages recovered for it
+        await this.store.del(key);
+        continue;
+      }
+      if (engine !== undefined) for (const s of rec.subscriptions) {
+        try {
+          engine.subscribe(restSubscribeOptions(key, s, { durable: true, retainMessage: false })).hibernate();
+        } catch (err) {
+          rt.log.warn({ err, session: key, filter: s.filter }, 'could not restore a persistent REST subscription');
+        }
+      }
+      this.records.set(key, rec);
+      restored++;
+    }
+    if (restored) rt.log.info({ sessions: restored }, 'persistent REST sessions restored');
+    const every = Math.min(60000, Math.max(1000, Math.floor(this.expiry / 4)));
+    this.timer = setInterval(() => this.sweep(), every);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    // Sessions in use are left now: their expiry counts from the stop; the next boot restores them hibernated.
+    const now = this.rt.now();
+    for (const rec of this.records.values()) {
+      if (rec.detachedAt === undefined) {
+        rec.detachedAt = now;
+        this.write(rec.engineSessionId, rec);
+      }
+    }
+    await this.writes;
+  }
+
+  get(engineSessionId: string): DurableRestRecord | undefined {
+    return this.records.get(engineSessionId);
+  }
+
+  /** A login uses the session (new or resumed): write it with its current subscriptions. */
+  attach(rec: DurableRestRecord): void {
+    rec.detachedAt = undefined;
+    this.records.set(rec.engineSessionId, rec);
+    this.write(rec.engineSessionId, rec);
+  }
+
+  /** The subscription list changed (subscribe, unsubscribe). */
+  update(engineSessionId: string, subscriptions: DurableRestSubscription[]): void {
+    const rec = this.records.get(engineSessionId);
+    if (!rec) return;
+    rec.subscriptions = subscriptions;
+    this.write(engineSessionId, rec);
+  }
+
+  /** The login left the session (its subscriptions were hibernated): the expiry countdown starts. */
+  detach(engineSessionId: string): void {
+    const rec = this.records.get(engineSessionId);
+    if (!rec) return;
+    rec.detachedAt = this.rt.now();
+    this.write(engineSessionId, rec);
+  }
+
+  /** Ends the session for good: its subscriptions and held messages go. */
+  discard(engineSessionId: string, engine: Engine | undefined = this.rt.engine): void {
+    if (engine !== undefined && !engine.isClosed) engine.closeSession(engineSessionId);
+    if (this.records.delete(engineSessionId)) this.write(engineSessionId, undefined);
+  }
+
+  /** Discards detached sessions older than `RestApi.persistentSessionExpiry`. Returns how many went. */
+  sweep(now: number = this.rt.now()): number {
+    let n = 0;
+    for (const rec of [...this.records.values()]) {
+      if (rec.detachedAt !== undefined && rec.detachedAt + this.expiry <= now) {
+        this.discard(rec.engineSessionId);
+        n++;
+      }
+    }
+    return n;
+  }
+
+  /** Sessions kept (in use or detached). */
+  get size(): number {
+    return this.records.size;
+  }
+
+  /** Waits for the writes queued so far. */
+  flush(): Promise<void> {
+    return this.writes;
+  }
+
+  private write(key: string, rec: DurableRestRecord | undefined): void {
+    const store = this.store;
+    if (!store) return;
+    const value = rec ? Buffer.from(JSON.stringify(rec)) : undefined;
+    this.writes = this.writes
+      .then(() => (value ? store.put(key, value) : store.del(key)))
+      .catch((err: unknown) => this.rt.log.error({ err, session: key }, 'persistent REST session could not be written to the store'));
+  }
+}
+
+export function restSessionsService(): Service {
+  return new RestSessionsService();
+}
