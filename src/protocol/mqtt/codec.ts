@@ -37,56 +37,109 @@ export interface FrameSink {
 /**
  * Splits a byte stream into MQTT packets. The remaining length is checked against `maxPacketSize` before the
  * packet is buffered, so an oversize length closes the connection at once (MQTT 5 0x95, [MQTT-3.2.2-15]).
+ *
+ * Packets inside one read are handed on as views of that read. Only a packet split across reads is copied, and
+ * only its own bytes: the pieces are kept as a list until the packet is complete (no re-copying of a growing
+ * buffer for a large packet, no copy of the rest of the read).
  */
 export class Framer {
-  private pending: Buffer | undefined;
+  /** Bytes of an incomplete packet, in arrival order. */
+  private parts: Buffer[] = [];
+  private partBytes = 0;
+  /** Total size of the incomplete packet once its fixed header is known; 0 while it is not. */
+  private partTotal = 0;
   constructor(
     private readonly sink: FrameSink,
     public maxPacketSize: number,
   ) {}
 
   push(chunk: Buffer): void {
-    let buf = chunk;
-    if (this.pending !== undefined) {
-      buf = Buffer.concat([this.pending, chunk]);
-      this.pending = undefined;
-    }
     let off = 0;
+    if (this.partBytes > 0) {
+      off = this.completePart(chunk);
+      if (off < 0) return; // still incomplete (or stopped)
+    }
+    const buf = chunk;
     const len = buf.length;
     while (off < len && !this.sink.stopped) {
-      if (len - off < 2) break;
-      // variable byte integer, at most 4 bytes [MQTT-1.5.5-1]
-      let remaining = 0;
-      let mul = 1;
-      let i = off + 1;
-      let complete = false;
-      for (let n = 0; n < 4; n++, i++) {
-        if (i >= len) break;
-        const b = buf[i]!;
-        remaining += (b & 0x7f) * mul;
-        mul *= 128;
-        if ((b & 0x80) === 0) {
-          complete = true;
-          i++;
-          break;
-        }
-        if (n === 3) throw new MqttProtocolError(Reason.MalformedPacket, 'remaining length is longer than 4 bytes [MQTT-1.5.5-1]');
-      }
-      if (!complete) break; // need more bytes for the length
-      const total = i - off + remaining;
-      if (total > this.maxPacketSize) {
-        throw new MqttProtocolError(Reason.PacketTooLarge, `packet of ${total} bytes exceeds the maximum packet size ${this.maxPacketSize} [MQTT-3.2.2-15]`);
-      }
-      if (off + total > len) break;
+      const total = this.frameLength(buf, off, len);
+      if (total < 0 || off + total > len) break;
       const first = buf[off]!;
-      this.sink.frame(first >> 4, first & 0x0f, buf.subarray(off, off + total), i - off);
+      this.sink.frame(first >> 4, first & 0x0f, buf.subarray(off, off + total), this.bodyOffset);
       off += total;
     }
-    if (off < len && !this.sink.stopped) this.pending = off === 0 ? buf : Buffer.from(buf.subarray(off));
+    if (off < len && !this.sink.stopped) {
+      // keep a copy of the tail, not a view: a view would hold the whole read in memory
+      const tail = Buffer.from(buf.subarray(off));
+      this.parts.push(tail);
+      this.partBytes = tail.length;
+      this.partTotal = Math.max(0, this.frameLength(tail, 0, tail.length));
+    }
+  }
+
+  private bodyOffset = 0;
+
+  /**
+   * Size of the packet at `off` (fixed header included), setting `bodyOffset`; -1 when the bytes end inside the
+   * fixed header. Throws on a malformed or oversize remaining length.
+   */
+  private frameLength(buf: Buffer, off: number, len: number): number {
+    if (len - off < 2) return -1;
+    // variable byte integer, at most 4 bytes [MQTT-1.5.5-1]
+    let remaining = 0;
+    let mul = 1;
+    let i = off + 1;
+    for (let n = 0; n < 4; n++, i++) {
+      if (i >= len) return -1;
+      const b = buf[i]!;
+      remaining += (b & 0x7f) * mul;
+      mul *= 128;
+      if ((b & 0x80) === 0) {
+        i++;
+        const total = i - off + remaining;
+        if (total > this.maxPacketSize) {
+          throw new MqttProtocolError(Reason.PacketTooLarge, `packet of ${total} bytes exceeds the maximum packet size ${this.maxPacketSize} [MQTT-3.2.2-15]`);
+        }
+        this.bodyOffset = i - off;
+        return total;
+      }
+      if (n === 3) throw new MqttProtocolError(Reason.MalformedPacket, 'remaining length is longer than 4 bytes [MQTT-1.5.5-1]');
+    }
+    return -1;
+  }
+
+  /** Adds the start of `chunk` to the incomplete packet; returns where the rest of `chunk` begins, or -1. */
+  private completePart(chunk: Buffer): number {
+    if (this.partTotal === 0) {
+      // the fixed header itself was split: at most 5 bytes are needed to read it
+      const head = Buffer.concat([...this.parts, chunk.subarray(0, 5)]);
+      const total = this.frameLength(head, 0, head.length);
+      if (total < 0) {
+        this.parts = [Buffer.concat([...this.parts, chunk])];
+        this.partBytes = this.parts[0]!.length;
+        return -1;
+      }
+      this.partTotal = total;
+    }
+    const need = this.partTotal - this.partBytes;
+    if (chunk.length < need) {
+      this.parts.push(chunk); // all of it belongs to this packet: a view costs nothing extra
+      this.partBytes += chunk.length;
+      return -1;
+    }
+    this.parts.push(chunk.subarray(0, need));
+    const frame = Buffer.concat(this.parts, this.partTotal);
+    this.parts = [];
+    this.partBytes = 0;
+    this.partTotal = 0;
+    const total = this.frameLength(frame, 0, frame.length); // sets bodyOffset
+    const first = frame[0]!;
+    this.sink.frame(first >> 4, first & 0x0f, frame.subarray(0, total), this.bodyOffset);
+    return this.sink.stopped ? -1 : need;
   }
 
   get buffered(): number {
-    return this.pending?.length ?? 0;
+    return this.partBytes;
   }
 }
 
