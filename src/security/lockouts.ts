@@ -173,30 +173,21 @@ export class Lockouts {
   status(username: string): LockState | undefined {
     const a = this.actor(username);
     const now = this.now();
+    const view = (failures: number, lockCount: number, lockedUntil: number, locked: boolean): LockState => ({
+      username,
+      failures,
+      lockCount,
+      locked,
+      lockedUntil: locked ? lockedUntil : 0,
+      remainingLockSeconds: locked ? Math.ceil((lockedUntil - now) / 1000) : 0,
+    });
     if (!a) {
       const r = this.dormant.get(username);
-      if (!r) return undefined;
-      const locked = r.lockedUntil > now;
-      return {
-        username,
-        failures: r.failures,
-        lockCount: r.lockCount,
-        locked,
-        lockedUntil: locked ? r.lockedUntil : 0,
-        remainingLockSeconds: locked ? Math.ceil((r.lockedUntil - now) / 1000) : 0,
-      };
+      return r ? view(r.failures, r.lockCount, r.lockedUntil, r.lockedUntil > now) : undefined;
     }
     const snap = a.getSnapshot() as { context: LockoutContext; hasTag(t: string): boolean };
     const ctx = snap.context;
-    const locked = snap.hasTag('locked') && ctx.lockedUntil > now;
-    return {
-      username,
-      failures: ctx.failures,
-      lockCount: ctx.lockCount,
-      locked,
-      lockedUntil: locked ? ctx.lockedUntil : 0,
-      remainingLockSeconds: locked ? Math.ceil((ctx.lockedUntil - now) / 1000) : 0,
-    };
+    return view(ctx.failures, ctx.lockCount, ctx.lockedUntil, snap.hasTag('locked') && ctx.lockedUntil > now);
   }
 
   /** Counts a failure (spawning the actor for a first failure); returns the state after it. */
