@@ -3,6 +3,7 @@ import type { Engine, Subscription } from '../engine/index.js';
 import { durableRestSessionId, restSessionsOf, restSubscribeOptions, type DurableRestRecord, type DurableRestSubscription } from '../runtime/rest-sessions.service.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { SessionRecord } from '../security/sessions.js';
+import { USER_DELETED, type UserDeletion } from '../security/types.js';
 import { sessionIdOf } from './plugins/auth.js';
 
 /**
@@ -66,6 +67,38 @@ export class RestSessions {
   ) {
     this.timer = setInterval(() => this.sweep(), Math.min(10000, Math.max(1000, Math.floor(idleTimeout / 4))));
     this.timer.unref();
+    rt.on(USER_DELETED, this.onUserDeleted);
+  }
+
+  private readonly onUserDeleted = (d: UserDeletion): void => {
+    const n = this.endUser(d.uniqueId, d.loginSessions);
+    if (n) d.ended.restSessions = n;
+  };
+
+  /**
+   * A user was deleted: the messaging sessions of its logins and Basic credentials end, and its durable sessions are
+   * discarded (subscriptions and held messages go). Returns how many sessions in use were ended.
+   */
+  endUser(uniqueId: string, loginSessions: string[]): number {
+    const ids = new Set([...loginSessions.map((id) => `login:${id}`), `basic:${uniqueId}`]);
+    const keeper = restSessionsOf(this.rt);
+    let n = 0;
+    for (const [id, s] of [...this.sessions]) {
+      if (!ids.has(id) && s.durable?.uniqueId !== uniqueId) continue;
+      this.sessions.delete(id);
+      n++;
+      if (s.durable) {
+        if (this.durable.get(s.engineSessionId) === s) this.durable.delete(s.engineSessionId);
+        if (keeper) keeper.discard(s.engineSessionId);
+        else if (s.engine === this.rt.engine) s.engine.closeSession(s.engineSessionId);
+      } else if (s.engine === this.rt.engine) s.engine.closeSession(s.engineSessionId);
+    }
+    for (const [key, s] of [...this.durable]) {
+      if (s.durable?.uniqueId !== uniqueId) continue;
+      this.durable.delete(key);
+      keeper?.discard(key);
+    }
+    return n;
   }
 
   /** The caller's session id: the login session, or the anonymous `maps_session` cookie (set when missing). */
@@ -169,5 +202,6 @@ export class RestSessions {
 
   stop(): void {
     if (this.timer) clearInterval(this.timer);
+    this.rt.off(USER_DELETED, this.onUserDeleted);
   }
 }

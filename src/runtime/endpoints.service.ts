@@ -11,6 +11,7 @@ import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import { MqttBroker } from '../protocol/mqtt/broker.js';
 import { EndpointStats, type EndpointContext, type MqttConnection } from '../protocol/mqtt/connection.js';
 import { CloseReason, Reason } from '../protocol/mqtt/reason.js';
+import { USER_DELETED, type UserDeletion } from '../security/types.js';
 import { bindListener } from '../transport/listener.js';
 import type { Runtime, Service } from './runtime.js';
 
@@ -69,9 +70,19 @@ export class EndpointsService implements Service {
   readonly entries = new Map<string, EndpointEntry>();
   private rt!: Runtime;
 
+  /** A user was deleted: its MQTT connections and sessions end (counted into the audit line). */
+  private readonly onUserDeleted = (d: UserDeletion): void => {
+    const n = this.broker?.endUser(d.uniqueId, d.username);
+    if (n) {
+      d.ended.mqttConnections = n.connections;
+      d.ended.mqttSessions = n.sessions;
+    }
+  };
+
   async start(rt: Runtime): Promise<void> {
     this.rt = rt;
     services.set(rt, this);
+    rt.on(USER_DELETED, this.onUserDeleted);
     this.broker = new MqttBroker({
       engine: () => rt.engine,
       security: () => rt.security,
@@ -152,6 +163,7 @@ export class EndpointsService implements Service {
   }
 
   async stop(): Promise<void> {
+    this.rt.off(USER_DELETED, this.onUserDeleted);
     // the actors were stopped with the tree (their listeners close); wait for the sockets, then save sessions
     await Promise.all([...this.entries.values()].map((e) => e.handle?.close()));
     for (const e of this.entries.values()) e.handle = undefined;

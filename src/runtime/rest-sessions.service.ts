@@ -1,6 +1,7 @@
 import { messageSelector } from '../api/message-dto.js';
 import type { Engine, SubscribeOptions } from '../engine/index.js';
 import type { Sub } from '../store/store.js';
+import { USER_DELETED, type UserDeletion } from '../security/types.js';
 import type { Runtime, Service } from './runtime.js';
 
 /**
@@ -81,9 +82,16 @@ export class RestSessionsService implements Service {
     return this.rt.config.RestApi.persistentSessionExpiry;
   }
 
+  /** A user was deleted: every persistent REST session of that user is discarded (counted into the audit line). */
+  private readonly onUserDeleted = (d: UserDeletion): void => {
+    const n = this.discardUser(d.uniqueId);
+    if (n) d.ended.persistentRestSessions = n;
+  };
+
   async start(rt: Runtime): Promise<void> {
     this.rt = rt;
     services.set(rt, this);
+    rt.on(USER_DELETED, this.onUserDeleted);
     this.store = rt.store.sublevel('restSessions');
     this.records.clear();
     const engine = rt.engine;
@@ -125,6 +133,7 @@ export class RestSessionsService implements Service {
   }
 
   async stop(): Promise<void> {
+    this.rt.off(USER_DELETED, this.onUserDeleted);
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     // Sessions in use are left now: their expiry counts from the stop; the next boot restores them hibernated.
@@ -169,6 +178,17 @@ export class RestSessionsService implements Service {
   discard(engineSessionId: string, engine: Engine | undefined = this.rt.engine): void {
     if (engine !== undefined && !engine.isClosed) engine.closeSession(engineSessionId);
     if (this.records.delete(engineSessionId)) this.write(engineSessionId, undefined);
+  }
+
+  /** Discards every session of a user (the user was deleted), in use or detached. Returns how many went. */
+  discardUser(uniqueId: string): number {
+    let n = 0;
+    for (const rec of [...this.records.values()]) {
+      if (rec.uniqueId !== uniqueId) continue;
+      this.discard(rec.engineSessionId);
+      n++;
+    }
+    return n;
   }
 
   /** Discards detached sessions older than `RestApi.persistentSessionExpiry`. Returns how many went. */

@@ -9,7 +9,7 @@ import { LockoutJournal, Lockouts, type LockoutHost, type LockState } from './lo
 import { checkPasswordPolicy, passwordCredentials, verifyPassword } from './passwords.js';
 import { mockCredentials, parseClientFirst, SCRAM_SHA_256, ScramError, ScramServer, type ClientFirst } from './scram.js';
 import { Sessions } from './sessions.js';
-import { ANONYMOUS, AuthenticationFailedError, type AuthContext, type AuthExchange, type Permission, type Principal, type ResourceType, type SecurityService } from './types.js';
+import { ANONYMOUS, AuthenticationFailedError, USER_DELETED, type AuthContext, type AuthExchange, type Permission, type Principal, type ResourceType, type SecurityService, type UserDeletion } from './types.js';
 
 /**
  * The real SecurityService: users, groups, ACLs, sessions and lockouts from the store. Installed as `rt.security`
@@ -265,9 +265,20 @@ export class SecurityManager implements SecurityService {
     if (actor && actor.uniqueId === uniqueId) throw new ConflictError('You cannot delete your own account');
     await this.identities.deleteUser(uniqueId);
     await this.acl.removePrincipal(uniqueId);
-    await this.sessions.endAllFor(uniqueId);
+    const loginSessions = await this.sessions.endAllFor(uniqueId);
     this.lockouts.reset(u.username);
-    this.audit.event('user.deleted', { by: actor?.username, username: u.username, uniqueId }, `user ${u.username} deleted`);
+    // What the user had open goes too: MQTT connections and sessions, REST messaging sessions (listeners count them).
+    const deletion: UserDeletion = { uniqueId, username: u.username, loginSessions, ended: {} };
+    try {
+      this.rt.emit(USER_DELETED, deletion);
+    } catch (err) {
+      this.rt.log.error({ err, username: u.username }, 'ending the sessions of a deleted user failed');
+    }
+    this.audit.event(
+      'user.deleted',
+      { by: actor?.username, username: u.username, uniqueId, loginSessionsEnded: loginSessions.length, ...deletion.ended },
+      `user ${u.username} deleted`,
+    );
   }
 
   /**

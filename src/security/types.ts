@@ -82,6 +82,26 @@ export interface SecurityService {
   authenticate(username: string | undefined, password: string | Buffer | undefined, ctx: AuthContext): Promise<Principal>;
   /** The ACL decision; cheap (cached), synchronous, safe on a per-connection path (not per message where avoidable). */
   isAllowed(principal: Principal, permission: Permission, resourceType: ResourceType, resourceKey: string): boolean;
+  /** The audit log (absent when security is off): `denied` lines are rate-limited. */
+  readonly audit?: {
+    event(event: string, fields: Record<string, unknown>, msg: string): void;
+    denied(fields: Record<string, unknown>, msg: string): void;
+  };
+}
+
+/** Runtime event emitted (synchronously) when a user is deleted. */
+export const USER_DELETED = 'user.deleted';
+
+/**
+ * Payload of `USER_DELETED`: listeners end what the user had open (MQTT connections and sessions, REST messaging
+ * sessions) and add what they ended to `ended`, which goes into the `user.deleted` audit line.
+ */
+export interface UserDeletion {
+  uniqueId: string;
+  username: string;
+  /** Login sessions (ids) that were ended. */
+  loginSessions: string[];
+  ended: Record<string, number>;
 }
 
 export const ANONYMOUS: Principal = Object.freeze({ username: 'anonymous', uniqueId: '00000000-0000-0000-0000-000000000000', groups: [], anonymous: true });

@@ -9,6 +9,7 @@ import type { SecurityService } from '../../security/types.js';
 import type { NetworkCounters } from '../../runtime/runtime.js';
 import type { Sub } from '../../store/store.js';
 import type { MqttConnection } from './connection.js';
+import { CloseReason, Reason } from './reason.js';
 import { loadWill, MqttSession, type SessionRecord, type WillMessage } from './session.js';
 
 export interface BrokerHost {
@@ -277,6 +278,30 @@ export class MqttBroker {
     }
     await this.flush();
     this.closed = true;
+  }
+
+  /**
+   * A user was deleted: its live connections close (v5: DISCONNECT 0x98 Administrative action, with a Reason String)
+   * and every session kept under its user name is discarded with its subscriptions and held messages. Wills are
+   * dropped, not published: nothing is published on behalf of a user that no longer exists.
+   */
+  endUser(uniqueId: string, username: string): { connections: number; sessions: number } {
+    let connections = 0;
+    for (const c of [...this.connections.values()]) {
+      if (c.principal?.uniqueId !== uniqueId || c.state === 'closed') continue;
+      c.will = undefined;
+      c.close(CloseReason.UserDeleted, Reason.AdministrativeAction, `user ${username} was deleted`);
+      connections++;
+    }
+    let sessions = 0;
+    for (const s of [...this.sessions.values()]) {
+      if (s.username !== username || s.conn !== undefined) continue; // a session in use now belongs to someone else
+      s.pendingWill = undefined;
+      this.endSession(s);
+      sessions++;
+    }
+    if (connections || sessions) this.log.info({ username, connections, sessions }, 'MQTT connections and sessions of a deleted user ended');
+    return { connections, sessions };
   }
 
   /** Subscriptions of a session, for the REST connection view. */

@@ -111,6 +111,8 @@ export class MqttConnection implements PushSink {
   outAliasMax = 0;
   /** Session Expiry Interval the v5 CONNECT asked for (before the endpoint's cap), for DISCONNECT's check. */
   connectExpiry = 0;
+  /** The v5 CONNECT asked for a persistent session without persistent_session: the expiry stays 0 (DISCONNECT too). */
+  persistenceDenied = false;
   /** QoS 1/2 publishes received and not yet acknowledged. */
   inboundPending = 0;
   closeReason: string | undefined;

@@ -70,6 +70,7 @@ export const CloseReason = {
   ConnectTimeout: 'No CONNECT in time',
   TakenOver: 'Session taken over',
   AdminClose: 'Closed by an administrator',
+  UserDeleted: 'User deleted',
   EndpointStopped: 'Endpoint stopped',
   AuthFailed: 'Authentication failed',
   WriteError: 'Write error',

@@ -73,7 +73,8 @@ export const userRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =>
       schema: {
         tags,
         summary: 'Delete a user',
-        description: 'Also removes its ACL entries, ends its sessions and forgets its failed logins. The built-in anonymous user and your own account cannot be deleted (409).',
+        description:
+          'Also removes its ACL entries, forgets its failed logins and ends what it has open: login sessions, REST messaging sessions (persistent ones too), MQTT connections (v5: DISCONNECT 0x98) and MQTT sessions (persistent ones too). The built-in anonymous user and your own account cannot be deleted (409).',
         params: z.object({ userUuid: uuidParam('userUuid') }),
         response: { 204: z.null(), 409: StatusResponse, ...ErrorResponses },
       },

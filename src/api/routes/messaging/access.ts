@@ -29,3 +29,18 @@ export function requireSubscribe(rt: Runtime, request: FastifyRequest, filter: s
     }
   }
 }
+
+/**
+ * A subscription of a persistent login's session is durable: it needs durable on the same resource as subscribe
+ * (the topic or queue; the filter itself for a wildcard filter; a shared filter's topic).
+ */
+export function requireDurable(rt: Runtime, request: FastifyRequest, filter: string): void {
+  const topic = parseSharedFilter(filter)?.filter ?? filter;
+  const principal = principalOf(request);
+  const type = rt.engine?.isQueueName(topic) ? 'Queue' : 'Topic';
+  if (!rt.security.isAllowed(principal, 'durable', type, topic)) {
+    throw new ForbiddenError(
+      `Access denied: ${principal.username} lacks durable on ${type} ${topic}, needed to subscribe in the durable session of a persistent login; log in with persistent: false for a subscription that ends with the session`,
+    );
+  }
+}

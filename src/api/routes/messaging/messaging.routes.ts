@@ -7,7 +7,7 @@ import { restSubscribeOptions } from '../../../runtime/rest-sessions.service.js'
 import { fromDto, MessageIn, MessageOut, toDto } from '../../message-dto.js';
 import { RestSessions, type RestSession, type RestSubscription } from '../../rest-session.js';
 import { ErrorResponses, StatusResponse } from '../../schemas.js';
-import { requireDestination, requireSubscribe } from './access.js';
+import { requireDestination, requireDurable, requireSubscribe } from './access.js';
 
 const name = (what: string) =>
   z
@@ -117,10 +117,22 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
 
   app.post(
     '/api/v1/messaging/subscribe',
-    { config: { permission: { permission: 'connect' } }, schema: { tags, summary: 'Subscribe to a topic', body: SubscriptionRequest, response: { 200: StatusResponse, ...ErrorResponses } } },
+    {
+      config: { permission: { permission: 'connect' } },
+      schema: {
+        tags,
+        summary: 'Subscribe to a topic',
+        description:
+          'Needs subscribe on the destination (and wildcard_subscription on Server for a wildcard filter); in the durable session of a persistent login also durable on the destination. 403 otherwise.',
+        body: SubscriptionRequest,
+        response: { 200: StatusResponse, ...ErrorResponses },
+      },
+    },
     async (req) => {
       requireSubscribe(rt, req, req.body.destinationName);
-      subscribeSession(ctx, session(req), req.body);
+      const s = session(req);
+      if (s.durable) requireDurable(rt, req, req.body.destinationName);
+      subscribeSession(ctx, s, req.body);
       return { status: `Successfully subscribed to ${req.body.destinationName}` };
     },
   );

@@ -1,10 +1,11 @@
 /**
- * CONNECT (3.1.1 §3.1, 5 §3.1): protocol level, client id, authentication, session present / clean start, session
- * expiry, keep alive, will, receive maximum, maximum packet size, topic alias maximum; answered by CONNACK.
+ * CONNECT (3.1.1 §3.1, 5 §3.1): protocol level, client id, authentication, authorisation (connect, and
+ * persistent_session for a session that outlives the connection), session present / clean start, session expiry,
+ * keep alive, will, receive maximum, maximum packet size, topic alias maximum; answered by CONNACK.
  */
 import { randomBytes } from 'node:crypto';
 import { validateTopicName } from '../../../engine/index.js';
-import { AuthenticationFailedError } from '../../../security/types.js';
+import { AuthenticationFailedError, type Principal } from '../../../security/types.js';
 import type { MqttConnection } from '../connection.js';
 import { encodePacket } from '../codec.js';
 import { CloseReason, ConnackV3, MqttProtocolError, Reason } from '../reason.js';
@@ -134,10 +135,7 @@ export function handleConnect(conn: MqttConnection, p: ConnectPacket): void {
       props.authenticationData,
       p.username,
       (principal, authAck) => {
-        if (!security.isAllowed(principal, 'connect', 'Server', rt.serverName)) {
-          return refuse(conn, ConnackV3.NotAuthorized, Reason.NotAuthorized, 'not authorized to connect');
-        }
-        conn.principal = principal;
+        if (!admit(conn, p, principal)) return;
         accept(conn, p, clientId, assigned, will, authAck);
       },
       (reason, why) => refuse(conn, ConnackV3.NotAuthorized, reason, why),
@@ -148,10 +146,7 @@ export function handleConnect(conn: MqttConnection, p: ConnectPacket): void {
     .then(
       (principal) => {
         if (conn.state === 'closed') return;
-        if (!security.isAllowed(principal, 'connect', 'Server', rt.serverName)) {
-          return refuse(conn, ConnackV3.NotAuthorized, Reason.NotAuthorized, 'not authorized to connect');
-        }
-        conn.principal = principal;
+        if (!admit(conn, p, principal)) return;
         accept(conn, p, clientId, assigned, will);
         conn.drainQueued();
       },
@@ -165,6 +160,40 @@ export function handleConnect(conn: MqttConnection, p: ConnectPacket): void {
         refuse(conn, ConnackV3.ServerUnavailable, Reason.ServerUnavailable, 'authentication is unavailable');
       },
     );
+}
+
+/**
+ * Authorisation of an authenticated CONNECT: `connect` on the Server, and `persistent_session` on the Server for a
+ * session that outlives the connection (3.1.1 clean session 0, 5 Session Expiry Interval > 0). Without
+ * persistent_session a 3.1.1 client is refused (return code 5: it has no way to learn that its session would not be
+ * kept); a v5 client is accepted with Session Expiry Interval 0 (`conn.persistenceDenied`; CONNACK says so,
+ * 5 §3.2.2.3.2). Refusals are audited (`access.denied`). Returns false when the CONNECT was refused.
+ */
+function admit(conn: MqttConnection, p: ConnectPacket, principal: Principal): boolean {
+  const rt = conn.broker.host;
+  const security = rt.security();
+  const denied = (permission: string, outcome: string) =>
+    security.audit?.denied(
+      { username: principal.username, protocol: 'MQTT', clientId: p.clientId || undefined, clientAddress: conn.wire.remoteAddress, permission, resourceType: 'Server', resourceKey: rt.serverName, outcome },
+      `MQTT ${outcome}: ${principal.username} lacks ${permission}`,
+    );
+  if (!security.isAllowed(principal, 'connect', 'Server', rt.serverName)) {
+    denied('connect', 'connection refused');
+    refuse(conn, ConnackV3.NotAuthorized, Reason.NotAuthorized, 'not authorized to connect');
+    return false;
+  }
+  const persistent = conn.v5 ? (p.properties?.sessionExpiryInterval ?? 0) > 0 : !p.clean;
+  if (persistent && !security.isAllowed(principal, 'persistent_session', 'Server', rt.serverName)) {
+    if (!conn.v5) {
+      denied('persistent_session', 'connection refused (clean session 0)');
+      refuse(conn, ConnackV3.NotAuthorized, Reason.NotAuthorized, 'not authorized to use a persistent session');
+      return false;
+    }
+    denied('persistent_session', 'session expiry set to 0');
+    conn.persistenceDenied = true;
+  }
+  conn.principal = principal;
+  return true;
 }
 
 function accept(
@@ -186,7 +215,10 @@ function accept(
   let expiryCapped = false;
   if (conn.v5) {
     expiry = conn.connectExpiry = props.sessionExpiryInterval ?? 0;
-    if (expiry > cfg.maximumSessionExpiry) {
+    if (conn.persistenceDenied) {
+      expiry = 0; // no persistent_session: the session ends with the connection
+      expiryCapped = true;
+    } else if (expiry > cfg.maximumSessionExpiry) {
       expiry = cfg.maximumSessionExpiry;
       expiryCapped = true;
     }
@@ -260,7 +292,13 @@ function accept(
       ack.responseInformation = `${cfg.responseInformationPrefix}${encodeURIComponent(clientId)}/`;
     }
     if (authAck !== undefined) Object.assign(ack, authAck); // the CONNECT's method and the last server message [MQTT-4.12.0-5]
-    conn.send(encodePacket({ cmd: 'connack', sessionPresent, reasonCode: 0, properties: ack }, 5));
+    let connack = encodePacket({ cmd: 'connack', sessionPresent, reasonCode: 0, properties: ack }, 5);
+    if (conn.persistenceDenied && conn.requestProblemInformation) {
+      const why = `Session Expiry Interval set to 0: ${conn.principal?.username ?? 'this user'} lacks the persistent_session permission, so the session ends with the connection`;
+      const withWhy = encodePacket({ cmd: 'connack', sessionPresent, reasonCode: 0, properties: { ...ack, reasonString: why } }, 5);
+      if (withWhy.length <= conn.clientMaxPacket) connack = withWhy; // not beyond the client's Maximum Packet Size [MQTT-3.2.2-19]
+    }
+    conn.send(connack);
   } else {
     conn.send(encodePacket({ cmd: 'connack', sessionPresent, returnCode: 0 }, 4));
   }

@@ -12,7 +12,8 @@ export function handleDisconnect(conn: MqttConnection, p: { cmd: 'disconnect'; r
   if (conn.v5 && exp !== undefined && s !== undefined) {
     // judged by what the CONNECT asked for, not the capped value (a CONNECT > 0 capped to 0 may still send one)
     if (conn.connectExpiry === 0 && exp !== 0) throw new MqttProtocolError(Reason.ProtocolError, 'session expiry changed from 0 in DISCONNECT (5 §3.14.2.2.2)');
-    s.expiry = Math.min(exp, conn.endpoint.mqtt.maximumSessionExpiry);
+    // without persistent_session the session stays non-persistent (handlers/connect.ts)
+    s.expiry = conn.persistenceDenied ? 0 : Math.min(exp, conn.endpoint.mqtt.maximumSessionExpiry);
   }
   conn.clientDisconnected(conn.v5 && p.reasonCode === Reason.DisconnectWithWill);
 }

@@ -1,6 +1,7 @@
 /**
  * SUBSCRIBE (3.1.1 §3.8, 5 §3.8): each topic filter is validated, authorized (subscribe on the topic or queue,
- * wildcard_subscription on the server for a wildcard filter) and made in the engine with its options (QoS,
+ * wildcard_subscription on the server for a wildcard filter, and durable on the topic or queue when the session is
+ * persistent: its subscriptions are durable) and made in the engine with its options (QoS,
  * no local, retain as published, retain handling, subscription identifier). SUBACK lists one code per filter in
  * order [MQTT-3.8.4-6] and goes out before the retained messages the subscription causes.
  */
@@ -56,7 +57,9 @@ export function handleSubscribe(conn: MqttConnection, p: SubscribePacket): void 
       const type = engine.isQueueName(plain) ? 'Queue' : 'Topic';
       const ok =
         security.isAllowed(conn.principal!, 'subscribe', type, plain) &&
-        (!hasWildcard(plain) || security.isAllowed(conn.principal!, 'wildcard_subscription', 'Server', host.serverName));
+        (!hasWildcard(plain) || security.isAllowed(conn.principal!, 'wildcard_subscription', 'Server', host.serverName)) &&
+        // a subscription of a persistent session is durable: it also needs durable on the same resource
+        (!s.persistent || security.isAllowed(conn.principal!, 'durable', type, plain));
       if (!ok) {
         codes.push(v5 ? Reason.NotAuthorized : 0x80);
         continue;
