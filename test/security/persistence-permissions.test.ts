@@ -174,6 +174,29 @@ describe('persistent sessions, durable subscriptions and user deletion', () => {
     await end(back.c);
   });
 
+  test("client id of another user's session: refused (v5 0x87, 3.1.1 code 5) and the owner's connection stays up", async () => {
+    const owner = await connect({ protocolVersion: 5, clientId: 'alice-owned', clean: false, username: 'alice', password: alice.password, properties: { sessionExpiryInterval: 3600 } });
+    let ownerClosed = false;
+    owner.c.once('close', () => (ownerClosed = true));
+    await assert.rejects(connect({ protocolVersion: 5, clientId: 'alice-owned', clean: true, username: 'dora', password: dora.password }), (err: Error & { code?: number }) => {
+      assert.equal(err.code, 0x87);
+      return true;
+    });
+    await assert.rejects(connect({ protocolVersion: 4, clientId: 'alice-owned', clean: true, username: 'dora', password: dora.password }), (err: Error & { code?: number }) => {
+      assert.equal(err.code, 5);
+      return true;
+    });
+    assert.equal(ownerClosed, false, 'the owner was not cut off');
+    assert.deepEqual(await subAck(owner.c, ['alice/owned']), [1], 'the owner still works');
+    await end(owner.c);
+    // the stored session still refuses the other user; its owner gets it back
+    await assert.rejects(connect({ protocolVersion: 5, clientId: 'alice-owned', clean: false, username: 'dora', password: dora.password }), /Not authorized/i);
+    const back = await connect({ protocolVersion: 5, clientId: 'alice-owned', clean: false, username: 'alice', password: alice.password, properties: { sessionExpiryInterval: 3600 } });
+    assert.equal(back.connack.sessionPresent, true);
+    await end(back.c);
+    await auditLines(s, (l) => l.event === 'access.denied' && l.outcome === 'connection refused (client id of another user)');
+  });
+
   test('durable - denied durable on a topic: refused for a persistent MQTT session (0x87 / 0x80) and a persistent REST login (403); allowed otherwise', async () => {
     assert.equal((await setTopicAcl('dur/secret', [{ principalType: 'IDENTITY', principalId: alice.uuid, effect: 'DENY', permissions: ['durable'] }])).statusCode, 200);
     const persistent = await connect({ protocolVersion: 5, clientId: 'alice-dur', clean: false, username: 'alice', password: alice.password, properties: { sessionExpiryInterval: 600 } });

@@ -182,6 +182,17 @@ function admit(conn: MqttConnection, p: ConnectPacket, principal: Principal): bo
     refuse(conn, ConnackV3.NotAuthorized, Reason.NotAuthorized, 'not authorized to connect');
     return false;
   }
+  // A session belongs to the user who made it: another user may neither take it over nor cut its connection by
+  // reusing the client id (the standard leaves authorization to the server, 5 §5.4.2).
+  const owner = p.clientId ? conn.broker.sessions.get(p.clientId)?.username : undefined;
+  if (security.enabled && owner !== undefined && owner !== principal.username) {
+    security.audit?.denied(
+      { username: principal.username, protocol: 'MQTT', clientId: p.clientId, clientAddress: conn.wire.remoteAddress, resourceType: 'Server', resourceKey: rt.serverName, outcome: 'connection refused (client id of another user)' },
+      `MQTT connection refused: client id ${p.clientId} belongs to a session of another user`,
+    );
+    refuse(conn, ConnackV3.NotAuthorized, Reason.NotAuthorized, 'this client id belongs to a session of another user');
+    return false;
+  }
   const persistent = conn.v5 ? (p.properties?.sessionExpiryInterval ?? 0) > 0 : !p.clean;
   if (persistent && !security.isAllowed(principal, 'persistent_session', 'Server', rt.serverName)) {
     if (!conn.v5) {
