@@ -1,5 +1,6 @@
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
+import mqtt, { type IClientOptions, type IConnackPacket, type MqttClient } from 'mqtt';
 import type { TestServer } from '../helpers.js';
 import { basicAuth, waitUntil } from '../helpers.js';
 
@@ -53,4 +54,35 @@ export async function auditLines(s: TestServer, pred: (l: Record<string, unknown
     'audit line',
   );
   return lines;
+}
+
+/** mqtt.js clients against one broker URL (read when connecting); `endAll` ends every client made. */
+export function mqttClients(url: () => string) {
+  const clients: MqttClient[] = [];
+  return {
+    /** Connects; resolves with the client and its CONNACK, or rejects with the CONNACK error. */
+    connect(opts: IClientOptions): Promise<{ c: MqttClient; connack: IConnackPacket }> {
+      return new Promise((resolve, reject) => {
+        const c = mqtt.connect(url(), { reconnectPeriod: 0, connectTimeout: 5000, ...opts });
+        clients.push(c);
+        c.once('connect', (connack) => resolve({ c, connack }));
+        c.once('error', (err) => {
+          c.end(true);
+          reject(err);
+        });
+      });
+    },
+    /** SUBACK codes per topic, in order (mqtt.js rejects when any topic is refused; the packet still has them). */
+    subAck(c: MqttClient, topics: string[], qos: 0 | 1 = 1): Promise<number[]> {
+      return new Promise((resolve) => {
+        c.subscribe(Object.fromEntries(topics.map((t) => [t, { qos }])), (err, granted) => {
+          const packet = (err as { packet?: { granted?: number[] } } | null)?.packet;
+          resolve(packet?.granted ?? (granted ?? []).map((g) => g.qos));
+        });
+      });
+    },
+    endAll(): void {
+      for (const c of clients) c.end(true);
+    },
+  };
 }

@@ -1,15 +1,15 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
+import type { IClientOptions, MqttClient } from 'mqtt';
 import { endpointsOf } from '../../src/runtime/endpoints.service.js';
 import { startServer, waitUntil, type TestServer } from '../helpers.js';
-import { createGroup, createUser, groupId } from './helpers.js';
+import { createGroup, createUser, groupId, mqttClients } from './helpers.js';
 
 /** Real mqtt.js clients against the broker's MQTT endpoint on 127.0.0.1:<random>, with the ACLs of the security service. */
 describe('MQTT security', () => {
   let s: TestServer;
   let url: string;
-  const clients: MqttClient[] = [];
+  const mq = mqttClients(() => url);
   let alice: Awaited<ReturnType<typeof createUser>>;
   let team: string;
 
@@ -23,31 +23,12 @@ describe('MQTT security', () => {
     alice = await createUser(s, 'alice', 'alice-password-1', [await groupId(s, 'everyone'), team]);
   });
   after(async () => {
-    for (const c of clients) c.end(true);
+    mq.endAll();
     await s.close();
   });
 
-  /** Connects and resolves with the client, or rejects with the CONNACK error. */
-  function connect(opts: IClientOptions): Promise<MqttClient> {
-    return new Promise((resolve, reject) => {
-      const c = mqtt.connect(url, { reconnectPeriod: 0, connectTimeout: 5000, ...opts });
-      clients.push(c);
-      c.once('connect', () => resolve(c));
-      c.once('error', (err) => {
-        c.end(true);
-        reject(err);
-      });
-    });
-  }
-  /** SUBACK codes per topic, in order (mqtt.js rejects when any topic is refused; the packet still has them). */
-  function subAck(c: MqttClient, topics: string[], qos: 0 | 1 = 1): Promise<number[]> {
-    return new Promise((resolve) => {
-      c.subscribe(Object.fromEntries(topics.map((t) => [t, { qos }])), (err, granted) => {
-        const packet = (err as { packet?: { granted?: number[] } } | null)?.packet;
-        resolve(packet?.granted ?? (granted ?? []).map((g) => g.qos));
-      });
-    });
-  }
+  const connect = async (opts: IClientOptions): Promise<MqttClient> => (await mq.connect(opts)).c;
+  const subAck = mq.subAck;
   const setAcl = (resourceKey: string, entries: unknown[]) =>
     s.inject({ method: 'PUT', url: '/api/v1/auth/resources/acl', payload: { resourceType: 'Topic', resourceKey, entries } });
 

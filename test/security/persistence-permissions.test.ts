@@ -4,7 +4,7 @@ import mqtt, { type IClientOptions, type IConnackPacket, type MqttClient } from 
 import { endpointsOf } from '../../src/runtime/endpoints.service.js';
 import { restSessionsOf } from '../../src/runtime/rest-sessions.service.js';
 import { startServer, waitUntil, type TestServer } from '../helpers.js';
-import { auditLines, createUser, groupId } from './helpers.js';
+import { auditLines, createUser, groupId, mqttClients } from './helpers.js';
 
 /**
  * persistent_session (MQTT CONNECT), durable (subscriptions of persistent MQTT sessions and persistent REST logins)
@@ -15,6 +15,7 @@ describe('persistent sessions, durable subscriptions and user deletion', () => {
   let url: string;
   let base: string;
   const clients: MqttClient[] = [];
+  const mq = mqttClients(() => url);
   let everyone: string;
   let alice: Awaited<ReturnType<typeof createUser>>;
   let dora: Awaited<ReturnType<typeof createUser>>;
@@ -48,29 +49,12 @@ describe('persistent sessions, durable subscriptions and user deletion', () => {
   });
   after(async () => {
     for (const c of clients) c.end(true);
+    mq.endAll();
     await s.close();
   });
 
-  /** Connects; resolves with the client and its CONNACK, or rejects with the CONNACK error. */
-  function connect(opts: IClientOptions): Promise<{ c: MqttClient; connack: IConnackPacket }> {
-    return new Promise((resolve, reject) => {
-      const c = mqtt.connect(url, { reconnectPeriod: 0, connectTimeout: 5000, ...opts });
-      clients.push(c);
-      c.once('connect', (connack) => resolve({ c, connack }));
-      c.once('error', (err) => {
-        c.end(true);
-        reject(err);
-      });
-    });
-  }
-  function subAck(c: MqttClient, topics: string[], qos: 0 | 1 = 1): Promise<number[]> {
-    return new Promise((resolve) => {
-      c.subscribe(Object.fromEntries(topics.map((t) => [t, { qos }])), (err, granted) => {
-        const packet = (err as { packet?: { granted?: number[] } } | null)?.packet;
-        resolve(packet?.granted ?? (granted ?? []).map((g) => g.qos));
-      });
-    });
-  }
+  const connect = mq.connect;
+  const subAck = mq.subAck;
   const end = (c: MqttClient) => new Promise<void>((r) => c.end(false, {}, () => r()));
   const publish = async (topic: string, text: string) => {
     const r = await s.inject({ method: 'POST', url: '/api/v1/messaging/publish', payload: { destinationName: topic, message: { payload: Buffer.from(text).toString('base64') } } });
