@@ -155,9 +155,9 @@ export class RestSessions {
     return s;
   }
 
-  /** A durable session's subscriptions changed (subscribe, unsubscribe): keep the new list. */
-  changed(s: RestSession): void {
-    if (s.durable) restSessionsOf(this.rt)?.update(s.engineSessionId, s.stored());
+  /** A durable session's subscriptions changed (subscribe, unsubscribe): keep the new list (resolves once stored). */
+  changed(s: RestSession): Promise<void> {
+    return s.durable ? (restSessionsOf(this.rt)?.update(s.engineSessionId, s.stored()) ?? Promise.resolve()) : Promise.resolve();
   }
 
   /**

@@ -159,11 +159,11 @@ export class RestSessionsService implements Service {
   }
 
   /** The subscription list changed (subscribe, unsubscribe). */
-  update(engineSessionId: string, subscriptions: DurableRestSubscription[]): void {
+  update(engineSessionId: string, subscriptions: DurableRestSubscription[]): Promise<void> {
     const rec = this.records.get(engineSessionId);
-    if (!rec) return;
+    if (!rec) return Promise.resolve();
     rec.subscriptions = subscriptions;
-    this.write(engineSessionId, rec);
+    return this.write(engineSessionId, rec);
   }
 
   /** The login left the session (its subscriptions were hibernated): the expiry countdown starts. */
@@ -213,13 +213,15 @@ export class RestSessionsService implements Service {
     return this.writes;
   }
 
-  private write(key: string, rec: DurableRestRecord | undefined): void {
+  /** Queues a write in order; resolves once it is in the store (or was logged as failed). */
+  private write(key: string, rec: DurableRestRecord | undefined): Promise<void> {
     const store = this.store;
-    if (!store) return;
+    if (!store) return Promise.resolve();
     const value = rec ? Buffer.from(JSON.stringify(rec)) : undefined;
     this.writes = this.writes
       .then(() => (value ? store.put(key, value) : store.del(key)))
       .catch((err: unknown) => this.rt.log.error({ err, session: key }, 'persistent REST session could not be written to the store'));
+    return this.writes;
   }
 }
 

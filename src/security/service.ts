@@ -121,9 +121,9 @@ export class SecurityManager implements SecurityService {
   }
 
   /** A wrong password (or unknown name): counted by the lockout, audited; returns the error to throw. */
-  private loginFailed(username: string, ctx: AuthContext, method?: string): AuthenticationFailedError {
+  private loginFailed(username: string, ctx: AuthContext, method?: string, reason = 'bad credentials'): AuthenticationFailedError {
     const after = this.lockouts.recordFailure(username, ctx.clientAddress);
-    this.audit.event('login.failed', { username, protocol: ctx.protocol, clientAddress: ctx.clientAddress, ...(method ? { method } : {}), reason: 'bad credentials', failures: after?.failures }, 'login failed: invalid username or password');
+    this.audit.event('login.failed', { username, protocol: ctx.protocol, clientAddress: ctx.clientAddress, ...(method ? { method } : {}), reason, failures: after?.failures }, 'login failed: invalid username or password');
     if (after?.locked) {
       this.audit.event('lockout.locked', { username, clientAddress: ctx.clientAddress, lockSeconds: after.remainingLockSeconds, lockCount: after.lockCount }, `account locked for ${after.remainingLockSeconds} s`);
     }
@@ -161,16 +161,16 @@ export class SecurityManager implements SecurityService {
     if (locked) throw locked;
     const found = this.identities.userByUsername(username);
     const user = found && found.passwordHash !== '' ? found : undefined; // anonymous has no password
-    if (user && !user.scramSha256) {
-      this.audit.event('login.failed', { username, protocol: ctx.protocol, clientAddress: ctx.clientAddress, method, reason: 'no SCRAM credentials' }, 'login refused: the user has no SCRAM-SHA-256 credentials');
-      throw new AuthenticationFailedError(`User ${username} has no SCRAM-SHA-256 credentials: the password was set before SCRAM support; set the password again to use SCRAM-SHA-256`);
-    }
+    // A user without SCRAM credentials (password set before SCRAM support) runs the exchange against mock
+    // credentials like an unknown name and fails at the proof: the answer must not tell which names exist.
+    const noScram = user !== undefined && !user.scramSha256;
     const creds = user?.scramSha256 ?? mockCredentials(this.scramMockKey, username);
     const server = new ScramServer(first, creds);
     return {
       method,
       username,
       challenge: Buffer.from(server.serverFirst, 'utf8'),
+      recorded: () => this.lockouts.flushed(),
       finish: (response) => {
         const lockedNow = this.lockedOut(username, ctx, method);
         if (lockedNow) throw lockedNow;
@@ -178,7 +178,9 @@ export class SecurityManager implements SecurityService {
         try {
           serverFinal = server.finish(response.toString('utf8'));
         } catch (err) {
-          if (err instanceof ScramError && err.code === 'invalid-proof') throw this.loginFailed(username, ctx, method);
+          if (err instanceof ScramError && err.code === 'invalid-proof') {
+            throw this.loginFailed(username, ctx, method, noScram ? 'no SCRAM credentials: the password was set before SCRAM support; set it again' : undefined);
+          }
           throw this.malformed(username, ctx, 'client-final-message', err);
         }
         // the user must still exist with the same credentials (not deleted, password not changed meanwhile)

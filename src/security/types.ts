@@ -69,6 +69,8 @@ export interface AuthExchange {
   readonly username: string;
   readonly challenge: Buffer;
   finish(response: Buffer): { principal: Principal; outcome: Buffer };
+  /** Resolves once a failure `finish` recorded (lockout state) is in the store: answer the client after it. */
+  recorded?(): Promise<void>;
 }
 
 export interface SecurityService {
@@ -76,7 +78,7 @@ export interface SecurityService {
   readonly enabled: boolean;
   /** Enhanced authentication methods offered (MQTT 5 AUTH), e.g. ['SCRAM-SHA-256']; none when absent. */
   readonly authenticationMethods?: readonly string[];
-  /** Starts an exchange with the client's first message; throws AuthenticationFailedError (locked, malformed, no credentials). */
+  /** Starts an exchange with the client's first message; throws AuthenticationFailedError (locked, malformed). */
   startExchange?(method: string, initial: Buffer | undefined, ctx: AuthContext): AuthExchange;
   /** Checks a username and password; no username → the anonymous principal when anonymous access is on. Throws AuthenticationFailedError. */
   authenticate(username: string | undefined, password: string | Buffer | undefined, ctx: AuthContext): Promise<Principal>;

@@ -244,15 +244,18 @@ describe('MQTT 5 enhanced authentication (SCRAM-SHA-256)', () => {
     assert.equal(early.packets.filter((p) => p.cmd === 'connack' && p.reasonCode === 0).length, 0, 'never connected');
   });
 
-  test('scram - a user whose password predates SCRAM gets 0x87 saying to set the password again; after a password change SCRAM works', async () => {
+  test('scram - a user whose password predates SCRAM fails like an unknown name (no hint that it exists; the audit says why); after a password change SCRAM works', async () => {
     const erin = await createUser(s, 'erin', 'erin-password-1', [await groupId(s, 'everyone')]);
     // the record as it was before SCRAM support: only the scrypt hash
     const sm = securityOf(s.rt);
     await sm.identities.setPasswordHash(erin.uuid, await hashPassword(erin.password));
     assert.equal(sm.identities.user(erin.uuid)!.scramSha256, undefined);
-    const { connack } = await scramLoginFirstOnly('erin');
+    const { connack } = await scramLogin('erin', erin.password);
+    const unknown = await scramLogin('nobody-at-all', erin.password);
     assert.equal(connack.reasonCode, 0x87);
-    assert.match(String(connack.properties?.reasonString), /set the password again/);
+    assert.deepEqual(connack.properties, unknown.connack.properties, 'the same answer as for a name that does not exist');
+    assert.doesNotMatch(String(connack.properties?.reasonString), /erin|SCRAM credentials|set the password/);
+    await auditLines(s, (l) => l.event === 'login.failed' && l.username === 'erin' && /set it again/.test(String(l.reason)));
     const plain = await raw();
     assert.equal((await plain.connect({ protocolVersion: 5, username: 'erin', password: Buffer.from(erin.password) })).reasonCode, 0, 'user name and password still work');
 

@@ -553,6 +553,8 @@ export class MqttConnection implements PushSink {
     this.cleanedUp = true;
     if (this.keepAliveTimer) clearTimeout(this.keepAliveTimer);
     this.keepAliveTimer = undefined;
+    if (this.authPending?.timer) clearTimeout(this.authPending.timer); // a re-authentication left unanswered
+    this.authPending = undefined;
     const broker = this.broker;
     broker.connections.delete(this.id);
     this.endpoint.stats.connections.delete(this);

@@ -49,7 +49,7 @@ function clampDepth(depth: number | null | undefined): number {
 }
 
 /** Subscribes the session (or updates an existing subscription of the same name); durable in a persistent session. */
-export function subscribeSession(ctx: ApiContext, session: RestSession, body: z.infer<typeof SubscriptionRequest>): RestSubscription {
+export function subscribeSession(session: RestSession, body: z.infer<typeof SubscriptionRequest>): RestSubscription {
   const engine = session.engine;
   const dest = body.destinationName;
   const filter = body.namedSubscription ? `$share/${body.namedSubscription}/${dest}` : dest;
@@ -66,8 +66,7 @@ export function subscribeSession(ctx: ApiContext, session: RestSession, body: z.
   );
   const rs: RestSubscription = { name: dest, sub, transactional, ...(selector !== undefined ? { selector } : {}) };
   session.subs.set(dest, rs);
-  ctx.sessions.changed(session);
-  return rs;
+  return rs; // the caller stores a durable session's new list (RestSessions.changed)
 }
 
 export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => {
@@ -76,7 +75,7 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
   const findSub = (s: RestSession, name: string): RestSubscription => {
     const rs = s.subs.get(name);
     if (!rs || rs.sub.closed) {
-      if (s.subs.delete(name)) sessions.changed(s);
+      if (s.subs.delete(name)) void sessions.changed(s);
       throw new NotFoundError(`No subscription to ${name} in this session`);
     }
     return rs;
@@ -132,7 +131,8 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
       requireSubscribe(rt, req, req.body.destinationName);
       const s = session(req);
       if (s.durable) requireDurable(rt, req, req.body.destinationName);
-      subscribeSession(ctx, s, req.body);
+      subscribeSession(s, req.body);
+      await sessions.changed(s); // a durable session's list is in the store before the answer (kill -9 keeps it)
       return { status: `Successfully subscribed to ${req.body.destinationName}` };
     },
   );
@@ -145,7 +145,7 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
       const rs = findSub(s, req.body.destinationName);
       s.engine.unsubscribe(rs.sub); // a durable subscription goes for good, with the messages held for it
       s.subs.delete(rs.name);
-      sessions.changed(s);
+      await sessions.changed(s);
       return { status: `Successfully unsubscribed to ${req.body.destinationName}` };
     },
   );

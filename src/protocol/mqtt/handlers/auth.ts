@@ -103,9 +103,18 @@ function continueAuth(conn: MqttConnection, method: string, data: Buffer): void 
   } catch (err) {
     if (!(err instanceof AuthenticationFailedError)) throw err;
     conn.broker.log.info({ clientId: conn.clientId || undefined, username: pending.exchange.username, address: conn.wire.remoteAddress, method }, `MQTT enhanced authentication failed: ${err.message}`);
-    if (!pending.reauth) return pending.refuse!(Reason.NotAuthorized, err.message); // CONNACK 0x87 [MQTT-4.12.0-4]
-    conn.endpoint.stats.errors++;
-    return conn.close(CloseReason.AuthFailed, Reason.NotAuthorized, `re-authentication failed: ${err.message}`); // [MQTT-4.12.1-2]
+    const why = err.message;
+    // the failure (lockout count) is in the store before the client hears of it, as for a password login
+    void (pending.exchange.recorded?.() ?? Promise.resolve()).then(
+      () => {
+        if (conn.state === 'closed') return;
+        if (!pending.reauth) return pending.refuse!(Reason.NotAuthorized, why); // CONNACK 0x87 [MQTT-4.12.0-4]
+        conn.endpoint.stats.errors++;
+        conn.close(CloseReason.AuthFailed, Reason.NotAuthorized, `re-authentication failed: ${why}`); // [MQTT-4.12.1-2]
+      },
+      () => conn.close(CloseReason.AuthFailed, Reason.UnspecifiedError, 'authentication state could not be stored'),
+    );
+    return;
   }
   const ack = { authenticationMethod: method, authenticationData: result.outcome };
   if (!pending.reauth) return pending.succeeded!(result.principal, ack); // CONNACK with method and data [MQTT-4.12.0-5]
@@ -136,7 +145,7 @@ function reauthenticate(conn: MqttConnection, method: string, data: Buffer | und
   const pending: PendingAuth = { exchange, reauth: true };
   // an unanswered re-authentication ends the connection after the connect timeout
   pending.timer = setTimeout(() => {
-    if (conn.authPending !== pending) return;
+    if (conn.authPending !== pending || conn.state === 'closed') return;
     conn.authPending = undefined;
     conn.endpoint.stats.errors++;
     conn.close(CloseReason.AuthFailed, Reason.NotAuthorized, 're-authentication was not completed in time');
