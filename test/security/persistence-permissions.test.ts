@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import mqtt, { type IClientOptions, type IConnackPacket, type MqttClient } from 'mqtt';
 import { endpointsOf } from '../../src/runtime/endpoints.service.js';
 import { restSessionsOf } from '../../src/runtime/rest-sessions.service.js';
-import { startServer, waitUntil, type TestServer } from '../helpers.js';
+import { basicAuth, startServer, waitUntil, type TestServer } from '../helpers.js';
+import { SseClient } from '../sse-client.js';
 import { auditLines, createUser, groupId, mqttClients } from './helpers.js';
 
 /**
@@ -228,8 +229,16 @@ describe('persistent sessions, durable subscriptions and user deletion', () => {
     await publish('ed/rest', 'held for ed over REST');
     assert.equal(restSessionsOf(s.rt)!.get(`rest:durable:${ed.uuid}:ed-rest`)?.subscriptions.length, 1);
 
+    // an open SSE stream of ed (Basic credentials)
+    const edAuth = basicAuth('ed', ed.password);
+    const token = await (await fetch(`${base}/api/v1/messaging/sse?destination=ed/sse`, { headers: edAuth })).text();
+    const stream = new SseClient(`${base}/api/v1/messaging/sse/stream/${token}?destinationName=ed/sse`, edAuth);
+    await stream.started;
+    assert.equal(stream.status, 200, 'the stream is open');
+
     const del = await s.inject({ method: 'DELETE', url: `/api/v1/auth/users/${ed.uuid}` });
     assert.equal(del.statusCode, 204, del.body);
+    await stream.done; // the server ended the stream
 
     assert.equal(await disconnected, 0x98, 'DISCONNECT Administrative action');
     await closed;
@@ -245,6 +254,7 @@ describe('persistent sessions, durable subscriptions and user deletion', () => {
     assert.equal(line.mqttSessions, 1);
     assert.equal(line.persistentRestSessions, 1);
     assert.equal(line.loginSessionsEnded, 1);
+    assert.equal(line.sseStreams, 1);
 
     // the same name again is a new user: no old session, no held messages
     const ed2 = await createUser(s, 'ed', 'ed-password-456', [everyone]);

@@ -8,6 +8,7 @@ import { messageSelector, toDto } from '../../message-dto.js';
 import { RestSessions } from '../../rest-session.js';
 import { ErrorResponses } from '../../schemas.js';
 import { requireSubscribe } from './access.js';
+import { trackUserStream } from '../../user-streams.js';
 
 const StreamQuery = z.object({
   destinationName: z.string({ error: 'destinationName is required' }).trim().min(1, 'destinationName must not be blank').describe('must equal the destination the token was issued for; wildcards allowed'),
@@ -97,7 +98,9 @@ export const sseRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => 
       });
       const onDrain = () => sub.resume();
       raw.on('drain', onDrain);
+      const untrack = trackUserStream(rt, req.principal?.uniqueId, () => sse.close());
       sse.onClose(() => {
+        untrack();
         raw.off('drain', onDrain);
         if (rt.engine === engine) engine.unsubscribe(sub);
       });

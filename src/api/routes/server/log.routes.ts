@@ -5,6 +5,7 @@ import type { LogEntry } from '../../../log.js';
 import type { ApiContext } from '../../context.js';
 import { sessionIdOf } from '../../plugins/auth.js';
 import { ErrorResponses } from '../../schemas.js';
+import { trackUserStream } from '../../user-streams.js';
 
 /** Entries held for one slow log stream before the oldest are dropped. */
 const MAX_QUEUED = 1000;
@@ -93,7 +94,11 @@ export const logRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => 
         if (queue.length > MAX_QUEUED) queue.splice(0, queue.length - MAX_QUEUED);
         void pump();
       });
-      sse.onClose(unsubscribe);
+      const untrack = trackUserStream(rt, req.principal?.uniqueId, () => sse.close());
+      sse.onClose(() => {
+        untrack();
+        unsubscribe();
+      });
       void pump();
     },
   );
