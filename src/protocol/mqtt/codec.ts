@@ -482,6 +482,67 @@ export function encodePacket(packet: Record<string, unknown>, protocolVersion: n
   return mqttPacket.generate(packet as never, { protocolVersion } as never);
 }
 
+/**
+ * The `mqtt-packet` parser for every packet but PUBLISH, with two checks it leaves out:
+ * - each UTF-8 Encoded String (client id, will topic, user name, topic filters, string properties) must be
+ *   well-formed UTF-8 without U+0000, or the packet is malformed [MQTT-1.5.4-1, MQTT-1.5.4-2];
+ * - a property other than User Property must not appear twice: a Protocol Error (5 §2.2.2.2, e.g. §3.1.2.11.2).
+ * Both throw MqttProtocolError out of `parse` (the connection closes, connection.ts).
+ */
 export function newParser(): ReturnType<typeof mqttPacket.parser> {
-  return mqttPacket.parser({ protocolVersion: 4 } as never);
+  const parser = mqttPacket.parser({ protocolVersion: 4 } as never);
+  const raw = parser as unknown as {
+    _pos: number;
+    _list: { slice(start: number, end: number): Buffer };
+    _parseString(): string | null;
+    _parseProperties(): Record<string, unknown> | false;
+  };
+  const parseString = raw._parseString;
+  raw._parseString = function (this: typeof raw): string | null {
+    const at = this._pos;
+    const s = parseString.call(this);
+    if (s !== null) {
+      const bytes = this._list.slice(at + 2, this._pos);
+      if (!isUtf8(bytes)) throw new MqttProtocolError(Reason.MalformedPacket, 'a UTF-8 string is not well-formed UTF-8 [MQTT-1.5.4-1]');
+      if (bytes.includes(0)) throw new MqttProtocolError(Reason.MalformedPacket, 'a UTF-8 string contains U+0000 [MQTT-1.5.4-2]');
+    }
+    return s;
+  };
+  const parseProperties = raw._parseProperties;
+  raw._parseProperties = function (this: typeof raw): Record<string, unknown> | false {
+    const at = this._pos;
+    const result = parseProperties.call(this);
+    if (result !== false) rejectRepeatedProperties(this._list.slice(at, this._pos));
+    return result;
+  };
+  return parser;
+}
+
+/** Value sizes of the MQTT 5 properties by identifier (5 §2.2.2.2): bytes, or 's' string/binary, 'p' pair, 'v' varint. */
+const PROPERTY_SIZE: Record<number, number | 's' | 'p' | 'v'> = {
+  0x01: 1, 0x02: 4, 0x03: 's', 0x08: 's', 0x09: 's', 0x0b: 'v', 0x11: 4, 0x12: 's', 0x13: 2, 0x15: 's', 0x16: 's',
+  0x17: 1, 0x18: 4, 0x19: 1, 0x1a: 's', 0x1c: 's', 0x1f: 's', 0x21: 2, 0x22: 2, 0x23: 2, 0x24: 1, 0x25: 1,
+  0x26: 'p', 0x27: 4, 0x28: 1, 0x29: 1, 0x2a: 1,
+};
+
+/** `props`: a property block as parsed (length first). Throws on a repeated property other than User Property. */
+function rejectRepeatedProperties(props: Buffer): void {
+  let [len, off] = readVarInt(props, 0, props.length);
+  const end = Math.min(props.length, off + len);
+  const seen = new Set<number>();
+  while (off < end) {
+    const id = props[off++]!;
+    const size = PROPERTY_SIZE[id];
+    if (size === undefined) return; // the parser has reported it already
+    if (id !== 0x26) {
+      if (seen.has(id)) throw new MqttProtocolError(Reason.ProtocolError, `property 0x${id.toString(16)} appears more than once (5 §2.2.2.2)`);
+      seen.add(id);
+    }
+    if (size === 'v') [len, off] = readVarInt(props, off, end);
+    else if (size === 's') off += 2 + props.readUInt16BE(off);
+    else if (size === 'p') {
+      off += 2 + props.readUInt16BE(off);
+      off += 2 + props.readUInt16BE(off);
+    } else off += size;
+  }
 }

@@ -522,7 +522,10 @@ export class MqttConnection implements PushSink {
     if (reasonCode !== undefined && this.v5 && this.state === 'connected') {
       const props: Record<string, unknown> = {};
       if (reasonString && this.requestProblemInformation) props.reasonString = reasonString.slice(0, 200);
-      this.send(encodePacket({ cmd: 'disconnect', reasonCode, properties: props }, 5));
+      let disconnect = encodePacket({ cmd: 'disconnect', reasonCode, properties: props }, 5);
+      // no Reason String that would take DISCONNECT past the client's Maximum Packet Size [MQTT-3.14.2-3]
+      if (disconnect.length > this.clientMaxPacket) disconnect = encodePacket({ cmd: 'disconnect', reasonCode, properties: {} }, 5);
+      this.send(disconnect);
     }
     this.closing = true;
     this.flush();

@@ -58,8 +58,12 @@ const STRICT_ID = /^[0-9a-zA-Z]{1,23}$/;
 
 function refuse(conn: MqttConnection, v3code: number, v5reason: number, why: string): void {
   conn.endpoint.stats.errors++;
-  if (conn.v5) conn.send(encodePacket({ cmd: 'connack', sessionPresent: false, reasonCode: v5reason, properties: why && conn.requestProblemInformation ? { reasonString: why } : {} }, 5));
-  else conn.send(encodePacket({ cmd: 'connack', sessionPresent: false, returnCode: v3code }, 4));
+  if (conn.v5) {
+    let connack = encodePacket({ cmd: 'connack', sessionPresent: false, reasonCode: v5reason, properties: why && conn.requestProblemInformation ? { reasonString: why } : {} }, 5);
+    // the Reason String is left out when it would exceed the client's Maximum Packet Size [MQTT-3.2.2-19]
+    if (connack.length > conn.clientMaxPacket) connack = encodePacket({ cmd: 'connack', sessionPresent: false, reasonCode: v5reason, properties: {} }, 5);
+    conn.send(connack);
+  } else conn.send(encodePacket({ cmd: 'connack', sessionPresent: false, returnCode: v3code }, 4));
   conn.close(CloseReason.AuthFailed);
 }
 
@@ -76,10 +80,13 @@ export function handleConnect(conn: MqttConnection, p: ConnectPacket): void {
     conn.requestProblemInformation = props.requestProblemInformation !== false;
     if (props.receiveMaximum === 0) throw new MqttProtocolError(Reason.ProtocolError, 'Receive Maximum 0 [MQTT-3.1.2-?]');
     if (props.maximumPacketSize === 0) throw new MqttProtocolError(Reason.ProtocolError, 'Maximum Packet Size 0');
+    if (props.maximumPacketSize !== undefined) conn.clientMaxPacket = props.maximumPacketSize; // a refusing CONNACK respects it too
   } else if (p.password !== undefined && p.username === undefined) {
     // 3.1.1: password flag without user name flag [MQTT-3.1.2-22]
     throw new MqttProtocolError(Reason.ProtocolError, 'password without a user name [MQTT-3.1.2-22]');
   }
+  // Will QoS 3 (both bits set) is malformed (3.1.1 [MQTT-3.1.2-14], 5 [MQTT-3.1.2-12]); mqtt-packet passes it on
+  if (p.will !== undefined && (p.will.qos as number) > 2) throw new MqttProtocolError(Reason.MalformedPacket, 'Will QoS 3 [MQTT-3.1.2-14]');
   conn.state = 'connecting';
   conn.queued = [];
 

@@ -23,6 +23,8 @@ export function handleSubscribe(conn: MqttConnection, p: SubscribePacket): void 
   if (!p.subscriptions || p.subscriptions.length === 0) {
     throw new MqttProtocolError(Reason.ProtocolError, 'SUBSCRIBE without a topic filter [MQTT-3.8.3-3]');
   }
+  // a non-zero packet identifier (3.1.1 [MQTT-2.3.1-1], 5 [MQTT-2.2.1-3])
+  if (p.messageId === 0) throw new MqttProtocolError(Reason.MalformedPacket, 'SUBSCRIBE with packet identifier 0 [MQTT-2.2.1-3]');
   const v5 = conn.v5;
   let subId: number | undefined;
   const rawId = p.properties?.subscriptionIdentifier;

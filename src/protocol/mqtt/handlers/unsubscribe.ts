@@ -7,6 +7,8 @@ export function handleUnsubscribe(conn: MqttConnection, p: { messageId: number; 
   if (!p.unsubscriptions || p.unsubscriptions.length === 0) {
     throw new MqttProtocolError(Reason.ProtocolError, 'UNSUBSCRIBE without a topic filter [MQTT-3.10.3-2]');
   }
+  // a non-zero packet identifier (3.1.1 [MQTT-2.3.1-1], 5 [MQTT-2.2.1-3])
+  if (p.messageId === 0) throw new MqttProtocolError(Reason.MalformedPacket, 'UNSUBSCRIBE with packet identifier 0 [MQTT-2.2.1-3]');
   const s = conn.session!;
   const engine = conn.broker.host.engine();
   const codes: number[] = [];
