@@ -81,6 +81,49 @@ function outboundProps(msg: Message, subscriptionId: number | number[] | undefin
   return p;
 }
 
+/**
+ * One `mqtt-packet` parser shared by all connections (it holds about 1.6 KB, a third of an idle connection's memory).
+ * The framer hands it one complete packet at a time and it emits that packet synchronously, so the connection being
+ * parsed is known (`parsing`); its protocol version is set before each packet, as the parser takes the version of
+ * the last CONNECT it read. After any throw (a malformed packet, or a handler's protocol error) the parser's state is
+ * mid-packet, so it is dropped and the next packet gets a fresh one. A nested parse (not expected: handlers do not
+ * parse) gets a parser of its own.
+ */
+let shared: ReturnType<typeof newParser> | undefined;
+let parsing: MqttConnection | undefined;
+const SETTINGS: Record<number, { protocolVersion: number; bridgeMode?: boolean }> = { 3: { protocolVersion: 3 }, 4: { protocolVersion: 4 }, 5: { protocolVersion: 5 } };
+
+function makeParser(): ReturnType<typeof newParser> {
+  const parser = newParser();
+  parser.on('packet', (p) => parsing!.onPacket(p as unknown as Record<string, unknown>));
+  parser.on('error', (err: Error) => {
+    throw new MqttProtocolError(Reason.MalformedPacket, `malformed ${parsing!.parsingType}: ${err.message}`);
+  });
+  return parser;
+}
+
+function parseFrame(conn: MqttConnection, frame: Buffer): void {
+  const nested = parsing !== undefined;
+  const parser = nested ? makeParser() : (shared ??= makeParser());
+  const outer = parsing;
+  parsing = conn;
+  const p = parser as unknown as { settings: { protocolVersion?: number; bridgeMode?: boolean } };
+  p.settings = conn.parserSettings ?? SETTINGS[4]!;
+  try {
+    parser.parse(frame);
+    if (p.settings !== conn.parserSettings) {
+      // a CONNECT was read: the parser took its protocol version (and 3.1.1 bridge mode) from it
+      const st = p.settings;
+      conn.parserSettings = st.bridgeMode ? { protocolVersion: st.protocolVersion ?? 4, bridgeMode: true } : (SETTINGS[st.protocolVersion ?? 4] ?? SETTINGS[4]!);
+    }
+  } catch (err) {
+    if (!nested) shared = undefined;
+    throw err;
+  } finally {
+    parsing = outer;
+  }
+}
+
 export type ConnState = 'new' | 'connecting' | 'connected' | 'closed';
 
 export class MqttConnection implements PushSink {
@@ -129,7 +172,6 @@ export class MqttConnection implements PushSink {
   /** An enhanced-authentication exchange waiting for the client's AUTH (handlers/auth.ts). */
   authPending: PendingAuth | undefined;
   readonly framer: Framer;
-  readonly parser = newParser();
   private out: Buffer[] = [];
   private outBytes = 0;
   private scheduled = false;
@@ -145,10 +187,6 @@ export class MqttConnection implements PushSink {
   ) {
     this.id = broker.connectionId();
     this.framer = new Framer(this, endpoint.mqtt.maximumBufferSize);
-    this.parser.on('packet', (p) => this.onPacket(p as unknown as Record<string, unknown>));
-    this.parser.on('error', (err: Error) => {
-      throw new MqttProtocolError(Reason.MalformedPacket, `malformed ${this.parsingType}: ${err.message}`);
-    });
     broker.connections.set(this.id, this);
     endpoint.stats.connections.add(this);
     const net = broker.host.network;
@@ -166,7 +204,10 @@ export class MqttConnection implements PushSink {
     return this.state === 'closed';
   }
 
-  private parsingType = 'packet';
+  /** The packet type being parsed, for the error message of a malformed one. */
+  parsingType = 'packet';
+  /** How the shared parser reads this connection's packets: protocol version (and bridge mode) of its CONNECT. */
+  parserSettings: { protocolVersion: number; bridgeMode?: boolean } | undefined;
 
   // ------------------------------------------------------------------------------------------------------------
   // Reading
@@ -207,10 +248,11 @@ export class MqttConnection implements PushSink {
       return;
     }
     this.parsingType = typeName(type);
-    this.parser.parse(frame);
+    parseFrame(this, frame);
   }
 
-  private onPacket(p: Record<string, unknown>): void {
+  /** A packet other than PUBLISH, as the parser gives it (called by `parseFrame`). */
+  onPacket(p: Record<string, unknown>): void {
     switch (p.cmd) {
       case 'connect':
         handleConnect(this, p as never);
