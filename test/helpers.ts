@@ -27,6 +27,7 @@ import { buildApp } from '../src/api/app.js';
 import type { SectionName } from '../src/config/schema.js';
 import { Runtime, type RuntimeOptions } from '../src/runtime/runtime.js';
 import { registerServices } from '../src/runtime/services.js';
+import type { ActorNode } from '../src/runtime/monitor.js';
 
 export const ROOT = resolve(import.meta.dirname ?? new URL('..', import.meta.url).pathname, '..');
 export const CONFIG_DIR = join(ROOT, 'config');
@@ -169,16 +170,8 @@ export async function waitUntil(pred: () => boolean | Promise<boolean>, timeoutM
   throw new Error(`timed out waiting for ${what}`);
 }
 
-/** A node of GET /api/v1/server/actors. */
-export interface ActorTreeNode {
-  id: string;
-  machine: string;
-  state: unknown;
-  status: string;
-  tags: string[];
-  context: Record<string, unknown>;
-  children: ActorTreeNode[];
-}
+/** A node of GET /api/v1/server/actors (the monitor's ActorNode). */
+export type ActorTreeNode = ActorNode;
 
 /**
  * The actors a supervisor node supervises, looking through its shard supervisors (large supervisors are sharded:

@@ -8,22 +8,28 @@ import { CONFIG_DIR, removeDir, spawnBroker, startServer, tempDir, type BrokerPr
 import { auditLines, createUser, login } from './helpers.js';
 
 /**
- * Lockout through the REST API with the runtime's clock replaced by XState's SimulatedClock: the lockout actors'
- * `after` delays and `rt.now()` both follow it, so 30/60/120 s locks and the 900 s decay pass in milliseconds.
+ * A SimulatedClock set to now, and `advance`: SimulatedClock.increment jumps to the end time and then runs the due
+ * timers; a timer scheduled by one of them (the decay timer set when a lock ends) is only run by a later flush, so
+ * flush again.
  */
-describe('lockout over REST', () => {
-  let s: TestServer;
+function simulatedClock() {
   const clock = new SimulatedClock();
   clock.set(Date.now());
-  /**
-   * SimulatedClock.increment jumps to the end time and then runs the due timers; a timer scheduled by one of them
-   * (the decay timer set when a lock ends) is only run by a later flush, so flush again.
-   */
   const advance = (ms: number) => {
     clock.increment(ms);
     clock.increment(0);
     clock.increment(0);
   };
+  return { clock, advance };
+}
+
+/**
+ * Lockout through the REST API with the runtime's clock replaced by XState's SimulatedClock: the lockout actors'
+ * `after` delays and `rt.now()` both follow it, so 30/60/120 s locks and the 900 s decay pass in milliseconds.
+ */
+describe('lockout over REST', () => {
+  let s: TestServer;
+  const { clock, advance } = simulatedClock();
   before(async () => {
     s = await startServer({ clock, overrides: { AuthManager: { loginRateLimit: 10000 } } });
   });
@@ -154,13 +160,7 @@ describe('lockout across a restart', () => {
   function onOneDataDir(AuthManager: Record<string, unknown>) {
     const dataDir = tempDir();
     dirs.push(dataDir);
-    const clock = new SimulatedClock();
-    clock.set(Date.now());
-    const advance = (ms: number) => {
-      clock.increment(ms);
-      clock.increment(0);
-      clock.increment(0);
-    };
+    const { clock, advance } = simulatedClock();
     const boot = () => startServer({ dataDir, clock, overrides: { AuthManager: { loginRateLimit: 10000, ...AuthManager } } });
     return { clock, advance, boot };
   }
