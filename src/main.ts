@@ -3,6 +3,9 @@ import { ConfigError } from './errors.js';
 import { Runtime } from './runtime/runtime.js';
 import { StoreLockedError } from './store/store.js';
 import { registerServices } from './runtime/services.js';
+import { readiness } from './api/routes/probes/readiness.js';
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 
 /**
  * Process entry. Exit codes: 0 clean shutdown (signal or PATCH /api/v1/server shutdown), 1 unexpected fatal error,
@@ -11,7 +14,8 @@ import { registerServices } from './runtime/services.js';
  */
 export const EXIT = { OK: 0, FATAL: 1, CONFIG: 2, LOCKED: 3, LISTEN: 4, SHUTDOWN_TIMEOUT: 5 } as const;
 
-async function main(): Promise<void> {
+/** Runs the broker in this process (`npm start`, `switchyard start`); exits the process with one of the EXIT codes. */
+export async function main(): Promise<void> {
   let rt: Runtime;
   try {
     rt = await Runtime.create();
@@ -31,9 +35,11 @@ async function main(): Promise<void> {
   const app = await buildApp(rt);
   const rest = rt.config.RestApi;
   let stopping = false;
+  let readyTimer: NodeJS.Timeout | undefined;
   const shutdown = async (reason: string) => {
     if (stopping) return;
     stopping = true;
+    clearInterval(readyTimer);
     rt.log.info({ reason }, 'shutting down');
     const timer = setTimeout(() => {
       process.stderr.write(`switchyard: shutdown took longer than ${rt.config.MessageDaemon.shutdownTimeout} ms; exiting\n`);
@@ -62,13 +68,50 @@ async function main(): Promise<void> {
     const addr = app.server.address();
     const port = typeof addr === 'object' && addr ? addr.port : rest.port;
     rt.log.info({ port, host: rest.hostnames }, `REST API listening on http://${rest.hostnames}:${port}/`);
-    // A line machines can read (tests, scripts): the bound REST port.
-    process.stdout.write(`SWITCHYARD_READY rest=${port}\n`);
+    // Machine-readable lines (tests, scripts): the bound REST port as soon as it listens, then READY.
+    process.stdout.write(`SWITCHYARD_LISTENING rest=${port}\n`);
   }
-
+  const restPart = rest.enabled ? ` rest=${(app.server.address() as { port?: number } | null)?.port ?? rest.port}` : '';
+  // SWITCHYARD_READY only once every configured endpoint listens (and the store and supervisors are fine); until
+  // then say what is not ready and why, again whenever that changes. Endpoints keep retrying with their backoff.
+  let last = '';
+  const check = (): boolean => {
+    if (stopping) return true;
+    const r = readiness(rt);
+    if (r.ready) {
+      rt.log.info('ready: every configured endpoint listens');
+      process.stdout.write(`SWITCHYARD_READY${restPart}\n`);
+      return true;
+    }
+    const text = r.reasons.join('; ');
+    if (text !== last) {
+      last = text;
+      rt.log.warn({ reasons: r.reasons }, 'not ready yet');
+      process.stderr.write(`switchyard: not ready: ${text} (retrying)\n`);
+    }
+    return false;
+  };
+  if (!check()) {
+    readyTimer = setInterval(() => {
+      if (check()) clearInterval(readyTimer);
+    }, 250);
+  }
 }
 
-main().catch((err) => {
-  process.stderr.write(`switchyard: fatal: ${(err as Error)?.stack ?? err}\n`);
-  process.exit(EXIT.FATAL);
-});
+/** True when this file is the process entry (`node dist/src/main.js`, `tsx src/main.ts`), not imported by the CLI. */
+function isEntry(): boolean {
+  try {
+    return !!process.argv[1] && realpathSync(process.argv[1]) === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
+}
+
+export function runMain(): void {
+  main().catch((err) => {
+    process.stderr.write(`switchyard: fatal: ${(err as Error)?.stack ?? err}\n`);
+    process.exit(EXIT.FATAL);
+  });
+}
+
+if (isEntry()) runMain();

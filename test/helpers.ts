@@ -131,7 +131,7 @@ export async function spawnBroker(env: Record<string, string>, opts: { waitReady
     port = await new Promise<number>((res, rej) => {
       const timer = setTimeout(() => rej(new Error(`broker did not start in 30 s:\n${out}\n${err}`)), 30000);
       const check = () => {
-        const m = /SWITCHYARD_READY rest=(\d+)/.exec(out);
+        const m = /SWITCHYARD_(?:LISTENING|READY) rest=(\d+)/.exec(out); // LISTENING: REST is up (endpoints may still be retrying)
         if (m) {
           clearTimeout(timer);
           res(Number(m[1]));

@@ -17,6 +17,7 @@ import { authRoutes } from './routes/auth/index.js';
 import { destinationRoutes } from './routes/destinations/destinations.routes.js';
 import { docsRoutes } from './routes/docs/docs.routes.js';
 import { metricsRoutes } from './routes/metrics/metrics.routes.js';
+import { probeRoutes } from './routes/probes/probes.routes.js';
 import { serverRoutes } from './routes/server/server.routes.js';
 import { logRoutes } from './routes/server/log.routes.js';
 import { messagingRoutes } from './routes/messaging/messaging.routes.js';
@@ -104,6 +105,7 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   await app.register(logRoutes, ctx);
   await app.register(destinationRoutes, ctx);
   await app.register(metricsRoutes, ctx);
+  await app.register(probeRoutes, ctx);
   await app.register(interfaceRoutes, ctx);
   await app.register(connectionRoutes, ctx);
   await app.register(messagingRoutes, ctx);

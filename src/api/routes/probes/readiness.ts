@@ -1,0 +1,45 @@
+import { endpointsOf } from '../../../runtime/endpoints.service.js';
+import { supervisorStatus } from '../../../runtime/monitor.js';
+import { SUPERVISORS, type Runtime } from '../../../runtime/runtime.js';
+
+/** Why the broker is not ready (empty when it is). */
+export interface Readiness {
+  ready: boolean;
+  reasons: string[];
+}
+
+/**
+ * Readiness, as `GET /readyz` and the `SWITCHYARD_READY` line see it. Not ready while:
+ * - the server tree is not running (booting, restarting, stopping);
+ * - the store is not open;
+ * - a supervisor has failed (its restart budget is spent; read through the monitor's view of the tree);
+ * - a configured endpoint that should listen does not (bind failed and retrying, or still binding).
+ * An endpoint stopped on purpose (PATCH .../interface/{name} `stopped`, or `autoStart: false`) does not count.
+ */
+export function readiness(rt: Runtime): Readiness {
+  const reasons: string[] = [];
+  if (rt.state !== 'running') reasons.push(`server is ${rt.state}`);
+  if (rt.store.status !== 'open') reasons.push(`store is ${rt.store.status}`);
+  if (rt.state === 'running') {
+    for (const name of SUPERVISORS) {
+      const s = supervisorStatus(name, rt.supervisor(name));
+      if (s.status === 'ERROR') reasons.push(`supervisor ${name} failed: ${s.comment}`);
+      else if (s.status === 'STOPPED') reasons.push(`supervisor ${name} is not running`);
+    }
+    let eps: ReturnType<typeof endpointsOf> | undefined;
+    try {
+      eps = endpointsOf(rt);
+    } catch {
+      reasons.push('network endpoints are not running');
+    }
+    for (const entry of eps?.entries.values() ?? []) {
+      const state = eps!.state(entry);
+      if (state !== 'Failed' && state !== 'Starting') continue;
+      const snap = eps!.actor(entry)?.getSnapshot() as { context?: { lastError?: string; attempts?: number } } | undefined;
+      const why = snap?.context?.lastError;
+      reasons.push(`endpoint "${entry.name}" (${entry.config.url}) is not listening${state === 'Starting' && !why ? ' yet (binding)' : ''}${why ? `: ${why}` : ''}`);
+    }
+  }
+  return { ready: reasons.length === 0, reasons };
+}
+

@@ -1,0 +1,78 @@
+import { after, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { copyFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { join } from 'node:path';
+import { CONFIG_DIR, removeDir, spawnBroker, tempDir, waitUntil, type BrokerProcess } from '../helpers.js';
+
+/** /livez and /readyz as Kubernetes, Docker and load balancers see them (status codes, no credentials). */
+describe('probes', () => {
+  const dirs: string[] = [];
+  const procs: BrokerProcess[] = [];
+  let blocker: Server | undefined;
+  after(async () => {
+    for (const p of procs) await p.stop('SIGKILL');
+    blocker?.close();
+    dirs.forEach(removeDir);
+  });
+
+  test('probes - /readyz is 503 naming the endpoint whose port is taken, 200 once it frees and the endpoint retries; SWITCHYARD_READY waits for it', async () => {
+    const configDir = tempDir();
+    const dataDir = tempDir();
+    dirs.push(configDir, dataDir);
+    blocker = createServer();
+    await new Promise<void>((res) => blocker!.listen(0, '127.0.0.1', res));
+    const taken = (blocker.address() as { port: number }).port;
+    for (const f of readdirSync(CONFIG_DIR)) if (f.endsWith('.yaml') && f !== 'NetworkManager.yaml') copyFileSync(join(CONFIG_DIR, f), join(configDir, f));
+    writeFileSync(
+      join(configDir, 'NetworkManager.yaml'),
+      [
+        'NetworkManager:',
+        '  retryInitial: 200',
+        '  retryMax: 400',
+        '  data:',
+        '    - name: main',
+        '      url: tcp://127.0.0.1:0/',
+        '      protocolConfigs: [{ type: mqtt }]',
+        '    - name: contested',
+        `      url: tcp://127.0.0.1:${taken}/`,
+        '      protocolConfigs: [{ type: mqtt }]',
+        '',
+      ].join('\n'),
+    );
+    const b = await spawnBroker({ SWITCHYARD_DATA_DIR: dataDir, SWITCHYARD_CONFIG_DIR: configDir });
+    procs.push(b);
+    const base = `http://127.0.0.1:${b.port}`;
+
+    const live = await fetch(`${base}/livez`);
+    assert.equal(live.status, 200, 'live without credentials');
+    const notReady = await fetch(`${base}/readyz`);
+    assert.equal(notReady.status, 503);
+    const body = (await notReady.json()) as { status: string; reasons: string[] };
+    assert.match(body.status, /^Not ready: /);
+    assert.equal(body.reasons.length, 1, JSON.stringify(body));
+    assert.match(body.reasons[0]!, new RegExp(`endpoint "contested" \\(tcp://127.0.0.1:${taken}/\\) is not listening: .*EADDRINUSE`));
+    assert.equal(await (await fetch(`${base}/health`)).text(), 'Warning', '/health keeps its MAPS answer');
+    assert.doesNotMatch(b.stdout(), /SWITCHYARD_READY/, 'not ready: no READY line');
+    assert.match(b.stderr(), /switchyard: not ready: endpoint "contested" .*EADDRINUSE/);
+
+    await new Promise<void>((res) => blocker!.close(() => res()));
+    blocker = undefined;
+    await waitUntil(async () => (await fetch(`${base}/readyz`)).status === 200, 15000, '/readyz 200');
+    assert.deepEqual(await (await fetch(`${base}/readyz`)).json(), { status: 'Ready' });
+    await waitUntil(() => /SWITCHYARD_READY rest=\d+/.test(b.stdout()), 5000, 'SWITCHYARD_READY');
+    assert.equal(await b.stop('SIGTERM'), 0);
+  });
+
+  test('probes - a broker whose endpoints all bind prints SWITCHYARD_READY and answers /readyz 200', async () => {
+    const dataDir = tempDir();
+    dirs.push(dataDir);
+    const b = await spawnBroker({ SWITCHYARD_DATA_DIR: dataDir });
+    procs.push(b);
+    await waitUntil(() => /SWITCHYARD_READY rest=\d+/.test(b.stdout()), 5000, 'SWITCHYARD_READY');
+    const r = await fetch(`http://127.0.0.1:${b.port}/readyz`);
+    assert.equal(r.status, 200);
+    assert.equal(r.headers.get('cache-control'), 'no-store');
+    assert.equal(await b.stop('SIGTERM'), 0);
+  });
+});
