@@ -621,3 +621,99 @@ test('selector - deep nesting is parsed or rejected cleanly', () => {
     assert.ok(error instanceof SelectorSyntaxError);
   }
 });
+
+// ---------------------------------------------------------------------------------------------------------
+// Selectors that cannot blow up
+
+test('selector - LIKE with 20 %a over a 10 000-character value is linear (time printed)', () => {
+  const pattern = `${'%a'.repeat(20)}b`;
+  const miss = compileSelector(`s LIKE '${pattern}'`);
+  const hit = compileSelector(`s LIKE '${pattern}%'`);
+  const value = 'a'.repeat(10_000);
+  const start = process.hrtime.bigint();
+  assert.equal(miss.matches({ s: value }), false);
+  assert.equal(miss.matches({ s: `${value}b` }), true);
+  assert.equal(hit.matches({ s: `${value}b${value}` }), true);
+  assert.equal(hit.matches({ s: value }), false);
+  // the inner segments search too: '%a%a...%ab%' must find 'ab' after twenty a's
+  const inner = compileSelector(`s LIKE '${'%a'.repeat(20)}b%x'`);
+  assert.equal(inner.matches({ s: `${value}x` }), false);
+  const ms = Number(process.hrtime.bigint() - start) / 1e6;
+  console.log(`LIKE '${pattern}' family over 10 000 characters: 5 evaluations in ${ms.toFixed(2)} ms`);
+  // the REST example of the issue, K = 10, over a destination name
+  const rest = compileSelector(`name LIKE '${'%a'.repeat(10)}b'`);
+  const t0 = process.hrtime.bigint();
+  assert.equal(rest.matches({ name: 'a'.repeat(40) }), false);
+  console.log(`LIKE '${'%a'.repeat(10)}b' over 40 characters: ${(Number(process.hrtime.bigint() - t0) / 1e6).toFixed(3)} ms`);
+});
+
+/** The old translation into a RegExp: a reference, safe on short inputs. */
+function referenceLike(pattern: string, escape: string | null): RegExp {
+  let source = '^';
+  let escaping = false;
+  for (const ch of pattern) {
+    if (escaping) {
+      source += ch.replace(/[\\^$.*+?()[\]{}|/]/g, '\\$&');
+      escaping = false;
+    } else if (ch === escape) escaping = true;
+    else if (ch === '%') source += '.*';
+    else if (ch === '_') source += '.';
+    else source += ch.replace(/[\\^$.*+?()[\]{}|/]/g, '\\$&');
+  }
+  return new RegExp(`${source}$`, 'isu');
+}
+
+test('selector - LIKE matcher agrees with a regular-expression reference on random short inputs', () => {
+  // a seeded generator, so a failure can be replayed
+  let seed = 0x5eed;
+  const rnd = (n: number): number => {
+    seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+    return seed % n;
+  };
+  const pick = (alphabet: readonly string[], max: number): string => {
+    let out = '';
+    for (let i = rnd(max + 1); i > 0; i--) out += alphabet[rnd(alphabet.length)];
+    return out;
+  };
+  const valueAlphabet = ['a', 'b', 'A', 'B', '!', '%', '_', 'é', 'É', '😀', '\n'];
+  const patternAlphabet = ['a', 'b', 'A', '%', '%', '_', '!', 'é', '😀'];
+  let checked = 0;
+  for (let i = 0; i < 10_000; i++) {
+    const escape = rnd(3) === 0 ? '!' : null;
+    let pattern = pick(patternAlphabet, 8);
+    if (escape !== null && /(^|[^!])(!!)*!$/.test(pattern)) pattern += 'a'; // no dangling escape
+    const value = pick(valueAlphabet, 10);
+    const literal = pattern.replaceAll("'", "''");
+    const selector = escape === null ? `s LIKE '${literal}'` : `s LIKE '${literal}' ESCAPE '${escape}'`;
+    const expected = referenceLike(pattern, escape).test(value);
+    assert.equal(compileSelector(selector).matches({ s: value }), expected, `${selector} against ${JSON.stringify(value)}`);
+    checked++;
+  }
+  assert.equal(checked, 10_000);
+  // case folding beyond ASCII, as /…/iu does it
+  check([
+    ["s LIKE 'STRASSE%'", { s: 'strasse' }, true],
+    ["s LIKE 'ſ'", { s: 'S' }, true],
+    ["s LIKE 'k'", { s: '\u212A' }, true],
+    ["s LIKE '%Ω%'", { s: 'xωx' }, true],
+    ["s LIKE '_é_'", { s: 'aÉb' }, true],
+  ]);
+});
+
+test('selector - size, nesting and LIKE cost are bounded and refused with a clear message', () => {
+  const tooLong = `s = '${'x'.repeat(17_000)}'`;
+  assert.match(syntaxError(tooLong).message, /too long: \d+ characters \(limit 16384\)/);
+  const tooMany = Array(2000).fill('a=1').join(' OR ');
+  assert.match(syntaxError(tooMany).message, /too large: more than 5000 terms/);
+  const deep = `${'NOT '.repeat(300)}a = 1`;
+  assert.match(syntaxError(deep).message, /too deeply nested/);
+  const costly = `s LIKE '${'%__________'.repeat(110)}%'`;
+  assert.match(syntaxError(costly).message, /too costly to evaluate/);
+  // what stays allowed: long OR chains, many %-segments without '_', a few '_' between '%'
+  assert.equal(compileSelector(Array.from({ length: 1000 }, (_, i) => `a = ${i}`).join(' OR ')).matches({ a: 7 }), true);
+  assert.equal(compileSelector(`s LIKE '${'%ab'.repeat(500)}%'`).matches({ s: 'ab'.repeat(500) }), true);
+  assert.equal(compileSelector("s LIKE '%a_c%d__f%'").matches({ s: 'xxabcxxdeefxx' }), true);
+  // a limit error is a SelectorSyntaxError, so a REST filter answers 400 with it as status
+  assert.ok(syntaxError(tooLong) instanceof ValidationError);
+  assert.throws(() => parseFilterParam(tooLong), SelectorSyntaxError);
+});

@@ -26,7 +26,10 @@
  *   lexicographic order; other combinations (booleans, mixed non-coercible types) are UNKNOWN.
  * - LIKE ignores case too, for the same reason as equality (`type LIKE 'top%'` matches `Topic`). `%` matches
  *   any sequence, `_` exactly one character; with `ESCAPE 'c'`, `c%`, `c_` and `cc` are literal. LIKE applies to
- *   strings and numbers (read in decimal); any other value is UNKNOWN.
+ *   strings and numbers (read in decimal); any other value is UNKNOWN. LIKE is matched by a hand-written matcher
+ *   (compileLike below) in time linear in the value, never by a RegExp, so no pattern can make it backtrack.
+ * - Bounds (SELECTOR_LIMITS): text length, AST nodes, nesting depth and LIKE work are checked at compile time and
+ *   refused with SelectorSyntaxError (a REST 400), so no selector can make one evaluation expensive.
  * - Arithmetic (+ - * /, unary minus) needs numbers or numeric strings; anything else, a division by zero and
  *   any non-finite result are NULL.
  */
@@ -296,25 +299,28 @@ function negatedIf(negated: boolean, fn: TruthFn): TruthFn {
 function compileCondition(node: Node): TruthFn {
   switch (node.type) {
     case 'or': {
-      const left = compileCondition(node.left);
-      const right = compileCondition(node.right);
+      // A chain `a OR b OR c` (left-deep in the AST) is evaluated as a list: no recursion per operand.
+      const operands = chainOperands(node).map(compileCondition);
       return (obj) => {
-        const l = left(obj);
-        if (l === true) return true;
-        const r = right(obj);
-        if (r === true) return true;
-        return l === false && r === false ? false : null;
+        let unknown = false;
+        for (const operand of operands) {
+          const t = operand(obj);
+          if (t === true) return true;
+          if (t === null) unknown = true;
+        }
+        return unknown ? null : false;
       };
     }
     case 'and': {
-      const left = compileCondition(node.left);
-      const right = compileCondition(node.right);
+      const operands = chainOperands(node).map(compileCondition);
       return (obj) => {
-        const l = left(obj);
-        if (l === false) return false;
-        const r = right(obj);
-        if (r === false) return false;
-        return l === true && r === true ? true : null;
+        let unknown = false;
+        for (const operand of operands) {
+          const t = operand(obj);
+          if (t === false) return false;
+          if (t === null) unknown = true;
+        }
+        return unknown ? null : true;
       };
     }
     case 'not': {
@@ -357,11 +363,11 @@ function compileCondition(node: Node): TruthFn {
     }
     case 'like': {
       const value = compileValue(node.value);
-      const regex = likeToRegExp(node.pattern, node.escape);
+      const like = compileLike(node.pattern, node.escape);
       return negatedIf(node.negated, (obj) => {
         const v = value(obj);
-        if (typeof v === 'string') return regex.test(v);
-        if (typeof v === 'number') return regex.test(String(v));
+        if (typeof v === 'string') return like(v);
+        if (typeof v === 'number') return like(String(v));
         return null;
       });
     }
@@ -377,27 +383,159 @@ function compileCondition(node: Node): TruthFn {
   }
 }
 
-const REGEXP_SYNTAX = /[\\^$.*+?()[\]{}|/]/g;
+/** The operands of a chain of one operator (`a OR b OR c`), in order, without recursion along the chain. */
+function chainOperands(node: Extract<Node, { type: 'or' | 'and' }>): Node[] {
+  const right: Node[] = [];
+  let current: Node = node;
+  while (current.type === node.type) {
+    const link = current as Extract<Node, { type: 'or' | 'and' }>;
+    right.push(link.right);
+    current = link.left;
+  }
+  right.push(current);
+  return right.reverse();
+}
 
-/** `%` any sequence, `_` one character, `escape` makes the next character literal; anchored, case-insensitive. */
-function likeToRegExp(pattern: string, escape: string | null): RegExp {
-  let source = '^';
+// ---------------------------------------------------------------------------------------------------------
+// LIKE: a hand-written matcher, linear in the value (no RegExp, no backtracking)
+//
+// The pattern is split at `%` into segments of literal characters and `_` (one code point). The first segment
+// must match at the start of the value and the last at its end; a segment between two `%` is found at its
+// leftmost place after the previous one. Taking the leftmost place never loses a match (any later place leaves
+// less room for the rest), so no choice is ever undone. A segment without `_` is found with Knuth-Morris-Pratt
+// (O(value + segment)); one with `_` by direct comparison at each place (O(value x segment)), which is why the
+// total length of such inner segments counts against MAX_LIKE_WORK below.
+// Case is ignored per code point (the simple case folding of /…/iu); `_` is one code point, as `.` with /u.
+
+/** One pattern position: a folded code point, or ANY for `_`. */
+const ANY = null;
+type PatternChar = string | typeof ANY;
+
+interface LikePlan {
+  /** No `%`: the value must have exactly these positions. */
+  readonly exact: boolean;
+  readonly first: readonly PatternChar[];
+  readonly middle: readonly { readonly chars: readonly PatternChar[]; readonly failure: Int32Array | null }[];
+  readonly last: readonly PatternChar[];
+  /** Comparisons per value code point beyond the linear scan: total length of inner segments holding `_`. */
+  readonly work: number;
+}
+
+const foldCache = new Map<string, string>();
+
+/** The case fold of one code point: lower case of its upper case when both stay one code point ('ſ' -> 's'). */
+function fold(ch: string): string {
+  const code = ch.charCodeAt(0);
+  if (code < 0x80) return code >= 0x41 && code <= 0x5a ? String.fromCharCode(code + 32) : ch;
+  let folded = foldCache.get(ch);
+  if (folded === undefined) {
+    const upper = ch.toUpperCase();
+    const viaUpper = [...upper].length === 1 ? upper.toLowerCase() : '';
+    const lower = ch.toLowerCase();
+    folded = [...viaUpper].length === 1 ? viaUpper : [...lower].length === 1 ? lower : ch;
+    if (foldCache.size < 4096) foldCache.set(ch, folded);
+  }
+  return folded;
+}
+
+// eslint-disable-next-line no-control-regex
+const ASCII_ONLY = /^[\x00-\x7f]*$/;
+
+/**
+ * A value as folded code points, indexable: an all-ASCII string is lower-cased as a whole (index = code
+ * point); anything else becomes an array of folded code points.
+ */
+function foldValue(value: string): string | readonly string[] {
+  if (ASCII_ONLY.test(value)) return value.toLowerCase();
+  const out: string[] = [];
+  for (const ch of value) out.push(fold(ch));
+  return out;
+}
+
+function kmpFailure(chars: readonly PatternChar[]): Int32Array {
+  const failure = new Int32Array(chars.length);
+  let k = 0;
+  for (let i = 1; i < chars.length; i++) {
+    while (k > 0 && chars[i] !== chars[k]) k = failure[k - 1]!;
+    if (chars[i] === chars[k]) k++;
+    failure[i] = k;
+  }
+  return failure;
+}
+
+function planLike(pattern: string, escape: string | null): LikePlan {
+  const segments: PatternChar[][] = [[]];
   let escaping = false;
   for (const ch of pattern) {
+    const current = segments[segments.length - 1]!;
     if (escaping) {
-      source += ch.replace(REGEXP_SYNTAX, '\\$&');
+      current.push(fold(ch));
       escaping = false;
     } else if (ch === escape) {
       escaping = true;
     } else if (ch === '%') {
-      source += '.*';
-    } else if (ch === '_') {
-      source += '.';
+      segments.push([]);
     } else {
-      source += ch.replace(REGEXP_SYNTAX, '\\$&');
+      current.push(ch === '_' ? ANY : fold(ch));
     }
   }
-  return new RegExp(`${source}$`, 'isu');
+  const exact = segments.length === 1;
+  const middle = segments.slice(1, -1).filter((s) => s.length > 0);
+  let work = 0;
+  const plannedMiddle = middle.map((chars) => {
+    const wild = chars.includes(ANY);
+    if (wild) work += chars.length;
+    return { chars, failure: wild ? null : kmpFailure(chars) };
+  });
+  return { exact, first: segments[0]!, middle: plannedMiddle, last: exact ? [] : segments[segments.length - 1]!, work };
+}
+
+function matchesAt(text: string | readonly string[], at: number, chars: readonly PatternChar[]): boolean {
+  for (let j = 0; j < chars.length; j++) {
+    const c = chars[j]!;
+    if (c !== ANY && text[at + j] !== c) return false;
+  }
+  return true;
+}
+
+/** The leftmost place in text[from, to) where the segment matches, or -1. */
+function find(text: string | readonly string[], from: number, to: number, chars: readonly PatternChar[], failure: Int32Array | null): number {
+  const m = chars.length;
+  if (failure === null) {
+    for (let i = from; i + m <= to; i++) if (matchesAt(text, i, chars)) return i;
+    return -1;
+  }
+  let k = 0;
+  for (let i = from; i < to; i++) {
+    const c = text[i];
+    while (k > 0 && c !== chars[k]) k = failure[k - 1]!;
+    if (c === chars[k]) k++;
+    if (k === m) return i - m + 1;
+  }
+  return -1;
+}
+
+function runLike(plan: LikePlan, value: string): boolean {
+  const text = foldValue(value);
+  const n = text.length;
+  const { first, last } = plan;
+  if (plan.exact) return n === first.length && matchesAt(text, 0, first);
+  if (first.length + last.length > n) return false;
+  if (!matchesAt(text, 0, first) || !matchesAt(text, n - last.length, last)) return false;
+  let at = first.length;
+  const end = n - last.length;
+  for (const segment of plan.middle) {
+    const found = find(text, at, end, segment.chars, segment.failure);
+    if (found < 0) return false;
+    at = found + segment.chars.length;
+  }
+  return true;
+}
+
+/** `%` any sequence, `_` one code point, `escape` makes the next character literal; whole value, ignoring case. */
+export function compileLike(pattern: string, escape: string | null = null): (value: string) => boolean {
+  const plan = planLike(pattern, escape);
+  return (value) => runLike(plan, value);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -430,11 +568,96 @@ function syntaxError(error: ParserSyntaxError): SelectorSyntaxError {
   );
 }
 
+/**
+ * Bounds on a selector, checked before it is used: its text, its AST (nodes, and nesting depth where a chain of
+ * one operator such as `a OR b OR c` counts as one level), and the extra work of its LIKE patterns (`_` inside a
+ * segment between two `%`: comparisons per character of the value). With these bounds one evaluation costs at
+ * most about (maxNodes + maxLikeWork) steps per character of the values it reads. Refused with 400.
+ */
+export const SELECTOR_LIMITS = Object.freeze({
+  maxLength: 16_384,
+  maxNodes: 5_000,
+  maxDepth: 256,
+  maxLikeWork: 1_000,
+});
+
+interface Measure {
+  nodes: number;
+  depth: number;
+  likeWork: number;
+}
+
+/** Counts nodes, depth and LIKE work; stops descending once a bound is passed. */
+function measure(root: Node): Measure {
+  const m: Measure = { nodes: 0, depth: 0, likeWork: 0 };
+  const stack: { node: Node; depth: number }[] = [{ node: root, depth: 1 }];
+  while (stack.length > 0 && m.nodes <= SELECTOR_LIMITS.maxNodes && m.depth <= SELECTOR_LIMITS.maxDepth) {
+    const { node, depth } = stack.pop()!;
+    m.nodes++;
+    if (depth > m.depth) m.depth = depth;
+    const push = (child: Node, d = depth + 1): void => void stack.push({ node: child, depth: d });
+    switch (node.type) {
+      case 'or':
+      case 'and':
+        // same-operator links of a chain stay at the chain's level
+        push(node.left, node.left.type === node.type ? depth : depth + 1);
+        push(node.right, node.right.type === node.type ? depth : depth + 1);
+        break;
+      case 'not':
+      case 'negate':
+        push(node.operand);
+        break;
+      case 'compare':
+      case 'arithmetic':
+        push(node.left);
+        push(node.right);
+        break;
+      case 'between':
+        push(node.value);
+        push(node.low);
+        push(node.high);
+        break;
+      case 'in':
+        push(node.value);
+        for (const item of node.items) push(item);
+        break;
+      case 'like':
+        push(node.value);
+        m.likeWork += planLike(node.pattern, node.escape).work;
+        break;
+      case 'isNull':
+        push(node.value);
+        break;
+      default:
+        break;
+    }
+  }
+  return m;
+}
+
+function limitError(message: string): SelectorSyntaxError {
+  return new SelectorSyntaxError(message, START);
+}
+
 function compile(text: string): CompiledSelector {
+  const L = SELECTOR_LIMITS;
+  if (text.length > L.maxLength) {
+    throw limitError(`Selector is too long: ${text.length} characters (limit ${L.maxLength})`);
+  }
   let condition: TruthFn;
   try {
-    condition = compileCondition(parse(text) as Node);
+    const ast = parse(text) as Node;
+    const m = measure(ast);
+    if (m.nodes > L.maxNodes) throw limitError(`Selector is too large: more than ${L.maxNodes} terms`);
+    if (m.depth > L.maxDepth) throw limitError(`Selector is too deeply nested: more than ${L.maxDepth} levels`);
+    if (m.likeWork > L.maxLikeWork) {
+      throw limitError(
+        `Selector is too costly to evaluate: its LIKE patterns have ${m.likeWork} characters in '_'-holding parts between two '%' (limit ${L.maxLikeWork})`,
+      );
+    }
+    condition = compileCondition(ast);
   } catch (error) {
+    if (error instanceof SelectorSyntaxError) throw error;
     if (error instanceof ParserSyntaxError) throw syntaxError(error);
     // The recursive-descent parser (or the compiler) ran out of stack.
     if (error instanceof RangeError) {
