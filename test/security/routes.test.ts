@@ -12,7 +12,16 @@ import { auditLines, createGroup } from './helpers.js';
  * every protected route is a 401; as a user holding every permission except the one the route declares, a 403; as
  * admin, neither. New routes are covered without editing this test.
  */
-const PUBLIC = new Set(['GET /health', 'GET /api/v1/ping', 'POST /api/v1/login', 'GET /openapi.json', 'GET /openapi.yaml']);
+// The two SSE stream routes need no credentials: their single-use token replaces them (test/api/sse-token.test.ts).
+const PUBLIC = new Set([
+  'GET /health',
+  'GET /api/v1/ping',
+  'POST /api/v1/login',
+  'GET /openapi.json',
+  'GET /openapi.yaml',
+  'GET /api/v1/server/log/sse/stream/:token',
+  'GET /api/v1/messaging/sse/stream/:token',
+]);
 const FILLER = '00000000-0000-4000-8000-00000000abcd';
 
 describe('route table enforcement', () => {
@@ -50,7 +59,7 @@ describe('route table enforcement', () => {
   });
   after(async () => s.close());
 
-  test('routes - exactly /health, /api/v1/ping, /api/v1/login and the OpenAPI document (and its UI) are public', () => {
+  test('routes - exactly /health, /api/v1/ping, /api/v1/login, the OpenAPI document (and its UI) and the token-opened SSE streams are public', () => {
     const open = routes.filter((r) => !r.need).map((r) => `${r.method} ${r.url}`);
     assert.deepEqual(open.filter((k) => !k.includes('/swagger-ui')).sort(), [...PUBLIC].sort());
   });

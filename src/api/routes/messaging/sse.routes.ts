@@ -5,9 +5,9 @@ import type { PushSink } from '../../../engine/index.js';
 import { ConflictError, ForbiddenError } from '../../../errors.js';
 import type { ApiContext } from '../../context.js';
 import { messageSelector, toDto } from '../../message-dto.js';
-import { RestSessions } from '../../rest-session.js';
-import { ErrorResponses } from '../../schemas.js';
-import { requireSubscribe } from './access.js';
+import { ErrorResponses, StatusResponse } from '../../schemas.js';
+import { requireStreamPermission, streamPrincipal } from '../../tokens.js';
+import { principalOf, requireSubscribe } from './access.js';
 import { trackUserStream } from '../../user-streams.js';
 
 const StreamQuery = z.object({
@@ -32,14 +32,15 @@ export const sseRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => 
       schema: {
         tags,
         summary: 'Request a temporary token to access the listed destinations events',
-        description: 'Random, single use, bound to the destination and to the caller’s session, expires after 60 s.',
+        description:
+          'Random, single use, bound to the destination and to the caller (the stream runs with the caller’s rights), expires after RestApi.sseTokenLifetime (60 s). The token alone opens the stream: no credentials needed there.',
         querystring: z.object({ destination: z.string({ error: 'destination is required' }).trim().min(1, 'destination must not be blank') }),
-        response: { 200: z.string(), ...ErrorResponses },
+        response: { 200: z.string(), 429: StatusResponse, ...ErrorResponses },
       },
     },
     async (req, reply) => {
       requireSubscribe(rt, req, req.query.destination);
-      const token = tokens.issue('messaging', { destination: req.query.destination, sessionId: RestSessions.idOf(req) });
+      const token = tokens.issue('messaging', principalOf(req), { destination: req.query.destination });
       reply.type('text/plain; charset=utf-8');
       return token;
     },
@@ -49,12 +50,13 @@ export const sseRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => 
     '/api/v1/messaging/sse/stream/:token',
     {
       sse: { kind: 'manual', heartbeat: true },
-      config: { permission: { permission: 'connect' } },
+      // The token replaces authentication for the stream (no credentials needed): it runs as the token's user.
+      config: { public: true },
       schema: {
         tags,
         summary: 'Stream destination events (SSE)',
         description:
-          'Each message is an event named by destinationName as subscribed, data = the message JSON (MessageDTO plus destinationName). Comments keep the connection alive. The subscription ends when the client goes away.',
+          'Needs no credentials: the token from GET /api/v1/messaging/sse replaces them (its user must still hold connect and subscribe). The headers and a `: connected` comment are sent at once. Each message is an event named by destinationName as subscribed, data = the message JSON (MessageDTO plus destinationName). Comments keep the connection alive. The subscription ends when the client goes away.',
         params: z.object({ token: z.string().min(1, 'token is required') }),
         querystring: StreamQuery,
         response: { 200: z.string().describe('text/event-stream'), ...ErrorResponses },
@@ -65,10 +67,12 @@ export const sseRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => 
       const selector = messageSelector(q.filter);
       const engine = rt.engine;
       if (!engine) throw new ConflictError('The messaging engine is not running (server restarting)');
-      const token = tokens.consume(req.params.token, 'messaging', RestSessions.idOf(req));
+      const token = tokens.consume(req.params.token, 'messaging');
       if (token.destination !== q.destinationName) {
         throw new ForbiddenError(`Token was issued for destination ${token.destination}, not ${q.destinationName}`);
       }
+      req.principal = streamPrincipal(rt, token);
+      requireStreamPermission(rt, req.principal, 'connect');
       requireSubscribe(rt, req, q.destinationName);
       const sse = reply.sse!;
       const raw = reply.raw;
@@ -88,6 +92,7 @@ export const sseRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => 
       };
       sse.keepAlive();
       sse.sendHeaders();
+      raw.write(': connected\n\n'); // headers go out now, not with the first message
       const sub = engine.subscribe({
         sessionId: `sse:${randomUUID()}`,
         filter,

@@ -3,8 +3,9 @@ import { z } from 'zod';
 import { parseFilterParam } from '../../../engine/selector/selector.js';
 import type { LogEntry } from '../../../log.js';
 import type { ApiContext } from '../../context.js';
-import { sessionIdOf } from '../../plugins/auth.js';
-import { ErrorResponses } from '../../schemas.js';
+import { ErrorResponses, StatusResponse } from '../../schemas.js';
+import { principalOf } from '../messaging/access.js';
+import { requireStreamPermission, streamPrincipal } from '../../tokens.js';
 import { trackUserStream } from '../../user-streams.js';
 
 /** Entries held for one slow log stream before the oldest are dropped. */
@@ -41,24 +42,26 @@ export const logRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => 
       schema: {
         tags: ['Logging Monitor'],
         summary: 'Request a temporary token to access the server side logs',
-        description: 'The token is random, single use and expires after 60 s.',
-        response: { 200: z.string(), ...ErrorResponses },
+        description: 'The token is random, single use, bound to the caller and expires after RestApi.sseTokenLifetime (60 s); it alone opens the stream.',
+        response: { 200: z.string(), 429: StatusResponse, ...ErrorResponses },
       },
     },
     async (req, reply) => {
       reply.type('text/plain; charset=utf-8');
-      return tokens.issue('log', { sessionId: sessionIdOf(req) });
+      return tokens.issue('log', principalOf(req));
     },
   );
 
   app.get(
     '/api/v1/server/log/sse/stream/:token',
-    { config: { permission: { permission: 'view_stats' } },
+    { // The token replaces authentication for the stream (no credentials needed): it runs as the token's user.
+      config: { public: true },
       sse: { kind: 'manual', heartbeat: true },
       schema: {
         tags: ['Logging Monitor'],
         summary: 'Stream live log entries',
-        description: 'Server-sent events named logEvent, data = LogEntry JSON; the stored entries first, then live ones.',
+        description:
+          'Needs no credentials: the token from GET /api/v1/server/log/sse replaces them (its user must still hold view_stats). Server-sent events named logEvent, data = LogEntry JSON; the stored entries first, then live ones. The headers and a `: connected` comment are sent at once.',
         params: z.object({ token: z.string().min(1, 'token is required') }),
         querystring: FilterQuery,
         response: { 200: z.string().describe('text/event-stream'), ...ErrorResponses },
@@ -66,10 +69,13 @@ export const logRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => 
     },
     async (req, reply) => {
       const selector = parseFilterParam(req.query.filter);
-      tokens.consume(req.params.token, 'log', sessionIdOf(req));
+      const principal = streamPrincipal(rt, tokens.consume(req.params.token, 'log'));
+      req.principal = principal;
+      requireStreamPermission(rt, principal, 'view_stats');
       const sse = reply.sse!;
       sse.keepAlive();
       sse.sendHeaders();
+      reply.raw.write(': connected\n\n'); // headers go out now, not with the first entry
       const pass = (e: LogEntry) => !selector || selector.matches(e);
       const queue: LogEntry[] = rt.logs.monitor.entries().filter(pass);
       let sending = false;
