@@ -199,10 +199,18 @@ export interface ServerInfo {
   threadState: Record<string, number>;
 }
 
-export const VERSION = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version as string;
+/** package.json: two levels up from src/runtime, three from the compiled dist/src/runtime. */
+const PACKAGE_JSON = [new URL('../../package.json', import.meta.url), new URL('../../../package.json', import.meta.url)].find((u) => {
+  try {
+    return statSync(u).isFile();
+  } catch {
+    return false;
+  }
+})!;
+export const VERSION = JSON.parse(readFileSync(PACKAGE_JSON, 'utf8')).version as string;
 export const BUILD_DATE = (() => {
   try {
-    return statSync(new URL('../../package.json', import.meta.url)).mtime.toISOString().slice(0, 10);
+    return statSync(PACKAGE_JSON).mtime.toISOString().slice(0, 10);
   } catch {
     return new Date().toISOString().slice(0, 10);
   }
