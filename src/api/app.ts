@@ -10,6 +10,7 @@ import { VERSION } from '../runtime/monitor.js';
 import { ResponseCache } from './cache.js';
 import type { ApiContext } from './context.js';
 import { registerErrorHandling } from './plugins/errors.js';
+import { nullOptionalFields, registerNullFields } from './plugins/null-fields.js';
 import { interfaceRoutes } from './routes/interfaces/interfaces.routes.js';
 import { connectionRoutes } from './routes/connections/connections.routes.js';
 import { annotateOpenApi, registerAuth } from './plugins/auth.js';
@@ -60,6 +61,7 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   });
   registerErrorHandling(app);
 
+  registerNullFields(app); // null in an optional body field means absent, for every route registered below
   const cache = new ResponseCache(rest.enableCache, rest.cacheLifetime, rest.cacheCleanup);
   const tokens = new TokenStore(rest.sseTokenLifetime);
   const sessions = new RestSessions(rt, rest.inactiveTimeout);
@@ -95,7 +97,8 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
       security: [{ basicAuth: [] }, { authScheme: [] }, { cookieAuth: [] }],
     },
     transform: jsonSchemaTransform,
-    transformObject: (doc) => annotateOpenApi(jsonSchemaTransformObject(doc) as Record<string, unknown>, routes) as ReturnType<typeof jsonSchemaTransformObject>,
+    transformObject: (doc) =>
+      nullOptionalFields(annotateOpenApi(jsonSchemaTransformObject(doc) as Record<string, unknown>, routes)) as ReturnType<typeof jsonSchemaTransformObject>,
   });
   if (rest.enableSwaggerUI) await app.register(fastifySwaggerUi, { routePrefix: '/swagger-ui' });
 
