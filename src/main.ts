@@ -4,6 +4,7 @@ import { Runtime } from './runtime/runtime.js';
 import { StoreLockedError } from './store/store.js';
 import { registerServices } from './runtime/services.js';
 import { readiness } from './api/routes/probes/readiness.js';
+import { initialAdminPassword } from './security/admin-password.js';
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
@@ -29,6 +30,14 @@ export async function main(): Promise<void> {
       process.exit(EXIT.LOCKED);
     }
     throw err;
+  }
+  try {
+    initialAdminPassword(rt.config.AuthManager); // SWITCHYARD_ADMIN_PASSWORD[_FILE]: refused at once, not in the middle of the first boot
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`switchyard: configuration error: ${err.message}\n`);
+    await rt.stop();
+    process.exit(EXIT.CONFIG);
   }
   registerServices(rt);
   await rt.start();

@@ -7,6 +7,9 @@
  *   q!<destination>!<10 - priority, 2 digits>!<message id, 16 digits>   queue message
  *   r!<topic>                                                          retained message of a topic
  *   d!<subscription key>!<message id, 16 digits>                       message held for a durable subscription
+ *   s!<owner>!<record>                                                 protocol session state (e.g. MQTT packet ids
+ *                                                                      in flight), written in the same group commit
+ *                                                                      as the messages it refers to (`Engine.putState`)
  *
  * A destination name or subscription key may itself contain '!': keys are parsed from the right, where the
  * fixed-width fields are. Values are `encodeMessage` output; `d!` values carry the destination name in front
@@ -28,6 +31,7 @@ export interface EngineStore {
 export const QUEUE_PREFIX = 'q!';
 export const RETAINED_PREFIX = 'r!';
 export const DURABLE_PREFIX = 'd!';
+export const STATE_PREFIX = 's!';
 
 const ID_WIDTH = 16;
 

@@ -4,6 +4,7 @@ import type { Runtime } from '../runtime/runtime.js';
 import { DESTINATION_TYPES, SERVER_PERMISSIONS } from './acl.js';
 import { passwordCredentials, randomPassword } from './passwords.js';
 import type { SecurityManager } from './service.js';
+import { initialAdminPassword } from './admin-password.js';
 import { Permissions, type Permission } from './types.js';
 
 const DESTINATION_PERMISSIONS = Permissions.filter((p) => !SERVER_PERMISSIONS.has(p));
@@ -22,7 +23,8 @@ export async function ensureDefaults(sm: SecurityManager, rt: Runtime): Promise<
   if (ids.userCount > 0) return;
   const admins = ids.groupByGroupName('admins') ?? (await ids.createGroup('admins'));
   const everyone = ids.groupByGroupName('everyone') ?? (await ids.createGroup('everyone'));
-  const password = randomPassword(20);
+  const given = initialAdminPassword(sm.config);
+  const password = given?.password ?? randomPassword(20);
   const { passwordHash, scramSha256 } = await passwordCredentials(password);
   const admin = await ids.createUser('admin', passwordHash, { groups: [admins.uniqueId, everyone.uniqueId], scramSha256 });
   const anonymous = await ids.createUser('anonymous', '', { groups: [everyone.uniqueId], builtIn: true });
@@ -40,6 +42,12 @@ export async function ensureDefaults(sm: SecurityManager, rt: Runtime): Promise<
   await sm.acl.grant('Topic', 'test/nosubscribe', everyone.uniqueId, true, 'DENY', ['subscribe']);
   await sm.acl.grant('Topic', 'test/nosubscribe', admins.uniqueId, true, 'DENY', ['subscribe']);
 
+  if (given) {
+    // given in advance (SWITCHYARD_ADMIN_PASSWORD[_FILE]): nothing is printed, no file is written
+    sm.audit.event('user.created', { by: 'first boot', username: 'admin', uniqueId: admin.uniqueId, passwordFrom: given.source }, 'first boot: admin user created');
+    rt.log.info({ source: given.source }, `first boot: created user admin with the password from ${given.source}`);
+    return;
+  }
   const file = join(rt.config.MessageDaemon.dataDirectory, 'admin_password');
   writeFileSync(file, password + '\n', { mode: 0o600 });
   chmodSync(file, 0o600);

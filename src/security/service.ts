@@ -7,6 +7,7 @@ import { ensureDefaults } from './defaults.js';
 import { Identities, type GroupRecord, type UserRecord } from './identities.js';
 import { LockoutJournal, Lockouts, type LockoutHost, type LockState } from './lockouts.js';
 import { checkPasswordPolicy, passwordCredentials, verifyPassword } from './passwords.js';
+import { forgetGeneratedPassword } from './admin-password.js';
 import { mockCredentials, parseClientFirst, SCRAM_SHA_256, ScramError, ScramServer, type ClientFirst } from './scram.js';
 import { Sessions } from './sessions.js';
 import { ANONYMOUS, AuthenticationFailedError, USER_DELETED, type AuthContext, type AuthExchange, type Permission, type Principal, type ResourceType, type SecurityService, type UserDeletion } from './types.js';
@@ -307,6 +308,7 @@ export class SecurityManager implements SecurityService {
     await this.sessions.endAllFor(targetId, keepSession);
     this.lockouts.reset(target.username);
     this.audit.event('user.password_changed', { by: actor.username, username: target.username, uniqueId: targetId }, `password of ${target.username} changed`);
+    forgetGeneratedPassword(this.rt, target.username); // the first-boot admin_password file is stale now (docs/operations.md)
   }
 
   async createGroup(actor: Principal | undefined, name: string): Promise<GroupRecord> {

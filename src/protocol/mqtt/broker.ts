@@ -10,7 +10,17 @@ import type { NetworkCounters } from '../../runtime/runtime.js';
 import type { Sub } from '../../store/store.js';
 import type { MqttConnection } from './connection.js';
 import { CloseReason, Reason } from './reason.js';
-import { loadWill, MqttSession, type SessionRecord, type WillMessage } from './session.js';
+import {
+  dropSessionState,
+  loadWill,
+  MqttSession,
+  parseStateKey,
+  storeInbound,
+  storeOutbound,
+  type OutboundRecord,
+  type SessionRecord,
+  type WillMessage,
+} from './session.js';
 
 export interface BrokerHost {
   engine(): Engine | undefined;
@@ -70,8 +80,15 @@ export class MqttBroker {
       s.username = rec.username;
       s.restored = true;
       s.disconnectedAt = rec.disconnectedAt ?? now;
-      for (const pid of rec.pubrel ?? []) s.outbound.set(pid, { sub: undefined, msgId: 0, qos: 2, stage: 2 });
-      for (const pid of rec.inbound ?? []) s.inbound.add(pid);
+      // packet-id state as older versions kept it in this record: moved to the engine store's `s!` records
+      for (const pid of rec.pubrel ?? []) {
+        s.outbound.set(pid, { sub: undefined, msgId: 0, qos: 2, stage: 2 });
+        storeOutbound(engine, s, pid, { s: 2, q: 2 });
+      }
+      for (const pid of rec.inbound ?? []) {
+        s.inbound.add(pid);
+        storeInbound(engine, s, pid, 1);
+      }
       this.sessions.set(s.clientId, s);
       for (const o of rec.subscriptions ?? []) {
         try {
@@ -102,11 +119,62 @@ export class MqttBroker {
           this.log.warn({ clientId: s.clientId }, 'unreadable pending will dropped');
         }
       }
-      this.scheduleExpiry(s);
-      if (this.sessions.get(s.clientId) === s) this.armWill(s); // a will whose delay ran out while we were down goes now
       n++;
     }
+    await this.restoreState(engine);
+    for (const s of [...this.sessions.values()]) {
+      if (!s.restored) continue;
+      this.scheduleExpiry(s);
+      if (this.sessions.get(s.clientId) === s) this.armWill(s); // a will whose delay ran out while we were down goes now
+    }
     return n;
+  }
+
+  /**
+   * Packet ids in flight of the restored sessions, from the engine store's `s!` records (written in the same batch
+   * as the messages they refer to, so they agree with the stored messages): inbound QoS 2 ids accepted or
+   * released, outbound PUBREL-stage ids, and the ids of unacknowledged outbound PUBLISHes (reserved, so those
+   * messages are resent with DUP and the same id). Records of sessions that no longer exist are deleted.
+   */
+  private async restoreState(engine: Engine): Promise<void> {
+    const bySession = new Map<string, MqttSession>();
+    for (const s of this.sessions.values()) bySession.set(s.sessionId, s);
+    let orphans = 0;
+    for await (const [key, value] of engine.stateEntries()) {
+      const k = parseStateKey(key);
+      if (k === null) continue; // another protocol's record
+      const s = bySession.get(k.sessionId);
+      if (s === undefined) {
+        orphans++;
+        void engine.delState(key);
+        continue;
+      }
+      s.stateStored = true;
+      if (k.kind === 'i') {
+        if (value[0] === 1) s.inbound.add(k.pid);
+        else s.released.add(k.pid);
+        continue;
+      }
+      let rec: OutboundRecord;
+      try {
+        rec = JSON.parse(value.toString('utf8')) as OutboundRecord;
+      } catch {
+        void engine.delState(key);
+        continue;
+      }
+      if (rec.s === 2) {
+        s.outbound.set(k.pid, { sub: undefined, msgId: 0, qos: 2, stage: 2 });
+        continue;
+      }
+      const sub = rec.f === undefined ? undefined : s.subs.get(rec.f)?.sub;
+      if (sub === undefined || rec.m === undefined) {
+        void engine.delState(key);
+        continue;
+      }
+      s.reserved.add(k.pid);
+      s.redeliver.set(`${sub.id}:${rec.m}`, k.pid);
+    }
+    if (orphans > 0) this.log.info({ records: orphans }, 'packet-id records of ended MQTT sessions deleted');
   }
 
   /** Start the expiry countdown of an offline persistent session (MQTT 5 §3.1.2.11.2). */
@@ -145,10 +213,13 @@ export class MqttBroker {
     }
     const engine = this.host.engine();
     if (engine !== undefined && !engine.isClosed) engine.closeSession(s.sessionId);
+    dropSessionState(engine, s);
     s.subs.clear();
     s.outbound.clear();
     s.redeliver.clear();
+    s.reserved.clear();
     s.inbound.clear();
+    s.released.clear();
     s.blocked.clear();
     this.forget(s);
   }

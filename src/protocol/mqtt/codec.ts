@@ -477,6 +477,68 @@ export function encodeAck(type: number, packetId: number, reason: number, v5: bo
 
 export const PINGRESP = Buffer.from([0xd0, 0x00]);
 
+// ---------------------------------------------------------------------------------------------------------------
+// PUBACK / PUBREC / PUBREL / PUBCOMP (decode): checked here rather than by mqtt-packet, which reads past the end of
+// a short packet (RangeError) and accepts a v5 acknowledgement without a packet identifier.
+
+export interface InboundAck {
+  cmd: 'puback' | 'pubrec' | 'pubrel' | 'pubcomp';
+  messageId: number;
+  reasonCode: number;
+}
+
+const ACK_CMD = ['', '', '', '', 'puback', 'pubrec', 'pubrel', 'pubcomp'] as const;
+const ACK_NAME = ['', '', '', '', 'PUBACK', 'PUBREC', 'PUBREL', 'PUBCOMP'] as const;
+/** Reason codes a PUBACK / PUBREC may carry (5 §3.4.2.1, §3.5.2.1); PUBREL / PUBCOMP: 0x00 and 0x92 (§3.6.2.1, §3.7.2.1). */
+const PUB_ACK_REASONS = new Set([0x00, 0x10, 0x80, 0x83, 0x87, 0x90, 0x91, 0x97, 0x99]);
+const REL_COMP_REASONS = new Set([0x00, 0x92]);
+
+/**
+ * Decode an acknowledgement (type 4..7). Malformed (MqttProtocolError 0x81, the connection closes): wrong fixed
+ * header flags (PUBREL 0b0010, the others 0) [MQTT-3.6.1-1, MQTT-2.1.3-1]; no packet identifier or identifier 0
+ * [MQTT-2.2.1-3]; in 3.1.1 a remaining length other than 2 (§3.4.1 .. §3.7.1); in v5 a reason code not defined for
+ * the packet, a property length that does not end exactly at the end of the packet, a truncated or ill-formed
+ * property, or a property other than Reason String and User Property. A v5 remaining length of 2 means reason 0
+ * and no properties, 3 a reason and no properties (5 §3.4.2.1). A repeated Reason String is a Protocol Error.
+ */
+export function decodeAck(type: number, flags: number, frame: Buffer, bodyOffset: number, v5: boolean): InboundAck {
+  const name = ACK_NAME[type]!;
+  const want = type === PacketType.PUBREL ? 2 : 0;
+  if (flags !== want) throw new MqttProtocolError(Reason.MalformedPacket, `${name} with fixed header flags ${flags} (must be ${want}) [MQTT-2.1.3-1]`);
+  const end = frame.length;
+  const len = end - bodyOffset;
+  if (len < 2) throw new MqttProtocolError(Reason.MalformedPacket, `${name} of remaining length ${len}: no packet identifier`);
+  if (!v5 && len !== 2) throw new MqttProtocolError(Reason.MalformedPacket, `${name} of remaining length ${len} (MQTT 3.1.1: exactly 2)`);
+  const messageId = frame.readUInt16BE(bodyOffset);
+  if (messageId === 0) throw new MqttProtocolError(Reason.MalformedPacket, `${name} with packet identifier 0 [MQTT-2.2.1-3]`);
+  let reasonCode = 0;
+  if (len >= 3) {
+    reasonCode = frame[bodyOffset + 2]!;
+    const allowed = type === PacketType.PUBACK || type === PacketType.PUBREC ? PUB_ACK_REASONS : REL_COMP_REASONS;
+    if (!allowed.has(reasonCode)) throw new MqttProtocolError(Reason.MalformedPacket, `${name} with reason code 0x${reasonCode.toString(16)}, not defined for it`);
+  }
+  if (len >= 4) {
+    let off = bodyOffset + 3;
+    let plen: number;
+    [plen, off] = readVarInt(frame, off, end);
+    if (off + plen !== end) throw new MqttProtocolError(Reason.MalformedPacket, `${name} property length ${plen} does not end at the end of the packet`);
+    let reasonString = false;
+    while (off < end) {
+      let id: number;
+      [id, off] = readVarInt(frame, off, end);
+      if (id === 0x1f) {
+        if (reasonString) throw new MqttProtocolError(Reason.ProtocolError, `${name} with two Reason Strings (5 §2.2.2.2)`);
+        reasonString = true;
+        [, off] = readUtf8(frame, off, end, `${name} reason string`);
+      } else if (id === 0x26) {
+        [, off] = readUtf8(frame, off, end, `${name} user property name`);
+        [, off] = readUtf8(frame, off, end, `${name} user property value`);
+      } else throw new MqttProtocolError(Reason.MalformedPacket, `property 0x${id.toString(16)} is not allowed in ${name}`);
+    }
+  }
+  return { cmd: ACK_CMD[type] as InboundAck['cmd'], messageId, reasonCode };
+}
+
 /** Encode any packet with mqtt-packet (CONNACK, SUBACK, UNSUBACK, DISCONNECT, AUTH). */
 export function encodePacket(packet: Record<string, unknown>, protocolVersion: number): Buffer {
   return mqttPacket.generate(packet as never, { protocolVersion } as never);

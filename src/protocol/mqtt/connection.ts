@@ -7,9 +7,9 @@ import type { Message, PushSink, Subscription } from '../../engine/index.js';
 import type { MqttConfig } from '../../config/schema.js';
 import type { Principal } from '../../security/types.js';
 import type { MqttBroker } from './broker.js';
-import { Framer, PacketType, encodePacket, encodePublish, newParser, type OutboundProperties } from './codec.js';
+import { Framer, PacketType, decodeAck, encodePacket, encodePublish, newParser, type InboundAck, type OutboundProperties } from './codec.js';
 import { CloseReason, MqttProtocolError, Reason } from './reason.js';
-import type { MqttSession, WillMessage } from './session.js';
+import { stateEngine, storeOutbound, type MqttSession, type WillMessage } from './session.js';
 import { handleConnect, refuseBadProtocolLevel } from './handlers/connect.js';
 import { handlePublish } from './handlers/publish.js';
 import { handlePuback } from './handlers/puback.js';
@@ -247,8 +247,35 @@ export class MqttConnection implements PushSink {
       handlePublish(this, flags, frame, bodyOffset);
       return;
     }
+    if (type >= PacketType.PUBACK && type <= PacketType.PUBCOMP) {
+      this.acknowledgement(type, flags, frame, bodyOffset);
+      return;
+    }
     this.parsingType = typeName(type);
     parseFrame(this, frame);
+  }
+
+  /**
+   * PUBACK / PUBREC / PUBREL / PUBCOMP, decoded by `decodeAck`. A malformed one closes the connection (v5:
+   * DISCONNECT 0x81) with one WARN line naming the client and the reason, and no stack trace.
+   */
+  private acknowledgement(type: number, flags: number, frame: Buffer, bodyOffset: number): void {
+    if (this.session === undefined) throw new MqttProtocolError(Reason.ProtocolError, `${typeName(type)} before CONNACK [MQTT-3.1.0-1]`);
+    let p: InboundAck;
+    try {
+      p = decodeAck(type, flags, frame, bodyOffset, this.v5);
+    } catch (err) {
+      if (!(err instanceof MqttProtocolError)) throw err;
+      this.endpoint.stats.errors++;
+      const reason = `0x${err.reason.toString(16)}`;
+      this.broker.log.warn({ connection: this.id, clientId: this.clientId, reason, packet: typeName(type) }, `malformed acknowledgement, connection closed: ${err.message}`);
+      this.close(CloseReason.ProtocolViolation, err.reason, err.message);
+      return;
+    }
+    if (p.cmd === 'puback') handlePuback(this, p);
+    else if (p.cmd === 'pubrec') handlePubrec(this, p);
+    else if (p.cmd === 'pubrel') handlePubrel(this, p);
+    else handlePubcomp(this, p);
   }
 
   /** A packet other than PUBLISH, as the parser gives it (called by `parseFrame`). */
@@ -407,10 +434,23 @@ export class MqttConnection implements PushSink {
     this.session?.resumeBlocked();
   }
 
-  /** Queue an acknowledgement that must go out after the ones before it; `ready` sends it when the message is durable. */
-  orderedAck(buf: Buffer, durable: Promise<void>): void {
+  /**
+   * Queue a packet that must go out after the ones queued here before it, once `durable` resolves (acknowledgements
+   * once the message is stored; QoS 2 PUBLISHes of a persistent session once their packet id is stored). Without
+   * `durable` it goes at once unless something before it is still waiting.
+   */
+  orderedAck(buf: Buffer, durable: Promise<void> | undefined): void {
+    if (durable === undefined) {
+      if (this.acks.length === 0) this.send(buf);
+      else {
+        this.acks.push({ buf, ready: true });
+        this.heldBytes += buf.length;
+      }
+      return;
+    }
     const entry = { buf: buf as Buffer | undefined, ready: false };
     this.acks.push(entry);
+    this.heldBytes += buf.length;
     durable.then(
       () => {
         entry.ready = true;
@@ -430,13 +470,26 @@ export class MqttConnection implements PushSink {
   private releaseAcks(): void {
     const a = this.acks;
     let i = 0;
+    let released = 0;
     while (i < a.length && a[i]!.ready) {
       const b = a[i]!.buf;
-      if (b !== undefined) this.send(b);
+      if (b !== undefined) {
+        released += b.length;
+        this.send(b);
+      }
       i++;
     }
     if (i > 0) this.acks.splice(0, i);
+    if (released > 0) {
+      const before = this.heldBytes;
+      this.heldBytes -= released;
+      // deliveries held back by bytes waiting here (not by the socket) go on
+      if (before > HIGH_WATER && this.heldBytes <= HIGH_WATER && !this.congested) this.session?.resumeBlocked();
+    }
   }
+
+  /** Bytes of packets queued in `acks` (waiting for a store write), counted with `outBytes` against HIGH_WATER. */
+  private heldBytes = 0;
 
   // ------------------------------------------------------------------------------------------------------------
   // Delivery (PushSink): called synchronously by the engine for every message routed to this session.
@@ -445,7 +498,7 @@ export class MqttConnection implements PushSink {
     const s = this.session;
     if (this.state !== 'connected' || s === undefined) return false;
     const qos = sub.qos < msg.qos ? sub.qos : msg.qos;
-    if (this.congested || this.outBytes > HIGH_WATER) {
+    if (this.congested || this.outBytes + this.heldBytes > HIGH_WATER) {
       if (qos === 0) {
         // at most once: a QoS 0 message for a client whose socket is full is dropped (counted as overflow)
         this.overflow++;
@@ -466,6 +519,7 @@ export class MqttConnection implements PushSink {
       if (again !== undefined && !s.outbound.has(again)) {
         pid = again;
         dup = true; // resent with DUP and its original packet id [MQTT-4.4.0-1]
+        s.reserved.delete(pid);
       } else {
         pid = s.allocatePid();
         if (pid === 0) {
@@ -515,7 +569,14 @@ export class MqttConnection implements PushSink {
       return true;
     }
     this.endpoint.stats.messagesOut++;
-    this.send(bytes);
+    const engine = qos > 0 && sub.durable ? stateEngine(this.broker.host.engine(), s) : undefined;
+    if (engine !== undefined) {
+      // persistent session: the packet id goes to the store, so a resumed session resends this message with DUP
+      // and this id even after a restart. QoS 2 waits for that write (the receiver de-duplicates by packet id);
+      // QoS 1 does not (a lost record only means a resend with a new id, which QoS 1 allows).
+      const written = storeOutbound(engine, s, pid, { s: 1, q: qos as 1 | 2, f: sub.filter, m: msg.id });
+      this.orderedAck(bytes, qos === 2 ? written : undefined);
+    } else this.orderedAck(bytes, undefined);
     return true;
   }
 
@@ -613,8 +674,12 @@ export class MqttConnection implements PushSink {
     s.conn = undefined;
     s.disconnectedAt = Date.now();
     s.blocked.clear();
-    // in-flight PUBLISHes are sent again on reconnect; PUBREL-stage entries stay
-    for (const [pid, o] of s.outbound) if (o.stage === 1) s.outbound.delete(pid);
+    // in-flight PUBLISHes are sent again on reconnect with their ids (kept reserved); PUBREL-stage entries stay
+    for (const [pid, o] of s.outbound) {
+      if (o.stage !== 1) continue;
+      s.outbound.delete(pid);
+      s.reserved.add(pid);
+    }
     const will = abnormal ? this.will : undefined;
     this.will = undefined;
     if (s.persistent) {

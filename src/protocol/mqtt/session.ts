@@ -3,7 +3,7 @@
  * subscriptions themselves live in the engine (durable subscriptions hold messages while the session is offline);
  * the session keeps the subscription options, the packet ids in flight and the QoS 2 exchanges.
  */
-import type { Subscription } from '../../engine/index.js';
+import type { Engine, Subscription } from '../../engine/index.js';
 import type { MqttConnection } from './connection.js';
 
 export interface StoredSubscription {
@@ -21,10 +21,12 @@ export interface SessionRecord {
   protocolVersion: number;
   expiry: number;
   subscriptions: StoredSubscription[];
-  /** Outbound QoS 2 packet ids that got PUBREC and wait for PUBCOMP. */
-  pubrel: number[];
-  /** Inbound QoS 2 packet ids published and waiting for PUBREL. */
-  inbound: number[];
+  /**
+   * Read from records written by older versions only: packet-id state now lives in the engine store's `s!` records
+   * (see `MqttSession` below), written in the same batch as the messages they refer to.
+   */
+  pubrel?: number[];
+  inbound?: number[];
   disconnectedAt?: number;
   username?: string;
   /** A delayed will not yet published (MQTT 5 will delay): published at `dueAt` unless the client returns. */
@@ -107,7 +109,23 @@ export class MqttSession {
   readonly outbound = new Map<number, Outbound>();
   /** `${sub.id}:${msg.id}` → packet id of a PUBLISH sent and not acknowledged (resent with DUP and the same id). */
   readonly redeliver = new Map<string, number>();
+  /**
+   * Packet ids of unacknowledged outbound PUBLISHes whose connection went away (or restored from the store): kept
+   * out of `allocatePid` so the message is resent with DUP and this same id [MQTT-4.4.0-1].
+   */
+  readonly reserved = new Set<number>();
+  /** Inbound QoS 2 packet ids accepted (PUBREC sent or pending) and waiting for PUBREL: a resent PUBLISH is not delivered again. */
   readonly inbound = new Set<number>();
+  /**
+   * Inbound QoS 2 packet ids released (PUBREL received; PUBCOMP sent or pending), oldest first, at most
+   * `RELEASED_KEPT`: a PUBREL repeated after a reconnect or a broker restart is answered PUBCOMP 0, not 0x92.
+   * An id leaves this set when the client uses it for a new PUBLISH.
+   */
+  readonly released = new Set<number>();
+  /** Promise of the batch holding this session's latest state record (a repeated acknowledgement waits for it). */
+  lastStateWrite: Promise<void> | undefined;
+  /** `s!` records of this session may be in the store (deleted when the session ends). */
+  stateStored = false;
   /** Subscriptions that were refused a delivery (no credit); resumed when credit is back. */
   readonly blocked = new Set<Subscription>();
   conn: MqttConnection | undefined;
@@ -130,9 +148,9 @@ export class MqttSession {
 
   /** A free packet identifier (1..65535) for a server-sent QoS > 0 PUBLISH [MQTT-2.2.1-2]; 0 when all are in use. */
   allocatePid(): number {
-    if (this.outbound.size >= 65535) return 0;
+    if (this.outbound.size + this.reserved.size >= 65535) return 0;
     let pid = this.nextPid;
-    while (this.outbound.has(pid)) pid = pid === 65535 ? 1 : pid + 1;
+    while (this.outbound.has(pid) || this.reserved.has(pid)) pid = pid === 65535 ? 1 : pid + 1;
     this.nextPid = pid === 65535 ? 1 : pid + 1;
     return pid;
   }
@@ -146,18 +164,108 @@ export class MqttSession {
   }
 
   record(): SessionRecord {
-    const pubrel: number[] = [];
-    for (const [pid, o] of this.outbound) if (o.stage === 2) pubrel.push(pid);
     return {
       clientId: this.clientId,
       protocolVersion: this.protocolVersion,
       expiry: this.expiry,
       subscriptions: [...this.subs.values()].map((s) => s.opts),
-      pubrel,
-      inbound: [...this.inbound],
       disconnectedAt: this.disconnectedAt,
       username: this.username,
       pendingWill: this.pendingWill ? storeWill(this.pendingWill) : undefined,
     };
   }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Packet-id state in the engine store (`s!` records, Engine.putState), for persistent sessions:
+//
+//   s!<url-encoded session id>!i!<pid, 5 digits>   inbound QoS 2: [1] accepted, waiting for PUBREL; [2] released
+//   s!<url-encoded session id>!o!<pid, 5 digits>   outbound QoS 1/2: JSON { s: stage, q: qos, f: filter, m: message id }
+//
+// Each record is written in the same group-commit batch as the message change it goes with (the inbound message,
+// the deletion of the held copy on PUBREC/PUBACK), and the acknowledgement that depends on it is sent only once
+// that batch is written.
+
+/** Released inbound ids kept per session (a repeated PUBREL for one of them gets PUBCOMP 0). */
+export const RELEASED_KEPT = 1024;
+
+function pidKey(s: MqttSession, kind: 'i' | 'o', pid: number): string {
+  return `${encodeURIComponent(s.sessionId)}!${kind}!${String(pid).padStart(5, '0')}`;
+}
+
+/** Prefix of every state record of a session (without the engine's `s!`). */
+export function statePrefix(sessionId: string): string {
+  return `${encodeURIComponent(sessionId)}!`;
+}
+
+/** Parse a state key (without `s!`); null when it is not one of ours. */
+export function parseStateKey(key: string): { sessionId: string; kind: 'i' | 'o'; pid: number } | null {
+  const m = /^([^!]*)!([io])!(\d{5})$/.exec(key);
+  if (m === null) return null;
+  let sessionId: string;
+  try {
+    sessionId = decodeURIComponent(m[1]!);
+  } catch {
+    return null;
+  }
+  const pid = Number(m[3]);
+  return pid >= 1 && pid <= 65535 ? { sessionId, kind: m[2] as 'i' | 'o', pid } : null;
+}
+
+export interface OutboundRecord {
+  s: 1 | 2;
+  q: 1 | 2;
+  f?: string;
+  m?: number;
+}
+
+const INBOUND_ACCEPTED = Buffer.from([1]);
+const INBOUND_RELEASED = Buffer.from([2]);
+
+/** The engine to write this session's state records to: only for a persistent session (or one with records), with a store. */
+export function stateEngine(engine: Engine | undefined, s: MqttSession): Engine | undefined {
+  return engine !== undefined && engine.hasStore && (s.persistent || s.stateStored) ? engine : undefined;
+}
+
+/** Write the inbound state of `pid` (1 accepted, 2 released, 0 gone); returns the batch promise. */
+export function storeInbound(engine: Engine, s: MqttSession, pid: number, state: 0 | 1 | 2): Promise<void> {
+  s.stateStored = true;
+  const key = pidKey(s, 'i', pid);
+  const p = state === 0 ? engine.delState(key) : engine.putState(key, state === 1 ? INBOUND_ACCEPTED : INBOUND_RELEASED);
+  s.lastStateWrite = p;
+  return p;
+}
+
+/** Write (or with `rec` undefined delete) the outbound record of `pid`; returns the batch promise. */
+export function storeOutbound(engine: Engine, s: MqttSession, pid: number, rec: OutboundRecord | undefined): Promise<void> {
+  s.stateStored = true;
+  const key = pidKey(s, 'o', pid);
+  const p = rec === undefined ? engine.delState(key) : engine.putState(key, Buffer.from(JSON.stringify(rec)));
+  s.lastStateWrite = p;
+  return p;
+}
+
+/** Mark `pid` released (PUBREL received), dropping the oldest released id beyond RELEASED_KEPT; returns the batch promise. */
+export function releaseInbound(engine: Engine | undefined, s: MqttSession, pid: number): Promise<void> | undefined {
+  s.inbound.delete(pid);
+  s.released.delete(pid);
+  s.released.add(pid);
+  let evict: number | undefined;
+  if (s.released.size > RELEASED_KEPT) {
+    evict = s.released.values().next().value!;
+    s.released.delete(evict);
+  }
+  if (stateEngine(engine, s) === undefined) return undefined;
+  if (evict !== undefined) storeInbound(engine!, s, evict, 0);
+  return storeInbound(engine!, s, pid, 2);
+}
+
+/** Delete every state record of a session that ends (its ids as known in memory). */
+export function dropSessionState(engine: Engine | undefined, s: MqttSession): void {
+  if (engine === undefined || engine.isClosed || !engine.hasStore || !s.stateStored) return;
+  for (const pid of s.inbound) storeInbound(engine, s, pid, 0);
+  for (const pid of s.released) storeInbound(engine, s, pid, 0);
+  for (const pid of s.outbound.keys()) storeOutbound(engine, s, pid, undefined);
+  for (const pid of s.reserved) storeOutbound(engine, s, pid, undefined);
+  s.stateStored = false;
 }

@@ -1,5 +1,6 @@
 /** PUBACK from the client (3.1.1 §3.4, 5 §3.4): a QoS 1 delivery is done; its packet id is free again [MQTT-4.3.2-?]. */
 import type { MqttConnection } from '../connection.js';
+import { stateEngine, storeOutbound } from '../session.js';
 
 export function handlePuback(conn: MqttConnection, p: { messageId: number }): void {
   const s = conn.session!;
@@ -10,5 +11,8 @@ export function handlePuback(conn: MqttConnection, p: { messageId: number }): vo
     s.redeliver.delete(`${o.sub.id}:${o.msgId}`);
     o.sub.ack(o.msgId);
   }
+  // the held copy's deletion (sub.ack) and the packet id's record go in one batch; nothing waits for it
+  const engine = stateEngine(conn.broker.host.engine(), s);
+  if (engine !== undefined) storeOutbound(engine, s, p.messageId, undefined);
   s.resumeBlocked(); // a Receive Maximum slot is free [MQTT-4.9.0-?]
 }

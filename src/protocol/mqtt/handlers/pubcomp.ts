@@ -1,11 +1,14 @@
 /** PUBCOMP from the client (5 §3.7): the outbound QoS 2 exchange is over; its packet id is free [MQTT-4.3.3-?]. */
 import type { MqttConnection } from '../connection.js';
+import { stateEngine, storeOutbound } from '../session.js';
 
 export function handlePubcomp(conn: MqttConnection, p: { messageId: number }): void {
   const s = conn.session!;
   const o = s.outbound.get(p.messageId);
   if (o === undefined || o.stage !== 2) return;
   s.outbound.delete(p.messageId);
-  if (s.persistent) conn.broker.save(s);
+  // nothing waits: if this deletion is lost in a crash, PUBREL is sent again and the client answers PUBCOMP
+  const engine = stateEngine(conn.broker.host.engine(), s);
+  if (engine !== undefined) storeOutbound(engine, s, p.messageId, undefined);
   s.resumeBlocked();
 }

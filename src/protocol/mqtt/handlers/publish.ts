@@ -8,6 +8,7 @@ import { validateTopicName, type MessageInit } from '../../../engine/index.js';
 import type { MqttConnection } from '../connection.js';
 import { PacketType, decodePublish, encodeAck } from '../codec.js';
 import { MqttProtocolError, Reason } from '../reason.js';
+import { storeInbound } from '../session.js';
 
 export function handlePublish(conn: MqttConnection, flags: number, frame: Buffer, bodyOffset: number): void {
   const v5 = conn.v5;
@@ -42,8 +43,9 @@ export function handlePublish(conn: MqttConnection, flags: number, frame: Buffer
       throw new MqttProtocolError(Reason.ReceiveMaximumExceeded, `more than ${cfg.serverReceiveMaximum} QoS 1/2 publishes unacknowledged [MQTT-3.3.4-9]`);
     }
     if (qos === 2 && s.inbound.has(p.packetId)) {
-      // a resent QoS 2 PUBLISH is not delivered again (method A of 5 §4.3.3) [MQTT-4.3.3-9]
-      conn.send(encodeAck(PacketType.PUBREC, p.packetId, 0, v5));
+      // a resent QoS 2 PUBLISH is not delivered again (method A of 5 §4.3.3) [MQTT-4.3.3-9]; its PUBREC goes once
+      // the first one's batch is written (it may still be pending, e.g. after a reconnect)
+      conn.orderedAck(encodeAck(PacketType.PUBREC, p.packetId, 0, v5), s.lastStateWrite ?? ACK_NOW);
       return;
     }
   }
@@ -91,10 +93,6 @@ export function handlePublish(conn: MqttConnection, flags: number, frame: Buffer
     return;
   }
   conn.inboundPending++;
-  if (qos === 2) {
-    s.inbound.add(p.packetId);
-    if (s.persistent) conn.broker.save(s);
-  }
   // acknowledged once the message is durable, in the order received [MQTT-4.6.0-2]
   const ack = encodeAck(qos === 1 ? PacketType.PUBACK : PacketType.PUBREC, p.packetId, 0, v5);
   if (qos === 1) {
@@ -104,5 +102,21 @@ export function handlePublish(conn: MqttConnection, flags: number, frame: Buffer
         conn.inboundPending--;
       }),
     );
-  } else conn.orderedAck(ack, durable);
+    return;
+  }
+  // QoS 2: the accepted packet id goes into the same batch as the message (this runs in the same synchronous
+  // step as engine.publish, so both land in the batch being gathered), and PUBREC waits for that batch: after a
+  // crash the restored id set agrees with the stored messages (a resent PUBLISH with DUP is neither lost nor
+  // delivered twice). A released id reused for a new message stops being released in the same write.
+  s.released.delete(p.packetId);
+  s.inbound.add(p.packetId);
+  let written = durable;
+  if (engine.hasStore && (s.persistent || s.stateStored)) {
+    const idWritten = storeInbound(engine, s, p.packetId, 1);
+    written = durable === idWritten ? idWritten : Promise.all([durable, idWritten]).then(noop);
+  }
+  conn.orderedAck(ack, written);
 }
+
+function noop(): void {}
+const ACK_NOW: Promise<void> = Promise.resolve();
