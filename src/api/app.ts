@@ -23,6 +23,7 @@ import { serverRoutes } from './routes/server/server.routes.js';
 import { logRoutes } from './routes/server/log.routes.js';
 import { messagingRoutes } from './routes/messaging/messaging.routes.js';
 import { sseRoutes } from './routes/messaging/sse.routes.js';
+import { schemaRoutes } from './routes/schemas/schemas.routes.js';
 import { RestSessions } from './rest-session.js';
 import { TokenStore } from './tokens.js';
 
@@ -113,6 +114,7 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   await app.register(connectionRoutes, ctx);
   await app.register(messagingRoutes, ctx);
   await app.register(sseRoutes, ctx);
+  await app.register(schemaRoutes, ctx);
   await app.ready();
   return app as unknown as FastifyInstance;
 }

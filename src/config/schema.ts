@@ -21,6 +21,16 @@ export const MessageDaemonSchema = z
     enableSystemTopicAverages: z.boolean().default(true),
     systemTopicInterval: z.number().int().min(100).default(10000).describe('ms between $SYS updates'),
     shutdownTimeout: z.number().int().min(100).max(600000).default(10000).describe('ms a graceful shutdown may take'),
+    modelStore: z
+      .object({
+        enabled: z.boolean().default(true).describe('the ML model store and the model functions of selectors (false: 406 as MAPS without ML)'),
+        maxModelSize: z.number().int().min(1024).max(4294967296).default(268435456).describe('largest model upload in bytes (413 beyond)'),
+        maxModels: z.number().int().min(1).max(100000).default(1000).describe('most models kept'),
+        trainingSamples: z.number().int().min(2).max(100000).default(100).describe('samples a selector model function collects before it trains a missing model'),
+      })
+      .strict()
+      .prefault({})
+      .describe('ML model store under {dataDirectory}/models (docs/models.md)'),
     supervisor: z
       .object({
         intensity: z.number().int().min(0).default(5).describe('restarts allowed within period'),
@@ -230,11 +240,16 @@ export const DestinationManagerSchema = z
           .object({
             name: z.string().min(1),
             type: z.enum(['Topic', 'Queue', 'TemporaryTopic', 'TemporaryQueue']).default('Topic'),
+            schemaEnforcement: z.enum(['off', 'warn', 'reject']).optional().describe("payload schema enforcement on this destination (overrides the schema's label and the default)"),
           })
           .strict(),
       )
       .default([]),
     expirySweepInterval: z.number().int().min(100).default(1000),
+    schemaEnforcement: z
+      .enum(['off', 'warn', 'reject'])
+      .default('reject')
+      .describe("what a payload that does not match its destination's schema gets, unless the schema's label `enforcement` or the destination says otherwise (docs/schemas.md)"),
   })
   .strict();
 

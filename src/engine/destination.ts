@@ -198,6 +198,29 @@ export class PriorityQueue {
   }
 }
 
+/**
+ * The payload schema bound to a destination (set by the schema registry, src/schemas/). `check` never throws and
+ * returns the first problem of a payload, or undefined when it conforms; it is compiled once per schema version.
+ */
+export interface PayloadSchema {
+  readonly schemaId: string;
+  /** off: not checked; warn: counted and logged, delivered; reject: counted and refused. */
+  readonly enforcement: 'off' | 'warn' | 'reject';
+  check(payload: Buffer): string | undefined;
+  /** A payload did not conform (already counted); the implementation rate-limits its logging. */
+  violated?(destination: string, problem: string): void;
+}
+
+/** Payload checks of one destination against its schema. */
+export class SchemaCounters {
+  /** Payloads that conformed. */
+  valid = 0;
+  /** Payloads that did not conform (warned or refused). */
+  invalid = 0;
+  /** Non-conforming payloads refused (REST 400, MQTT 5 0x99, dropped for QoS 0 and 3.1.1). */
+  rejected = 0;
+}
+
 export class Destination {
   readonly levels: string[];
   readonly isQueue: boolean;
@@ -210,6 +233,9 @@ export class Destination {
   /** Session that created a temporary destination. */
   owner: string | undefined;
   schemaId = '';
+  /** The bound payload schema; undefined for the (usual) destination without one, which costs no check. */
+  schema: PayloadSchema | undefined = undefined;
+  readonly schemaCounters = new SchemaCounters();
 
   // -- topics
   retained: Message | undefined = undefined;

@@ -31,7 +31,7 @@
  */
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import { RateMeter, ServerTotals } from './counters.js';
-import { Destination, DestinationType, isDestinationType, isQueueName } from './destination.js';
+import { Destination, DestinationType, isDestinationType, isQueueName, type PayloadSchema } from './destination.js';
 import type { EngineStore } from './engine-store.js';
 import {
   DURABLE_PREFIX,
@@ -1069,9 +1069,67 @@ export class Engine implements SubscriptionHost {
   private createDest(name: string, type: DestinationType, owner?: string): Destination {
     const dest = new Destination(name, type, this.now());
     dest.owner = owner;
+    if (this.schemaResolver !== undefined) this.bindSchema(dest);
     this.dests.set(name, dest);
     this.events.onDestinationCreated(name, type);
     return dest;
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Payload schemas (src/schemas/ binds them; the engine only keeps the binding and counts)
+  // ------------------------------------------------------------------------------------------------------------
+
+  private schemaResolver: ((name: string) => PayloadSchema | undefined) | undefined = undefined;
+
+  /** Sets the function that names a destination's payload schema and (re)binds every destination with it. */
+  setSchemaResolver(resolve: ((name: string) => PayloadSchema | undefined) | undefined): void {
+    this.schemaResolver = resolve;
+    for (const d of this.dests.values()) this.bindSchema(d);
+  }
+
+  private bindSchema(dest: Destination): void {
+    const s = dest.name.startsWith('$') ? undefined : this.schemaResolver?.(dest.name);
+    dest.schema = s;
+    dest.schemaId = s?.schemaId ?? '';
+  }
+
+  /**
+   * Checks a payload against the schema bound to a destination, before `publish`: the first problem when the
+   * message must be refused (enforcement `reject`), undefined to go on. Counts per destination. A destination
+   * without a schema costs one map look-up; a missing destination is created (as the publish would).
+   */
+  checkSchema(destinationName: string, payload: Buffer): string | undefined {
+    let dest = this.dests.get(destinationName);
+    if (dest === undefined) {
+      if (this.schemaResolver === undefined || this.closed) return undefined;
+      try {
+        validateTopicName(destinationName);
+      } catch {
+        return undefined; // the publish reports it
+      }
+      dest = this.createDest(destinationName, this.isQueueName(destinationName) ? DestinationType.Queue : DestinationType.Topic);
+    }
+    const s = dest.schema;
+    if (s === undefined || s.enforcement === 'off') return undefined;
+    const problem = s.check(payload);
+    const c = dest.schemaCounters;
+    if (problem === undefined) {
+      c.valid++;
+      return undefined;
+    }
+    c.invalid++;
+    s.violated?.(dest.name, problem);
+    if (s.enforcement === 'warn') return undefined;
+    c.rejected++;
+    return problem;
+  }
+
+  /** The schema binding and payload-check counters of a destination (undefined: no such destination). */
+  schemaState(name: string): { schemaId: string; enforcement: string; valid: number; invalid: number; rejected: number } | undefined {
+    const d = this.dests.get(name);
+    if (d === undefined) return undefined;
+    const c = d.schemaCounters;
+    return { schemaId: d.schemaId, enforcement: d.schema?.enforcement ?? 'off', valid: c.valid, invalid: c.invalid, rejected: c.rejected };
   }
 
   private require(name: string): Destination {

@@ -1,4 +1,5 @@
 import { securityService } from '../security/service.js';
+import { schemasService } from '../schemas/schemas.service.js';
 import { destinationsService } from './destinations.service.js';
 import { endpointsService } from './endpoints.service.js';
 import { messagingService } from './messaging.service.js';
@@ -11,6 +12,7 @@ import type { Runtime } from './runtime.js';
 export function registerServices(rt: Runtime): void {
   rt.use(securityService); // first: rt.security must be in place before any protocol or route uses it
   rt.use(messagingService());
+  rt.use(schemasService()); // schema registry: binds payload schemas to destinations, $schema/<destination> topics
   rt.use(restSessionsService()); // persistent REST messaging sessions, restored hibernated before any endpoint runs
   rt.use(endpointsService()); // MQTT endpoints (one actor each, under the endpoints supervisor) and sessions
   rt.use(subscriptionsService()); // one actor per durable subscription, under the subscriptions supervisor

@@ -173,7 +173,16 @@ export const destinationRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, 
         description: "A name not found is retried with a leading '/'; system ($-prefixed) destinations are not shown (404).",
         querystring: z.object({ destinationName: z.string().optional() }),
         response: {
-          200: z.object({ destination: DestinationDTO, subscriptionList: z.array(SubscriptionStateDTO) }).meta({ id: 'DestinationDetailsResponse' }),
+          200: z
+            .object({
+              destination: DestinationDTO,
+              subscriptionList: z.array(SubscriptionStateDTO),
+              schemaValidation: z
+                .object({ schemaId: z.string(), enforcement: z.string(), valid: z.number().int(), invalid: z.number().int(), rejected: z.number().int() })
+                .optional()
+                .describe('Switchyard: the payload schema bound to the destination and its check counters (docs/schemas.md); absent without a schema'),
+            })
+            .meta({ id: 'DestinationDetailsResponse' }),
           ...ErrorResponses,
         },
       },
@@ -186,7 +195,12 @@ export const destinationRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, 
       if (isSystemDestination(raw)) throw notFound();
       const name = engine.hasDestination(raw) ? raw : !raw.startsWith('/') && engine.hasDestination(`/${raw}`) ? `/${raw}` : undefined;
       if (name === undefined) throw notFound();
-      return { destination: engine.destinationDto(name), subscriptionList: engine.subscriptionStates(name) };
+      const schema = engine.schemaState(name);
+      return {
+        destination: engine.destinationDto(name),
+        subscriptionList: engine.subscriptionStates(name),
+        ...(schema && schema.schemaId !== '' ? { schemaValidation: schema } : {}),
+      };
     },
   );
 };

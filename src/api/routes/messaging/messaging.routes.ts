@@ -108,6 +108,9 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
       if (retain) requireDestination(rt, req, 'retain', destinationName);
       const init = fromDto(message, Date.now());
       init.retain = retain === true;
+      // the destination's payload schema (src/schemas/): nothing to do for a destination without one
+      const problem = engine.checkSchema(destinationName, init.payload as Buffer);
+      if (problem !== undefined) throw new ValidationError(`Payload does not match the schema of ${destinationName}: ${problem}`);
       await engine.publish(destinationName, init);
       // A constant body: no per-request serialisation on the hottest REST route.
       return reply.type('application/json; charset=utf-8').send(PUBLISHED as unknown as { status: string });

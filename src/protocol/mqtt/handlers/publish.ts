@@ -63,6 +63,8 @@ export function handlePublish(conn: MqttConnection, flags: number, frame: Buffer
   let reason = 0;
   if (denied) reason = Reason.NotAuthorized;
   else if (v5 && props?.payloadFormatIndicator === 1 && !isUtf8(p.payload)) reason = Reason.PayloadFormatInvalid; // [MQTT-3.3.2-?]
+  // the destination's payload schema (docs/schemas.md): v5 QoS 1/2 get 0x99; QoS 0 and 3.1.1 are dropped (counted)
+  else if (host.engine()?.checkSchema(topic, p.payload) !== undefined) reason = Reason.PayloadFormatInvalid;
 
   if (reason !== 0) {
     // refused: acknowledged with the reason (v5) or dropped (3.1.1 acknowledges and discards)

@@ -1,0 +1,369 @@
+/**
+ * Schema formats: each turns a schema config's `schema` into a payload checker, compiled once per schema version.
+ * A schema that does not compile throws SchemaCompileError (the REST API answers 400 with its message). A checker
+ * never throws: it returns the first problem of a payload as text, or undefined when the payload conforms.
+ *
+ * | format | `schema` holds | a payload conforms when |
+ * |---|---|---|
+ * | json | a JSON Schema (draft 2020-12/07, ajv + ajv-formats) | it is UTF-8 JSON valid against the schema |
+ * | protobuf | `{proto: "<.proto source>", messageName: "pkg.Msg"}` | it decodes as that message (protobufjs), required fields present |
+ * | avro | an Avro schema (avsc) | it is exactly one Avro binary datum of that schema |
+ * | xml | `{rootElement?: "name"}` (or nothing) | it is well-formed XML (fast-xml-parser) with that root element |
+ * | csv | `{columns: [{name, type: string\|number\|integer\|boolean}], header?: bool, delimiter?: ","}` | every row has the columns, typed |
+ * | cbor | optional JSON Schema of the decoded value | it is one well-formed CBOR item (cbor-x) valid against the schema |
+ * | messagepack | optional JSON Schema of the decoded value | it is one well-formed MessagePack value (@msgpack/msgpack) valid against the schema |
+ * | native | `{type: string\|number\|integer\|boolean}` (default string) | its UTF-8 text reads as that type (MAPS's numeric-string topics) |
+ * | raw | `{minLength?, maxLength?}` (or nothing) | its length in bytes is within the bounds |
+ *
+ * XML is checked for well-formedness and the root element only: no XSD validator is available for Node without a
+ * native library, so an XSD in `schema` is refused rather than silently ignored.
+ */
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import AjvDraft7 from 'ajv';
+import addFormats from 'ajv-formats';
+import type { ValidateFunction, ErrorObject } from 'ajv';
+import avro from 'avsc';
+import protobuf from 'protobufjs';
+import { XMLParser, XMLValidator } from 'fast-xml-parser';
+import { decode as cborDecode } from 'cbor-x';
+import { decode as msgpackDecode } from '@msgpack/msgpack';
+import { ValidationError } from '../errors.js';
+
+export const SCHEMA_FORMATS = ['json', 'protobuf', 'avro', 'xml', 'csv', 'cbor', 'messagepack', 'native', 'raw'] as const;
+export type SchemaFormat = (typeof SCHEMA_FORMATS)[number];
+
+/** Other spellings accepted on input (MAPS writes `JSON`, `ProtoBuf`, `msgpack`, ...). */
+const ALIASES: Record<string, SchemaFormat> = { msgpack: 'messagepack', proto: 'protobuf', protobuf3: 'protobuf', protobuf2: 'protobuf' };
+
+export function normaliseFormat(format: unknown): SchemaFormat | undefined {
+  if (typeof format !== 'string') return undefined;
+  const f = format.trim().toLowerCase();
+  return (SCHEMA_FORMATS as readonly string[]).includes(f) ? (f as SchemaFormat) : ALIASES[f];
+}
+
+/** The media type of a format's raw artifact (GET /api/v1/server/schemas/impl/{id}), as MAPS names them. */
+export function mediaTypeOf(format: SchemaFormat): string {
+  switch (format) {
+    case 'json':
+      return 'application/schema+json';
+    case 'protobuf':
+      return 'application/x-protobuf';
+    case 'avro':
+      return 'application/avro+json';
+    case 'xml':
+      return 'application/xml';
+    case 'cbor':
+      return 'application/cddl';
+    case 'messagepack':
+    case 'csv':
+      return 'application/schema+json';
+    default:
+      return 'application/octet-stream';
+  }
+}
+
+/** A schema's `schema` does not compile: the message says why. */
+export class SchemaCompileError extends ValidationError {}
+
+/** Checks one payload; never throws. */
+export type PayloadChecker = (payload: Buffer) => string | undefined;
+
+const MAX_PROBLEM = 300;
+const clip = (s: string) => (s.length > MAX_PROBLEM ? `${s.slice(0, MAX_PROBLEM)}...` : s);
+
+// One ajv per draft, shared: compiled validators are kept by the registry per schema version, not by ajv's cache.
+let ajv2020: Ajv2020 | undefined;
+let ajv07: AjvDraft7.default | undefined;
+function ajvFor(schema: Record<string, unknown>): Ajv2020 | AjvDraft7.default {
+  const draft = typeof schema.$schema === 'string' ? schema.$schema : '';
+  if (/draft-0[467]/.test(draft)) {
+    if (!ajv07) {
+      ajv07 = new AjvDraft7.default({ strict: false, allErrors: false, addUsedSchema: false });
+      addFormats.default(ajv07 as never);
+    }
+    return ajv07;
+  }
+  if (!ajv2020) {
+    ajv2020 = new Ajv2020({ strict: false, allErrors: false, addUsedSchema: false });
+    addFormats.default(ajv2020 as never);
+  }
+  return ajv2020;
+}
+
+function firstAjvError(errors: ErrorObject[] | null | undefined): string {
+  const e = errors?.[0];
+  if (!e) return 'does not match the schema';
+  const at = e.instancePath === '' ? '(root)' : e.instancePath;
+  const extra = e.keyword === 'additionalProperties' ? ` '${String((e.params as { additionalProperty?: string }).additionalProperty)}'` : '';
+  return clip(`${at} ${e.message ?? e.keyword}${extra}`);
+}
+
+/** Compiles a JSON Schema (object or boolean) into a value validator. */
+function compileJsonSchema(schema: unknown, what: string): ValidateFunction {
+  if (typeof schema !== 'boolean' && (schema === null || typeof schema !== 'object' || Array.isArray(schema))) {
+    throw new SchemaCompileError(`Invalid schema: ${what} must be a JSON Schema object`);
+  }
+  try {
+    const s = typeof schema === 'boolean' ? schema : { ...(schema as Record<string, unknown>) };
+    if (typeof s === 'object') delete s.$id; // ids would collide across versions in the shared ajv
+    return (typeof s === 'boolean' ? ajvFor({}) : ajvFor(s)).compile(s as never) as ValidateFunction;
+  } catch (err) {
+    throw new SchemaCompileError(`Invalid schema: ${what} does not compile: ${clip((err as Error).message)}`);
+  }
+}
+
+function valueChecker(schema: unknown, what: string): ((value: unknown) => string | undefined) | undefined {
+  if (schema === undefined || schema === null || (typeof schema === 'object' && !Array.isArray(schema) && Object.keys(schema).length === 0)) return undefined;
+  const validate = compileJsonSchema(schema, what);
+  return (value) => (validate(value) ? undefined : firstAjvError(validate.errors));
+}
+
+function objectOf(schema: unknown, what: string): Record<string, unknown> {
+  if (schema === undefined || schema === null) return {};
+  if (typeof schema !== 'object' || Array.isArray(schema)) throw new SchemaCompileError(`Invalid schema: ${what} must be an object`);
+  return schema as Record<string, unknown>;
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+function text(payload: Buffer): string | undefined {
+  try {
+    return utf8.decode(payload);
+  } catch {
+    return undefined;
+  }
+}
+
+type ScalarType = 'string' | 'number' | 'integer' | 'boolean';
+const SCALARS: readonly ScalarType[] = ['string', 'number', 'integer', 'boolean'];
+function scalarProblem(value: string, type: ScalarType): string | undefined {
+  const v = value.trim();
+  switch (type) {
+    case 'number':
+      return v !== '' && Number.isFinite(Number(v)) ? undefined : `'${clip(value)}' is not a number`;
+    case 'integer':
+      return /^[+-]?\d+$/.test(v) ? undefined : `'${clip(value)}' is not an integer`;
+    case 'boolean':
+      return /^(true|false)$/i.test(v) ? undefined : `'${clip(value)}' is not true or false`;
+    default:
+      return undefined;
+  }
+}
+
+/** Splits CSV text into rows of fields (RFC 4180 quoting: "a ""b""" is a "b"). */
+function parseCsv(src: string, delimiter: string): string[][] | string {
+  const rows: string[][] = [];
+  let row: string[] = [];
+  let field = '';
+  let i = 0;
+  let quoted = false;
+  let fieldStart = true;
+  while (i < src.length) {
+    const c = src[i]!;
+    if (quoted) {
+      if (c === '"') {
+        if (src[i + 1] === '"') {
+          field += '"';
+          i += 2;
+          continue;
+        }
+        quoted = false;
+        i++;
+        continue;
+      }
+      field += c;
+      i++;
+      continue;
+    }
+    if (c === '"' && fieldStart) {
+      quoted = true;
+      fieldStart = false;
+      i++;
+      continue;
+    }
+    if (c === delimiter) {
+      row.push(field);
+      field = '';
+      fieldStart = true;
+      i++;
+      continue;
+    }
+    if (c === '\r' || c === '\n') {
+      row.push(field);
+      rows.push(row);
+      row = [];
+      field = '';
+      fieldStart = true;
+      i += c === '\r' && src[i + 1] === '\n' ? 2 : 1;
+      continue;
+    }
+    if (c === '"') return `row ${rows.length + 1}: a quote inside an unquoted field`;
+    field += c;
+    fieldStart = false;
+    i++;
+  }
+  if (quoted) return `row ${rows.length + 1}: unterminated quoted field`;
+  if (field !== '' || row.length > 0) {
+    row.push(field);
+    rows.push(row);
+  }
+  return rows;
+}
+
+/**
+ * Compiles the checker of one schema version. `schema` is SchemaConfigDTO.schema; `schemaBase64` its base64 form
+ * (used when `schema` is absent: a .proto source, an Avro schema, a JSON Schema).
+ */
+export function compileChecker(format: SchemaFormat, schema: unknown): PayloadChecker {
+  switch (format) {
+    case 'json': {
+      if (schema === undefined || schema === null) throw new SchemaCompileError('Invalid schema: a json schema needs a JSON Schema in "schema"');
+      const check = valueChecker(schema, 'the JSON Schema') ?? (() => undefined);
+      return (payload) => {
+        const t = text(payload);
+        if (t === undefined) return 'the payload is not UTF-8';
+        let value: unknown;
+        try {
+          value = JSON.parse(t);
+        } catch (err) {
+          return clip(`the payload is not JSON: ${(err as Error).message}`);
+        }
+        return check(value);
+      };
+    }
+    case 'protobuf': {
+      const s = objectOf(schema, 'a protobuf schema');
+      const proto = s.proto ?? s.definition;
+      const messageName = s.messageName;
+      if (typeof proto !== 'string' || proto.trim() === '') throw new SchemaCompileError('Invalid schema: a protobuf schema needs "proto" (the .proto source)');
+      if (typeof messageName !== 'string' || messageName.trim() === '') throw new SchemaCompileError('Invalid schema: a protobuf schema needs "messageName"');
+      let type: protobuf.Type;
+      try {
+        const root = protobuf.parse(proto, { keepCase: true }).root;
+        root.resolveAll();
+        type = root.lookupType(messageName);
+      } catch (err) {
+        throw new SchemaCompileError(`Invalid schema: the .proto does not compile: ${clip((err as Error).message)}`);
+      }
+      return (payload) => {
+        try {
+          type.decode(payload);
+          return undefined;
+        } catch (err) {
+          return clip(`not a ${messageName} message: ${(err as Error).message}`);
+        }
+      };
+    }
+    case 'avro': {
+      if (schema === undefined || schema === null) throw new SchemaCompileError('Invalid schema: an avro schema needs the Avro schema in "schema"');
+      let type: avro.Type;
+      try {
+        type = avro.Type.forSchema(schema as avro.Schema);
+      } catch (err) {
+        throw new SchemaCompileError(`Invalid schema: the Avro schema does not compile: ${clip((err as Error).message)}`);
+      }
+      return (payload) => {
+        try {
+          const { offset } = type.decode(payload, 0);
+          if (offset < 0) return `truncated Avro datum (${payload.length} bytes)`;
+          if (offset !== payload.length) return `${payload.length - offset} bytes after the Avro datum`;
+          return undefined;
+        } catch (err) {
+          return clip(`not an Avro datum of this schema: ${(err as Error).message}`);
+        }
+      };
+    }
+    case 'xml': {
+      const s = objectOf(schema, 'an xml schema');
+      if (s.xsd !== undefined) throw new SchemaCompileError('Invalid schema: XSD validation is not supported; xml schemas check well-formedness and "rootElement"');
+      const root = s.rootElement;
+      if (root !== undefined && (typeof root !== 'string' || root === '')) throw new SchemaCompileError('Invalid schema: "rootElement" must be a non-empty string');
+      const parser = new XMLParser({ ignoreAttributes: true, processEntities: false, ignoreDeclaration: true, ignorePiTags: true });
+      return (payload) => {
+        const t = text(payload);
+        if (t === undefined) return 'the payload is not UTF-8';
+        const r = XMLValidator.validate(t);
+        if (r !== true) return clip(`not well-formed XML: line ${r.err.line}: ${r.err.msg}`);
+        if (root !== undefined) {
+          let doc: Record<string, unknown>;
+          try {
+            doc = parser.parse(t) as Record<string, unknown>;
+          } catch (err) {
+            return clip(`not well-formed XML: ${(err as Error).message}`);
+          }
+          const names = Object.keys(doc).filter((k) => k !== '#text');
+          if (names.length !== 1 || names[0] !== root) return `the root element is <${names[0] ?? ''}>, expected <${root}>`;
+        }
+        return undefined;
+      };
+    }
+    case 'csv': {
+      const s = objectOf(schema, 'a csv schema');
+      const cols = s.columns;
+      if (!Array.isArray(cols) || cols.length === 0) throw new SchemaCompileError('Invalid schema: a csv schema needs "columns": [{name, type}]');
+      const columns = cols.map((c, i) => {
+        const col = typeof c === 'string' ? { name: c, type: 'string' } : (c as { name?: unknown; type?: unknown });
+        if (!col || typeof col.name !== 'string') throw new SchemaCompileError(`Invalid schema: columns[${i}] needs a name`);
+        const type = col.type ?? 'string';
+        if (!SCALARS.includes(type as ScalarType)) throw new SchemaCompileError(`Invalid schema: columns[${i}].type must be one of ${SCALARS.join(', ')}`);
+        return { name: col.name, type: type as ScalarType };
+      });
+      const delimiter = s.delimiter ?? ',';
+      if (typeof delimiter !== 'string' || delimiter.length !== 1 || delimiter === '"' || delimiter === '\n') throw new SchemaCompileError('Invalid schema: "delimiter" must be one character');
+      const header = s.header === true;
+      return (payload) => {
+        const t = text(payload);
+        if (t === undefined) return 'the payload is not UTF-8';
+        const rows = parseCsv(t, delimiter);
+        if (typeof rows === 'string') return rows;
+        if (rows.length === 0 || (header && rows.length === 1)) return 'no data rows';
+        for (let r = 0; r < rows.length; r++) {
+          const row = rows[r]!;
+          if (row.length !== columns.length) return `row ${r + 1} has ${row.length} fields, expected ${columns.length}`;
+          if (header && r === 0) {
+            for (let c = 0; c < columns.length; c++) if (row[c]!.trim() !== columns[c]!.name) return `header field ${c + 1} is '${clip(row[c]!)}', expected '${columns[c]!.name}'`;
+            continue;
+          }
+          for (let c = 0; c < columns.length; c++) {
+            const p = scalarProblem(row[c]!, columns[c]!.type);
+            if (p !== undefined) return `row ${r + 1}, column ${columns[c]!.name}: ${p}`;
+          }
+        }
+        return undefined;
+      };
+    }
+    case 'cbor':
+    case 'messagepack': {
+      const check = valueChecker(schema, 'the JSON Schema of the decoded value');
+      const decode = format === 'cbor' ? (b: Buffer) => cborDecode(b) as unknown : (b: Buffer) => msgpackDecode(b);
+      return (payload) => {
+        if (payload.length === 0) return `an empty payload is not ${format === 'cbor' ? 'CBOR' : 'MessagePack'}`;
+        let value: unknown;
+        try {
+          value = decode(payload);
+        } catch (err) {
+          return clip(`not well-formed ${format === 'cbor' ? 'CBOR' : 'MessagePack'}: ${(err as Error).message}`);
+        }
+        return check?.(value);
+      };
+    }
+    case 'native': {
+      const s = objectOf(schema, 'a native schema');
+      const type = s.type ?? 'string';
+      if (!SCALARS.includes(type as ScalarType)) throw new SchemaCompileError(`Invalid schema: a native schema's "type" must be one of ${SCALARS.join(', ')}`);
+      return (payload) => {
+        const t = text(payload);
+        if (t === undefined) return 'the payload is not UTF-8';
+        return scalarProblem(t, type as ScalarType);
+      };
+    }
+    case 'raw': {
+      const s = objectOf(schema, 'a raw schema');
+      const min = s.minLength ?? 0;
+      const max = s.maxLength ?? Number.MAX_SAFE_INTEGER;
+      if (typeof min !== 'number' || typeof max !== 'number' || !Number.isInteger(min) || !Number.isInteger(max) || min < 0 || max < min) {
+        throw new SchemaCompileError('Invalid schema: minLength and maxLength must be integers with 0 <= minLength <= maxLength');
+      }
+      return (payload) => (payload.length < min ? `${payload.length} bytes, at least ${min} expected` : payload.length > max ? `${payload.length} bytes, at most ${max} allowed` : undefined);
+    }
+  }
+}

@@ -1,0 +1,49 @@
+import type { Runtime, Service } from '../runtime/runtime.js';
+import { SchemaRegistry, type Enforcement } from './registry.js';
+
+const registries = new WeakMap<Runtime, SchemaRegistry>();
+
+/** The schema registry of a runtime (made by `schemasService`); undefined before its first boot. */
+export function schemaRegistryOf(rt: Runtime): SchemaRegistry | undefined {
+  return registries.get(rt);
+}
+
+/**
+ * The schema registry as a service: loads the stored schemas once (they survive restarts in the store's `schemas`
+ * sublevel), attaches to the engine at every boot (binds destinations, publishes `$schema/<destination>` retained),
+ * follows new destinations, and detaches on stop. Registered after the messaging service.
+ */
+export function schemasService(): Service {
+  let onCreated: ((name: string) => void) | undefined;
+  return {
+    name: 'schemas',
+    async start(rt: Runtime) {
+      let reg = registries.get(rt);
+      if (!reg) {
+        const dm = rt.config.DestinationManager;
+        const perDest = new Map<string, Enforcement>();
+        for (const d of dm.data) if (d.schemaEnforcement) perDest.set(d.name, d.schemaEnforcement);
+        const log = rt.log.child({ name: 'schemas' });
+        reg = new SchemaRegistry({
+          store: rt.store,
+          enforcement: dm.schemaEnforcement,
+          destinationEnforcement: perDest,
+          warn: ({ destination, schemaId, problem, suppressed }) =>
+            log.warn({ destination, schemaId, problem, suppressed }, `payload does not match schema ${schemaId} of ${destination}: ${problem}`),
+        });
+        await reg.load((id, err) => log.error({ err, schemaId: id }, 'stored schema does not compile any more; skipped'));
+        registries.set(rt, reg);
+        log.info({ schemas: reg.size }, 'schemas loaded');
+      }
+      reg.attach(rt.engine);
+      const r = reg;
+      onCreated = (name: string) => r.destinationCreated(name);
+      rt.on('destination.created', onCreated);
+    },
+    async stop(rt: Runtime) {
+      if (onCreated) rt.off('destination.created', onCreated);
+      onCreated = undefined;
+      registries.get(rt)?.attach(undefined);
+    },
+  };
+}
