@@ -104,7 +104,17 @@ export const MqttConfigSchema = z
   .strict();
 
 /** The `ws` protocol entry: MQTT over WebSocket (subprotocol `mqtt`) on a ws:// or wss:// endpoint. */
-export const WsConfigSchema = z.object({ type: z.literal('ws'), proxyProtocol: z.boolean().default(false) }).strict();
+export const WsConfigSchema = z
+  .object({
+    type: z.literal('ws'),
+    proxyProtocol: z.boolean().default(false),
+    paths: z
+      .array(z.string().regex(/^\/\S*$/, 'a WebSocket path starts with / and has no whitespace').max(1024))
+      .max(100)
+      .optional()
+      .describe('upgrade paths accepted (others: 404); absent or empty: any path, so mqtt.js (/) and /mqtt clients both connect'),
+  })
+  .strict();
 
 export const ProtocolConfigSchema = z.discriminatedUnion('type', [MqttConfigSchema, WsConfigSchema]);
 

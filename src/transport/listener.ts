@@ -163,11 +163,13 @@ export async function bindListener(opts: ListenerOptions): Promise<ListenerHandl
         return false;
       },
     });
-    const path = addr.path === '' ? '/' : addr.path;
+    // Any path is accepted (mqtt.js uses `/`, others `/mqtt`) unless the `ws` protocol entry lists `paths`.
+    const norm = (x: string) => (x.length > 1 ? x.replace(/\/+$/, '') : x);
+    const wsPaths = config.protocolConfigs.find((p) => p.type === 'ws')?.paths;
+    const allowed = wsPaths?.length ? new Set(wsPaths.map(norm)) : undefined;
     http.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
-      const reqPath = (req.url ?? '/').split('?')[0];
-      const norm = (x: string) => (x.length > 1 ? x.replace(/\/+$/, '') : x);
-      if (paused || (path !== '/' && norm(reqPath!) !== norm(path))) {
+      const reqPath = (req.url ?? '/').split('?')[0]!;
+      if (paused || (allowed !== undefined && !allowed.has(norm(reqPath)))) {
         socket.end(paused ? 'HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n\r\n' : 'HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
         return;
       }
