@@ -21,6 +21,10 @@ const PUBLIC = new Set([
   'GET /openapi.yaml',
   'GET /api/v1/server/log/sse/stream/:token',
   'GET /api/v1/messaging/sse/stream/:token',
+  // probes and Prometheus scraping (docs/operations.md); /metrics needs view_stats with RestApi.metricsAuthentication
+  'GET /livez',
+  'GET /readyz',
+  'GET /metrics',
 ]);
 const FILLER = '00000000-0000-4000-8000-00000000abcd';
 
