@@ -11,6 +11,7 @@ import { ResponseCache } from './cache.js';
 import type { ApiContext } from './context.js';
 import { registerErrorHandling } from './plugins/errors.js';
 import { nullOptionalFields, registerNullFields } from './plugins/null-fields.js';
+import { registerCors } from './plugins/cors.js';
 import { interfaceRoutes } from './routes/interfaces/interfaces.routes.js';
 import { connectionRoutes } from './routes/connections/connections.routes.js';
 import { annotateOpenApi, registerAuth } from './plugins/auth.js';
@@ -73,13 +74,7 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
     sessions.stop();
   });
 
-  if (Object.keys(rest.corsHeaders).length) {
-    app.addHook('onSend', async (_req, reply, payload) => {
-      for (const [k, v] of Object.entries(rest.corsHeaders)) reply.header(k, v);
-      return payload;
-    });
-  }
-
+  await registerCors(app, rest.corsHeaders); // before authentication: a preflight needs no credentials
   await app.register(fastifyCookie);
   await app.register(fastifyRateLimit, { global: false });
   registerAuth(app, ctx); // after the cookie parser (its onRequest hook must run first), before every route
