@@ -53,6 +53,13 @@ export class PayloadTooLargeError extends BrokerError {
   }
 }
 
+/** 429: flow control refused the request (a queue is full); retry later. */
+export class QuotaExceededError extends BrokerError {
+  constructor(message: string) {
+    super(message, 429);
+  }
+}
+
 /** A selector (filter) that does not parse. `offset` is zero-based, `line`/`column` one-based. */
 export class SelectorSyntaxError extends ValidationError {
   readonly offset: number;

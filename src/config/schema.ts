@@ -100,6 +100,41 @@ export const MqttConfigSchema = z
       .describe("v5 Response Information for a client that asks: this prefix + the client id (percent-encoded) + '/'; '' = never sent"),
     authenticationMethods: z.array(z.enum(['SCRAM-SHA-256'])).default(['SCRAM-SHA-256']).describe('MQTT 5 enhanced authentication methods offered (AUTH); [] switches enhanced authentication off'),
     proxyProtocol: z.boolean().default(false),
+    // flow control and limits (docs/messaging.md "Flow control and limits")
+    quotaExceededPolicy311: z
+      .enum(['disconnect', 'drop'])
+      .default('disconnect')
+      .describe(
+        'a 3.1.1 QoS 1/2 publish that a full subscription queue refuses (3.1.1 has no negative PUBACK): disconnect = close the publisher without acknowledging (it resends after reconnecting, nothing acknowledged is lost); drop = acknowledge and discard, counted in switchyard_messages_refused_total',
+      ),
+    maxPreAuthBytes: z
+      .number()
+      .int()
+      .min(1024)
+      .max(268435460)
+      .default(1048576)
+      .describe('bytes a connection may send before its CONNECT is accepted (CONNECT, AUTH and anything pipelined behind them); beyond it the connection is closed'),
+    writeStallTimeout: z
+      .number()
+      .int()
+      .min(100)
+      .max(3600000)
+      .default(30000)
+      .describe('ms a connection may keep its outbound buffer full (it is not read meanwhile); then it is disconnected (v5 DISCONNECT 0x97)'),
+    maxIdleKeepAliveZero: z
+      .number()
+      .int()
+      .min(0)
+      .max(65535)
+      .default(600)
+      .describe('s; a 3.1.1 client with keep alive 0 that sends nothing for this long is closed; 0 = never (v5 clients get Server Keep Alive, maxServerKeepAlive)'),
+    tcpKeepAlive: z
+      .number()
+      .int()
+      .min(0)
+      .max(7200)
+      .default(60)
+      .describe('s of socket idleness before TCP keepalive probes start (a vanished peer is then detected and closed); 0 = off'),
   })
   .strict();
 
@@ -256,6 +291,15 @@ export const DestinationManagerSchema = z
       )
       .default([]),
     expirySweepInterval: z.number().int().min(100).default(1000),
+    maxQueuedMessages: z
+      .number()
+      .int()
+      .min(1)
+      .max(10000000)
+      .default(10000)
+      .describe(
+        'messages one MQTT subscription may hold (queued + in flight, also while its persistent session is offline); when full, QoS 1/2 publishes that would reach it are refused (v5 PUBACK/PUBREC 0x97, REST 429) and QoS 0 copies replace the oldest QoS 0 copy',
+      ),
     schemaEnforcement: z
       .enum(['off', 'warn', 'reject'])
       .default('reject')

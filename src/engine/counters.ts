@@ -25,6 +25,8 @@ export class ServerTotals {
   totalRetrievedMessages = 0;
   totalExpiredMessages = 0;
   totalDroppedMessages = 0;
+  /** QoS >= 1 publishes refused because a subscription they would reach was full (flow control). */
+  totalRefusedMessages = 0;
 }
 
 /** Store timings in nanoseconds, attributed per operation (a batch's time is shared among its operations). */

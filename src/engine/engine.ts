@@ -29,7 +29,7 @@
  * Expiry is checked whenever a message would be handed out and by `sweepExpired(now)`, which the caller
  * schedules. Counters count expired copies (a topic message expiring in three subscriptions counts three).
  */
-import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
+import { ConflictError, NotFoundError, QuotaExceededError, ValidationError } from '../errors.js';
 import { RateMeter, ServerTotals } from './counters.js';
 import { Destination, DestinationType, isDestinationType, isQueueName, type PayloadSchema } from './destination.js';
 import type { EngineStore } from './engine-store.js';
@@ -119,6 +119,8 @@ export interface EngineStats {
   totalRetrievedMessages: number;
   totalExpiredMessages: number;
   totalDroppedMessages: number;
+  /** QoS >= 1 publishes refused by flow control (a subscription they would reach was full). */
+  totalRefusedMessages: number;
   publishedPerSecond: number;
   subscribedPerSecond: number;
   noInterestPerSecond: number;
@@ -141,6 +143,16 @@ export interface RecoveryResult {
 
 const RESOLVED: Promise<void> = Promise.resolve();
 function noop(): void {}
+
+/**
+ * What `publish` returns when flow control refuses the message: a subscription it would reach with an effective
+ * QoS >= 1 is full (`refuseWhenFull`). One shared rejected promise, so a caller can tell it apart without waiting
+ * (`p === QUOTA_EXCEEDED`); awaiting it throws a QuotaExceededError (REST: 429).
+ */
+export const QUOTA_EXCEEDED: Promise<void> = Promise.reject(
+  new QuotaExceededError('Quota exceeded: a subscription this message would reach holds its maximum of queued messages; retry later'),
+);
+QUOTA_EXCEEDED.catch(noop);
 
 /**
  * `$SYS/...` topics carry server statistics that the server regenerates at boot (src/runtime/sys-topics.ts), so
@@ -193,6 +205,12 @@ export class Engine implements SubscriptionHost {
   private readonly sessions = new Map<string, Set<Subscription>>();
   /** Durable-subscription messages found by `recover()`, adopted when that subscription is made again. */
   private readonly recoveredHeld = new Map<string, Array<[string, Message]>>();
+  /**
+   * Subscriptions with `refuseWhenFull` that reached their maxDepth (a superset: entries are pruned lazily). Empty
+   * in normal operation, so the flow-control check on the publish path is one size test.
+   */
+  private readonly fullSubs = new Set<Subscription>();
+  private fullPrunedAt = 0;
   private readonly ids = new MessageIdGenerator(0, Date.now());
   private readonly rates: RateMeter<RateKey>;
   private nextSubId = 1;
@@ -265,6 +283,10 @@ export class Engine implements SubscriptionHost {
       return Promise.reject(err);
     }
     if (opts?.origin !== undefined) msg.origin = opts.origin;
+    if (msg.qos !== 0 && this.fullSubs.size !== 0 && !dest.isQueue && this.wouldOverflow(dest, msg, now)) {
+      this.totals.totalRefusedMessages++;
+      return QUOTA_EXCEEDED;
+    }
     dest.counters.published++;
     this.totals.totalPublishedMessages++;
     if (msg.expiresAt !== 0 && msg.expiresAt <= now) {
@@ -330,13 +352,7 @@ export class Engine implements SubscriptionHost {
 
   /** Fan a topic message out to every matching subscription / shared group. */
   private route(dest: Destination, msg: Message): void {
-    let routes = dest.routes;
-    if (dest.routeGen !== this.trieGen) {
-      // a fresh array: an outer publish may still be iterating the old one
-      routes = dest.routes = this.trie.match(dest.levels, []);
-      dest.routeGen = this.trieGen;
-      dest.overlaps = routes.length > 1 && overlapping(routes);
-    }
+    const routes = this.routesOf(dest);
     let accepted = 0;
     if (dest.overlaps) accepted = this.routeOnce(dest, msg, routes);
     else {
@@ -349,6 +365,71 @@ export class Engine implements SubscriptionHost {
       dest.counters.noInterest++;
       this.totals.totalNoInterestMessages++;
     }
+  }
+
+  private routesOf(dest: Destination): Route[] {
+    let routes = dest.routes;
+    if (dest.routeGen !== this.trieGen) {
+      // a fresh array: an outer publish may still be iterating the old one
+      routes = dest.routes = this.trie.match(dest.levels, []);
+      dest.routeGen = this.trieGen;
+      dest.overlaps = routes.length > 1 && overlapping(routes);
+    }
+    return routes;
+  }
+
+  /**
+   * Flow control: would this QoS >= 1 message reach a full `refuseWhenFull` subscription with an effective QoS >= 1
+   * (a shared group: every member that would take it is full)? Only called while some subscription is full.
+   */
+  private wouldOverflow(dest: Destination, msg: Message, now: number): boolean {
+    if (now - this.fullPrunedAt >= 200) {
+      this.fullPrunedAt = now;
+      for (const s of this.fullSubs) if (s.closed || s.held.size + s.inFlight.size < s.maxDepth) this.fullSubs.delete(s);
+      if (this.fullSubs.size === 0) return false;
+    }
+    if (dest.paused) return false;
+    const routes = this.routesOf(dest);
+    for (let i = 0; i < routes.length; i++) {
+      const r = routes[i]!;
+      if (!r.isGroup) {
+        if (this.fullFor(r, dest, msg) && !(r.noLocal && msg.origin !== undefined && msg.origin === r.sessionId)) {
+          r.messagesRefused++;
+          return true;
+        }
+        continue;
+      }
+      let full: Subscription | undefined;
+      let room = false;
+      for (const s of r.members) {
+        if (s.closed || (s.selector !== undefined && !this.select(s, msg, dest))) continue;
+        if (s.refuseWhenFull && s.qos !== 0 && s.held.size + s.inFlight.size >= s.maxDepth) full ??= s;
+        else {
+          room = true;
+          break;
+        }
+      }
+      if (full !== undefined && !room) {
+        full.messagesRefused++;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private fullFor(s: Subscription, dest: Destination, msg: Message): boolean {
+    return (
+      s.refuseWhenFull &&
+      s.qos !== 0 &&
+      !s.closed &&
+      s.held.size + s.inFlight.size >= s.maxDepth &&
+      (s.selector === undefined || this.select(s, msg, dest))
+    );
+  }
+
+  /** Note a `refuseWhenFull` subscription that reached its cap (publish then checks it). */
+  private noteFull(sub: Subscription): void {
+    if (sub.refuseWhenFull && sub.held.size + sub.inFlight.size >= sub.maxDepth) this.fullSubs.add(sub);
   }
 
   /**
@@ -472,7 +553,10 @@ export class Engine implements SubscriptionHost {
       dest.counters.subscribed++;
       this.totals.totalSubscribedMessages++;
       this.sent(sub, dest);
-      if (ack && sub.durable && sub.inFlight.has(msg.id)) this.persistHeld(sub, dest, msg);
+      if (ack) {
+        if (sub.durable && sub.inFlight.has(msg.id)) this.persistHeld(sub, dest, msg);
+        if (sub.inFlight.size >= sub.maxDepth - sub.held.size) this.noteFull(sub);
+      }
       return true;
     }
     if (ack) sub.inFlight.delete(msg.id);
@@ -480,11 +564,25 @@ export class Engine implements SubscriptionHost {
     return false;
   }
 
-  /** Keep a topic copy in the subscription's buffer; drop it (counted) when the buffer is full. */
+  /**
+   * Keep a topic copy in the subscription's buffer. When the buffer is full: a `refuseWhenFull` subscription takes a
+   * copy with an effective QoS 0 in place of its oldest held copy when that one is QoS 0 too (drop-oldest); anything
+   * else is dropped (counted). A QoS >= 1 copy only gets here full when publish's refusal could not apply (a shared
+   * group's fallback, a retained message on subscribe).
+   */
   private keep(sub: Subscription, dest: Destination, msg: Message): boolean {
     if (sub.held.size + sub.inFlight.size >= sub.maxDepth) {
-      this.dropped(sub, dest);
-      return false;
+      this.noteFull(sub);
+      const old = sub.held.peekMsg();
+      if (!sub.refuseWhenFull || old === undefined || (sub.qos !== 0 && msg.qos !== 0) || (sub.qos !== 0 && old.qos !== 0)) {
+        this.dropped(sub, dest);
+        return false;
+      }
+      const oldDest = sub.held.peekDest()!;
+      sub.held.drop();
+      if (!oldDest.isQueue) oldDest.pendingCopies--;
+      this.unpersistHeld(sub, oldDest, old);
+      this.dropped(sub, oldDest);
     }
     sub.held.push(msg, dest);
     dest.pendingCopies++;
@@ -492,6 +590,7 @@ export class Engine implements SubscriptionHost {
     dest.counters.subscribed++;
     this.totals.totalSubscribedMessages++;
     if (sub.durable) this.persistHeld(sub, dest, msg);
+    if (sub.refuseWhenFull && sub.held.size + sub.inFlight.size >= sub.maxDepth) this.fullSubs.add(sub);
     const sink = sub.sink;
     if (sink !== undefined && sink.kind === 'pull' && sub.held.size === 1 && sink.notify !== undefined) sink.notify(sub);
     return true;
@@ -914,6 +1013,7 @@ export class Engine implements SubscriptionHost {
   private replace(sub: Subscription, opts: SubscribeOptions, maxDepth: number): void {
     sub.selector = opts.selector;
     sub.maxDepth = maxDepth;
+    this.noteFull(sub);
     sub.qos = opts.qos ?? 0;
     sub.noLocal = opts.noLocal === true;
     sub.retainHandling = opts.retainHandling ?? 0;
@@ -951,6 +1051,7 @@ export class Engine implements SubscriptionHost {
       dest.pendingCopies++;
       sub.messagesRegistered++;
     }
+    this.noteFull(sub);
     const sink = sub.sink;
     if (sink?.kind === 'push') this.drain(sub);
     else if (sink?.kind === 'pull' && sink.notify !== undefined && sub.held.size > 0) sink.notify(sub);
@@ -1362,6 +1463,7 @@ export class Engine implements SubscriptionHost {
       totalRetrievedMessages: t.totalRetrievedMessages,
       totalExpiredMessages: t.totalExpiredMessages,
       totalDroppedMessages: t.totalDroppedMessages,
+      totalRefusedMessages: t.totalRefusedMessages,
       publishedPerSecond: r.totalPublishedMessages,
       subscribedPerSecond: r.totalSubscribedMessages,
       noInterestPerSecond: r.totalNoInterestMessages,

@@ -1,5 +1,5 @@
 /** Public surface of the messaging engine. */
-export { Engine } from './engine.js';
+export { Engine, QUOTA_EXCEEDED } from './engine.js';
 export type { DestinationDTO, EngineEvents, EngineOptions, EngineStats, PublishOptions, RecoveryResult } from './engine.js';
 export { DestinationType, isQueueName, isQueueType, isTemporaryType } from './destination.js';
 export type { Delivery, PullSink, PushSink, Selector, Sink, SubscribeOptions, SubscriptionStateDTO } from './subscription.js';

@@ -44,8 +44,17 @@ export interface SubscribeOptions {
   filter: string;
   /** Precompiled by the caller. */
   selector?: Selector;
-  /** Messages held for this subscription before NEW ones are dropped (drops are counted). Default 1000. */
+  /**
+   * Messages held for this subscription (held + in flight) before the overflow policy applies. Default 1000.
+   * Without `refuseWhenFull` NEW messages are dropped (counted), as MAPS does for REST subscriptions.
+   */
   maxDepth?: number;
+  /**
+   * Flow control (MQTT subscriptions): while this subscription is full, `Engine.publish` refuses a message it would
+   * get with an effective QoS >= 1 (it returns `QUOTA_EXCEEDED`, nobody gets the message) instead of accepting it
+   * and dropping the copy; a copy at effective QoS 0 replaces the oldest held QoS 0 copy (drop-oldest, counted).
+   */
+  refuseWhenFull?: boolean;
   /** Pull only: taken messages stay in flight until commit/abort. */
   transactional?: boolean;
   /** Maximum QoS granted; the effective QoS of a delivery is min(message, subscription). Default 0. */
@@ -93,6 +102,12 @@ export interface SubscriptionStateDTO {
   messagesAcked: number;
   messagesRolledBack: number;
   messagesExpired: number;
+  /** Switchyard: the subscription's cap (held + in flight), see docs/messaging.md "Flow control and limits". */
+  maxQueuedMessages: number;
+  /** Switchyard: copies dropped by the overflow policy (QoS 0 drop-oldest, or drop-newest without refusal). */
+  messagesDropped: number;
+  /** Switchyard: QoS >= 1 publishes refused to their publisher because this subscription was full. */
+  messagesRefused: number;
 }
 
 /** The engine side of a subscription (implemented by Engine). */
@@ -223,6 +238,7 @@ export class Subscription {
   readonly storePrefix: string;
   readonly durable: boolean;
   readonly transactional: boolean;
+  readonly refuseWhenFull: boolean;
 
   selector: Selector | undefined;
   maxDepth: number;
@@ -254,6 +270,7 @@ export class Subscription {
   messagesRolledBack = 0;
   messagesExpired = 0;
   messagesDropped = 0;
+  messagesRefused = 0;
   /** A slow-consumer notice was sent and the buffer has not drained since. */
   slow = false;
 
@@ -273,6 +290,7 @@ export class Subscription {
     this.storePrefix = durablePrefix(this.key);
     this.durable = opts.durable === true;
     this.transactional = opts.transactional === true;
+    this.refuseWhenFull = opts.refuseWhenFull === true;
     this.selector = opts.selector;
     this.maxDepth = maxDepth;
     this.qos = opts.qos ?? 0;
@@ -351,6 +369,9 @@ export class Subscription {
       messagesAcked: this.messagesAcked,
       messagesRolledBack: this.messagesRolledBack,
       messagesExpired: this.messagesExpired,
+      maxQueuedMessages: this.maxDepth,
+      messagesDropped: this.messagesDropped,
+      messagesRefused: this.messagesRefused,
     };
   }
 }

@@ -92,6 +92,7 @@ export class EndpointsService implements Service {
       network: rt.network,
       log: rt.log.child({ name: 'mqtt' }),
       sessions: rt.store.sublevel('mqttSessions'), // not 'sessions': REST login sessions live there
+      maxQueuedMessages: rt.config.DestinationManager.maxQueuedMessages,
     });
     const restored = await this.broker.restore();
     if (restored) rt.log.info({ sessions: restored }, 'persistent MQTT sessions restored');

@@ -54,6 +54,8 @@ export type EngineTotals = Pick<
   | 'totalNoInterestMessages'
   | 'totalRetrievedMessages'
   | 'totalExpiredMessages'
+  | 'totalDroppedMessages'
+  | 'totalRefusedMessages'
   | 'publishedPerSecond'
   | 'subscribedPerSecond'
   | 'noInterestPerSecond'
@@ -74,6 +76,8 @@ const NO_TOTALS: EngineTotals = {
   totalNoInterestMessages: 0,
   totalRetrievedMessages: 0,
   totalExpiredMessages: 0,
+  totalDroppedMessages: 0,
+  totalRefusedMessages: 0,
   publishedPerSecond: 0,
   subscribedPerSecond: 0,
   noInterestPerSecond: 0,

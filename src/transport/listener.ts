@@ -41,14 +41,23 @@ function socketWire(socket: Socket, transport: string): Wire {
     write: (b) => socket.write(b),
     end: () => socket.end(),
     destroy: () => socket.destroy(),
+    pause: () => socket.pause(),
+    resume: () => socket.resume(),
     remoteAddress: socket.remoteAddress ?? '',
     remotePort: socket.remotePort ?? 0,
     transport,
   };
 }
 
+/** TCP keepalive on every socket (a vanished peer is detected and its connection closed); MqttConfig.tcpKeepAlive s. */
+function keepAlive(socket: Socket, opts: ListenerOptions): void {
+  const s = opts.endpoint.mqtt.tcpKeepAlive;
+  if (s > 0) socket.setKeepAlive(true, s * 1000);
+}
+
 function attachSocket(socket: Socket, transport: string, opts: ListenerOptions): void {
   socket.setNoDelay(true);
+  keepAlive(socket, opts);
   const conn = new MqttConnection(opts.broker, opts.endpoint, socketWire(socket, transport));
   socket.on('data', (b: Buffer) => conn.onData(b));
   socket.on('drain', () => conn.onDrain());
@@ -61,6 +70,7 @@ function attachSocket(socket: Socket, transport: string, opts: ListenerOptions):
 function attachWebSocket(ws: WebSocket, req: IncomingMessage, transport: string, opts: ListenerOptions): void {
   const raw = req.socket;
   raw.setNoDelay(true);
+  keepAlive(raw, opts);
   const wire: Wire = {
     write: (b) => {
       ws.send(b, { binary: true });
@@ -68,6 +78,8 @@ function attachWebSocket(ws: WebSocket, req: IncomingMessage, transport: string,
     },
     end: () => ws.close(1000),
     destroy: () => ws.terminate(),
+    pause: () => ws.pause(),
+    resume: () => ws.resume(),
     remoteAddress: raw.remoteAddress ?? '',
     remotePort: raw.remotePort ?? 0,
     transport,

@@ -436,6 +436,9 @@ test('engine - DTOs carry the MAPS field names', async () => {
     messagesAcked: 0,
     messagesRolledBack: 0,
     messagesExpired: 0,
+    maxQueuedMessages: 5,
+    messagesDropped: 0,
+    messagesRefused: 0,
   });
   sub.take(1);
   const stats = engine.stats();

@@ -30,9 +30,14 @@ export interface BrokerHost {
   readonly log: Logger;
   /** The store's `sessions` sublevel (undefined: sessions are not persisted). */
   readonly sessions?: Sub;
+  /** Cap of every MQTT subscription (DestinationManager.maxQueuedMessages); default MAX_QUEUED. */
+  readonly maxQueuedMessages?: number;
 }
 
-/** Messages held per subscription before new ones are dropped (QoS 0) — MQTT has no flow control for them. */
+/**
+ * Default cap of an MQTT subscription (held + in flight). When full, QoS 1/2 publishes that would reach it are
+ * refused (flow control, docs/messaging.md) and QoS 0 copies replace the oldest QoS 0 copy.
+ */
 export const MAX_QUEUED = 10_000;
 
 /** A sink that takes nothing: subscriptions of an offline session are hibernated right after being made. */
@@ -48,7 +53,12 @@ export class MqttBroker {
   private flushing: Promise<void> = Promise.resolve();
   private closed = false;
 
-  constructor(readonly host: BrokerHost) {}
+  /** Cap of every MQTT subscription (see MAX_QUEUED). */
+  readonly maxQueued: number;
+
+  constructor(readonly host: BrokerHost) {
+    this.maxQueued = host.maxQueuedMessages ?? MAX_QUEUED;
+  }
 
   get log(): Logger {
     return this.host.log;
@@ -102,7 +112,8 @@ export class MqttBroker {
             durable: true,
             subscriptionId: o.id,
             oneCopyPerSession: true,
-            maxDepth: MAX_QUEUED,
+            maxDepth: this.maxQueued,
+            refuseWhenFull: true,
             sink: OFFLINE_SINK,
           });
           sub.retainHandling = o.rh;

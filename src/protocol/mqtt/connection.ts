@@ -29,6 +29,9 @@ export interface Wire {
   /** Close after what was written is flushed. */
   end(): void;
   destroy(): void;
+  /** Stop reading from the peer (backpressure) / read again. */
+  pause(): void;
+  resume(): void;
   readonly remoteAddress: string;
   readonly remotePort: number;
   /** 'tcp', 'ssl', 'ws', 'wss'. */
@@ -54,6 +57,8 @@ export interface EndpointContext {
 }
 
 const HIGH_WATER = 1 << 20; // bytes queued to a socket before deliveries wait for 'drain'
+const READ_AUTH = 1;
+const READ_CONGESTED = 2;
 
 // The write batch: connections with bytes to write, flushed once per tick.
 const dirty: MqttConnection[] = [];
@@ -176,6 +181,10 @@ export class MqttConnection implements PushSink {
   private outBytes = 0;
   private scheduled = false;
   private congested = false;
+  /** Why reading is paused: READ_AUTH (CONNECT being authenticated) | READ_CONGESTED (outbound buffer full). */
+  private readPause = 0;
+  /** Started when the outbound buffer fills; disconnects when it is still full after writeStallTimeout. */
+  private stallTimer: NodeJS.Timeout | undefined;
   private keepAliveTimer: NodeJS.Timeout | undefined;
   /** In-order acknowledgements of inbound QoS 1/2 publishes (sent once the message is durable). */
   private acks: Array<{ buf: Buffer | undefined; ready: boolean }> = [];
@@ -219,10 +228,44 @@ export class MqttConnection implements PushSink {
     this.bytesRead += chunk.length;
     this.endpoint.stats.bytesIn += chunk.length;
     this.broker.host.network.totalReadBytes += chunk.length;
+    if (this.state !== 'connected' && this.bytesRead > this.endpoint.mqtt.maxPreAuthBytes) {
+      // bounded memory before authentication: CONNECT, AUTH and whatever is pipelined behind them
+      this.endpoint.stats.errors++;
+      this.broker.log.debug({ connection: this.id, bytes: this.bytesRead }, 'more than maxPreAuthBytes before CONNACK; connection closed');
+      this.close(CloseReason.PreAuthLimit);
+      this.wire.destroy();
+      return;
+    }
     try {
       this.framer.push(chunk);
     } catch (err) {
       this.violation(err);
+    }
+    // CONNECT is being authenticated: read nothing more until it is decided (the peer sees TCP backpressure)
+    if (this.queued !== undefined && (this.readPause & READ_AUTH) === 0 && !this.stopped) this.pauseReading(READ_AUTH);
+  }
+
+  private pauseReading(why: number): void {
+    const was = this.readPause;
+    this.readPause |= why;
+    if (was === 0) {
+      try {
+        this.wire.pause();
+      } catch {
+        /* gone */
+      }
+    }
+  }
+
+  private resumeReading(why: number): void {
+    if ((this.readPause & why) === 0) return;
+    this.readPause &= ~why;
+    if (this.readPause === 0 && this.state !== 'closed') {
+      try {
+        this.wire.resume();
+      } catch {
+        /* gone */
+      }
     }
   }
 
@@ -321,6 +364,7 @@ export class MqttConnection implements PushSink {
   drainQueued(): void {
     const q = this.queued;
     this.queued = undefined;
+    this.resumeReading(READ_AUTH);
     if (q === undefined) return;
     try {
       for (const [type, flags, frame, off] of q) {
@@ -353,14 +397,18 @@ export class MqttConnection implements PushSink {
     if (this.keepAliveTimer) clearTimeout(this.keepAliveTimer);
     this.keepAliveTimer = undefined;
     this.keepAlive = seconds;
-    if (seconds <= 0) return;
-    const limit = seconds * 1500;
+    // 3.1.1 keep alive 0: no keep-alive mechanism, so the server's own idle limit applies (maxIdleKeepAliveZero);
+    // v5 clients always get a Server Keep Alive when maxServerKeepAlive is set
+    const idleCap = seconds <= 0 && !this.v5 ? this.endpoint.mqtt.maxIdleKeepAliveZero : 0;
+    if (seconds <= 0 && idleCap <= 0) return;
+    const limit = seconds > 0 ? seconds * 1500 : idleCap * 1000;
     const check = (): void => {
       if (this.state === 'closed') return;
       const idle = Date.now() - this.lastRead;
       if (idle >= limit) {
         this.endpoint.stats.errors++;
-        this.close(CloseReason.KeepAliveTimeout, Reason.KeepAliveTimeout, `no packet within 1.5 × keep alive (${seconds} s)`);
+        if (seconds > 0) this.close(CloseReason.KeepAliveTimeout, Reason.KeepAliveTimeout, `no packet within 1.5 × keep alive (${seconds} s)`);
+        else this.close(CloseReason.IdleTimeout);
         return;
       }
       this.keepAliveTimer = setTimeout(check, limit - idle + 5);
@@ -424,13 +472,32 @@ export class MqttConnection implements PushSink {
     } catch {
       ok = true;
     }
-    if (!ok) this.congested = true;
+    if (!ok && !this.congested) {
+      // write-side backpressure: stop reading this peer until its buffer drains; disconnect it if it stays full
+      this.congested = true;
+      this.pauseReading(READ_CONGESTED);
+      if (this.stallTimer === undefined) {
+        const ms = this.endpoint.mqtt.writeStallTimeout;
+        this.stallTimer = setTimeout(() => {
+          this.stallTimer = undefined;
+          if (!this.congested || this.state === 'closed') return;
+          this.endpoint.stats.errors++;
+          this.broker.log.debug({ connection: this.id, clientId: this.clientId, ms }, 'outbound buffer full for writeStallTimeout; disconnected');
+          this.close(CloseReason.WriteStalled, Reason.QuotaExceeded, `outbound buffer full for ${ms} ms`);
+          this.wire.destroy(); // what is queued (the DISCONNECT too) cannot reach a peer that does not read
+        }, ms);
+        this.stallTimer.unref();
+      }
+    }
   }
 
   /** The transport drained its buffer: deliveries may go on. */
   onDrain(): void {
     if (!this.congested) return;
     this.congested = false;
+    if (this.stallTimer !== undefined) clearTimeout(this.stallTimer);
+    this.stallTimer = undefined;
+    this.resumeReading(READ_CONGESTED);
     this.session?.resumeBlocked();
   }
 
@@ -659,6 +726,8 @@ export class MqttConnection implements PushSink {
     this.cleanedUp = true;
     if (this.keepAliveTimer) clearTimeout(this.keepAliveTimer);
     this.keepAliveTimer = undefined;
+    if (this.stallTimer) clearTimeout(this.stallTimer);
+    this.stallTimer = undefined;
     if (this.authPending?.timer) clearTimeout(this.authPending.timer); // a re-authentication left unanswered
     this.authPending = undefined;
     const broker = this.broker;

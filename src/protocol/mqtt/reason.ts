@@ -74,4 +74,8 @@ export const CloseReason = {
   EndpointStopped: 'Endpoint stopped',
   AuthFailed: 'Authentication failed',
   WriteError: 'Write error',
+  QuotaExceeded: 'Publish refused: a subscriber queue is full',
+  WriteStalled: 'Outbound buffer stayed full',
+  PreAuthLimit: 'Too much data before authentication',
+  IdleTimeout: 'Idle (keep alive 0) timeout',
 } as const;

@@ -57,6 +57,9 @@ const SubscriptionStateDTO = z
     messagesAcked: z.number().int(),
     messagesRolledBack: z.number().int(),
     messagesExpired: z.number().int(),
+    maxQueuedMessages: z.number().int().describe('Switchyard: the subscription\'s cap (queued + in flight); docs/messaging.md "Flow control and limits"'),
+    messagesDropped: z.number().int().describe('Switchyard: copies dropped by the overflow policy'),
+    messagesRefused: z.number().int().describe('Switchyard: QoS 1/2 publishes refused to their publisher because this subscription was full'),
   })
   .meta({ id: 'SubscriptionStateDTO' });
 

@@ -89,7 +89,9 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
       schema: {
         tags,
         summary: 'Publish a message',
-        description: 'Resolves once the message is accepted: for queue messages and retained messages, once they are in the store.',
+        description:
+          'Resolves once the message is accepted: for queue messages and retained messages, once they are in the store. ' +
+          '429 {"status": ...} when flow control refuses a QoS 1/2 message because an MQTT subscription it would reach is full (DestinationManager.maxQueuedMessages; nothing was published, retry later).',
         body: z
           .object({
             destinationName: name('destinationName').describe('topic or queue name (no wildcards)'),
@@ -97,7 +99,7 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
             retain: z.boolean().nullish().describe('store as the topic’s retained message, sent to new subscribers'),
           })
           .meta({ id: 'PublishRequestDTO' }),
-        response: { 200: StatusResponse, ...ErrorResponses },
+        response: { 200: StatusResponse, ...ErrorResponses, 429: StatusResponse },
       },
     },
     async (req, reply) => {

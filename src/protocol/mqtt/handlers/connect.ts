@@ -321,7 +321,10 @@ function accept(
     conn.send(encodePacket({ cmd: 'connack', sessionPresent, returnCode: 0 }, 4));
   }
   conn.startKeepAlive(keepAlive);
-  broker.log.debug({ clientId, connection: conn.id, v: conn.protocolVersion, sessionPresent }, 'MQTT client connected');
+  broker.log.debug(
+    { clientId, connection: conn.id, protocol: conn.v5 ? 'MQTT 5' : conn.protocolVersion === 4 ? 'MQTT 3.1.1' : 'MQTT 3.1', transport: conn.wire.transport, address: `${conn.wire.remoteAddress}:${conn.wire.remotePort}`, endpoint: conn.endpoint.name, sessionPresent },
+    'MQTT client connected',
+  );
 
   // Resume the session: PUBRELs first, then the held and unacknowledged messages [MQTT-4.4.0-1]
   if (sessionPresent) {

@@ -4,10 +4,10 @@
  * type, payload format, message expiry), authorization, and the server's Receive Maximum.
  */
 import { isUtf8 } from 'node:buffer';
-import { validateTopicName, type MessageInit } from '../../../engine/index.js';
+import { QUOTA_EXCEEDED, validateTopicName, type MessageInit } from '../../../engine/index.js';
 import type { MqttConnection } from '../connection.js';
 import { PacketType, decodePublish, encodeAck } from '../codec.js';
-import { MqttProtocolError, Reason } from '../reason.js';
+import { CloseReason, MqttProtocolError, Reason } from '../reason.js';
 import { storeInbound } from '../session.js';
 
 export function handlePublish(conn: MqttConnection, flags: number, frame: Buffer, bodyOffset: number): void {
@@ -89,7 +89,12 @@ export function handlePublish(conn: MqttConnection, flags: number, frame: Buffer
       payloadFormat: props.payloadFormatIndicator === undefined ? undefined : (props.payloadFormatIndicator as 0 | 1),
       expiresAt: props.messageExpiryInterval !== undefined ? Date.now() + props.messageExpiryInterval * 1000 : undefined,
     };
-  const durable = engine.publish(topic, init, { origin: s.sessionId });
+  let durable = engine.publish(topic, init, { origin: s.sessionId });
+  if (durable === QUOTA_EXCEEDED) {
+    // flow control: a subscription this message would reach is full (docs/messaging.md "Flow control and limits")
+    if (refuseOverQuota(conn, qos, p.packetId)) return;
+    durable = RESOLVED; // 3.1.1 with quotaExceededPolicy311 'drop': acknowledged and discarded (counted by the engine)
+  }
   if (qos === 0) {
     durable.catch(() => {}); // QoS 0: at most once
     return;
@@ -122,3 +127,22 @@ export function handlePublish(conn: MqttConnection, flags: number, frame: Buffer
 
 function noop(): void {}
 const ACK_NOW: Promise<void> = Promise.resolve();
+
+const RESOLVED: Promise<void> = Promise.resolve();
+
+/**
+ * A QoS 1/2 publish refused by flow control. v5: PUBACK / PUBREC 0x97 Quota exceeded, in order with the other
+ * acknowledgements (a refused QoS 2 exchange ends there, its id is not kept) [MQTT-3.4.2-?]. 3.1.1 has no negative
+ * acknowledgement: with quotaExceededPolicy311 'disconnect' (default) the publisher is closed without an
+ * acknowledgement, so it sends the message again after reconnecting; returns false for 'drop'.
+ */
+function refuseOverQuota(conn: MqttConnection, qos: number, packetId: number): boolean {
+  if (qos === 0) return true; // never refused (the engine only refuses QoS >= 1); nothing to answer
+  if (conn.v5) {
+    conn.orderedAck(encodeAck(qos === 1 ? PacketType.PUBACK : PacketType.PUBREC, packetId, Reason.QuotaExceeded, true), RESOLVED);
+    return true;
+  }
+  if (conn.endpoint.mqtt.quotaExceededPolicy311 === 'drop') return false;
+  conn.close(CloseReason.QuotaExceeded);
+  return true;
+}

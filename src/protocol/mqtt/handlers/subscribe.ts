@@ -7,7 +7,6 @@
  */
 import { hasWildcard, parseSharedFilter, validateTopicFilter } from '../../../engine/index.js';
 import type { MqttConnection } from '../connection.js';
-import { MAX_QUEUED } from '../broker.js';
 import { encodePacket } from '../codec.js';
 import { MqttProtocolError, Reason } from '../reason.js';
 import type { StoredSubscription } from '../session.js';
@@ -80,7 +79,8 @@ export function handleSubscribe(conn: MqttConnection, p: SubscribePacket): void 
         durable: s.persistent,
         subscriptionId: subId,
         oneCopyPerSession: true, // overlapping subscriptions: one copy at the highest QoS, with every identifier [MQTT-3.3.4-2]
-        maxDepth: MAX_QUEUED,
+        maxDepth: conn.broker.maxQueued,
+        refuseWhenFull: true, // flow control: a full queue refuses QoS 1/2 publishes (docs/messaging.md)
         sink: conn,
       });
       s.subs.set(filter, { opts, sub });
