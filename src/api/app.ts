@@ -25,6 +25,7 @@ import { logRoutes } from './routes/server/log.routes.js';
 import { messagingRoutes } from './routes/messaging/messaging.routes.js';
 import { sseRoutes } from './routes/messaging/sse.routes.js';
 import { schemaRoutes } from './routes/schemas/schemas.routes.js';
+import { modelRoutes } from './routes/models/models.routes.js';
 import { RestSessions } from './rest-session.js';
 import { TokenStore } from './tokens.js';
 
@@ -110,6 +111,7 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   await app.register(messagingRoutes, ctx);
   await app.register(sseRoutes, ctx);
   await app.register(schemaRoutes, ctx);
+  await app.register(modelRoutes, ctx);
   await app.ready();
   return app as unknown as FastifyInstance;
 }

@@ -1,5 +1,6 @@
 import { securityService } from '../security/service.js';
 import { schemasService } from '../schemas/schemas.service.js';
+import { modelsService } from '../models/models.service.js';
 import { destinationsService } from './destinations.service.js';
 import { endpointsService } from './endpoints.service.js';
 import { messagingService } from './messaging.service.js';
@@ -11,6 +12,7 @@ import type { Runtime } from './runtime.js';
 /** Registers the services booted with the server tree, in start order (stopped in reverse). */
 export function registerServices(rt: Runtime): void {
   rt.use(securityService); // first: rt.security must be in place before any protocol or route uses it
+  rt.use(modelsService()); // ML model store under {data}/models (before messaging: selector model functions use it)
   rt.use(messagingService());
   rt.use(schemasService()); // schema registry: binds payload schemas to destinations, $schema/<destination> topics
   rt.use(restSessionsService()); // persistent REST messaging sessions, restored hibernated before any endpoint runs

@@ -1,0 +1,129 @@
+import fastifyMultipart from '@fastify/multipart';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { ValidationError } from '../../../errors.js';
+import { modelStoreOf } from '../../../models/models.service.js';
+import { ModelsDisabledError, checkModelName, type ModelStore } from '../../../models/store.js';
+import type { ApiContext } from '../../context.js';
+import { ErrorResponses, StatusResponse } from '../../schemas.js';
+
+const nameParam = z.object({ modelName: z.string() });
+const Success = { status: 'Success' };
+
+/**
+ * The ML model store (MAPS ModelStoreApi, reference #68-72): upload (multipart/form-data, part `file`, streamed to
+ * disk, atomic), download (Content-Disposition: attachment), HEAD, delete, list. Names are validated before any
+ * file system call; a name of several path segments (`../../etc/passwd`) is a 400 too, not a 404. With
+ * `MessageDaemon.modelStore.enabled: false` every route answers 406 as MAPS does without ML.
+ */
+export const modelRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => {
+  const cfg = ctx.rt.config.MessageDaemon.modelStore;
+  // encapsulated in this plugin: only these routes parse multipart bodies
+  await app.register(fastifyMultipart, {
+    limits: { fileSize: cfg.maxModelSize, files: 1, fields: 16, parts: 17, fieldSize: 65536, headerPairs: 100 },
+    throwFileSizeLimit: true,
+  });
+  const tags = ['ML Model Store'];
+  const view = { permission: { permission: 'view_config' as const } };
+  const manage = { permission: { permission: 'manage_config' as const } };
+  const storeOf = (): ModelStore => {
+    const s = modelStoreOf(ctx.rt);
+    if (!s) throw new ModelsDisabledError();
+    return s;
+  };
+
+  app.get(
+    '/api/v1/server/models',
+    { config: view, schema: { tags, summary: 'List all models', response: { 200: z.array(z.string()), ...ErrorResponses, 406: StatusResponse } } },
+    async () => storeOf().list(),
+  );
+
+  // HEAD before GET: Fastify then keeps this one instead of generating one from the GET route
+  app.head(
+    '/api/v1/server/models/:modelName',
+    { config: view, schema: { tags, summary: 'Check if model exists', description: '200 when it exists, 404 when not; no body.', params: nameParam } },
+    async (req, reply) => {
+      const store = modelStoreOf(ctx.rt);
+      if (!store) return reply.code(406).send();
+      checkModelName(req.params.modelName);
+      const size = await store.size(req.params.modelName);
+      if (size === undefined) return reply.code(404).send();
+      return reply.code(200).header('content-length', size).header('content-type', 'application/octet-stream').send();
+    },
+  );
+
+  app.get(
+    '/api/v1/server/models/:modelName',
+    {
+      config: view,
+      schema: {
+        tags,
+        summary: 'Download model',
+        description: 'The model bytes (application/octet-stream, Content-Disposition: attachment; filename="<modelName>"), streamed.',
+        params: nameParam,
+        response: { 200: z.any().describe('model bytes'), ...ErrorResponses, 406: StatusResponse },
+      },
+    },
+    async (req, reply) => {
+      const name = checkModelName(req.params.modelName);
+      const { stream, size } = await storeOf().open(name);
+      return reply.type('application/octet-stream').header('content-disposition', `attachment; filename="${name}"`).header('content-length', size).send(stream);
+    },
+  );
+
+  app.post(
+    '/api/v1/server/models/:modelName',
+    {
+      config: manage,
+      schema: {
+        tags,
+        summary: 'ML Model upload',
+        description:
+          'multipart/form-data with the model in the part named `file`; streamed to disk and written atomically (the old model stays until the ' +
+          'new one is complete); replaces a model of the same name. Larger than MessageDaemon.modelStore.maxModelSize: 413.',
+        params: nameParam,
+        consumes: ['multipart/form-data'],
+        response: { 200: StatusResponse, ...ErrorResponses, 406: StatusResponse, 409: StatusResponse, 413: StatusResponse },
+      },
+    },
+    async (req) => {
+      const name = checkModelName(req.params.modelName);
+      const store = storeOf();
+      if (!req.isMultipart()) throw new ValidationError('File must be provided: send multipart/form-data with the model in a part named "file"');
+      let written = false;
+      for await (const part of req.parts()) {
+        if (part.type !== 'file') continue;
+        if (part.fieldname !== 'file' || written) {
+          part.file.resume(); // not ours: discard
+          continue;
+        }
+        await store.write(name, part.file, () => part.file.truncated);
+        written = true;
+      }
+      if (!written) throw new ValidationError('File must be provided: no part named "file" in the form');
+      return Success;
+    },
+  );
+
+  app.delete(
+    '/api/v1/server/models/:modelName',
+    { config: manage, schema: { tags, summary: 'Delete model', params: nameParam, response: { 200: StatusResponse, ...ErrorResponses, 406: StatusResponse } } },
+    async (req) => {
+      const name = checkModelName(req.params.modelName);
+      await storeOf().delete(name);
+      return Success;
+    },
+  );
+
+  // A model name of several segments ('../../etc/passwd' as sent by a client that does not normalise the path) is
+  // refused like any other invalid name, rather than falling through to a 404.
+  app.route({
+    method: ['GET', 'POST', 'DELETE'],
+    url: '/api/v1/server/models/*',
+    config: view,
+    schema: { tags, summary: 'Invalid model names (several path segments)', hide: true, response: { 400: StatusResponse, 401: StatusResponse, 403: StatusResponse } },
+    handler: async () => {
+      throw new ValidationError("Invalid model name: a model name is one path segment (no '/')");
+    },
+  });
+};
