@@ -12,6 +12,7 @@ import type { ApiContext } from './context.js';
 import { registerErrorHandling } from './plugins/errors.js';
 import { nullOptionalFields, registerNullFields } from './plugins/null-fields.js';
 import { registerCors } from './plugins/cors.js';
+import { trackRestConnections } from './routes/connections/rest-connections.js';
 import { interfaceRoutes } from './routes/interfaces/interfaces.routes.js';
 import { connectionRoutes } from './routes/connections/connections.routes.js';
 import { annotateOpenApi, registerAuth } from './plugins/auth.js';
@@ -80,6 +81,7 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   await app.register(fastifyRateLimit, { global: false });
   registerAuth(app, ctx); // after the cookie parser (its onRequest hook must run first), before every route
   await app.register(fastifySSE, { heartbeatInterval: 15000 });
+  trackRestConnections(app, ctx); // REST sessions in GET /api/v1/server/connections
   await app.register(fastifySwagger, {
     openapi: {
       openapi: '3.1.0',

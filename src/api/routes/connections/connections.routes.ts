@@ -6,6 +6,7 @@ import { endpointsOf } from '../../../runtime/endpoints.service.js';
 import type { ApiContext } from '../../context.js';
 import { ErrorResponses, FilterQuery, StatusResponse } from '../../schemas.js';
 import { EndPointSummaryDTO } from '../interfaces/interfaces.routes.js';
+import { restConnectionsOf } from './rest-connections.js';
 
 /** ConnectionManagementApi: the live network connections (MQTT), their session details, and closing one. */
 const tags = ['Connection Management'];
@@ -24,7 +25,17 @@ export const connectionRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, c
 
   app.get(
     '/api/v1/server/connections',
-    { config: view, schema: { tags, summary: 'Get all connections', querystring: FilterQuery, response: { 200: z.array(EndPointSummaryDTO), ...ErrorResponses } } },
+    {
+      config: view,
+      schema: {
+        tags,
+        summary: 'Get all connections',
+        description:
+          'REST sessions (adapter rest-server, protocolName REST; a login, Basic user or anonymous session cookie, listed until RestApi.inactiveTimeout without a request) first, then the network connections.',
+        querystring: FilterQuery,
+        response: { 200: z.array(EndPointSummaryDTO), ...ErrorResponses },
+      },
+    },
     async (req) => {
       let f;
       try {
@@ -33,10 +44,9 @@ export const connectionRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, c
         throw new ValidationError(`Invalid filter: ${(err as Error).message}`);
       }
       const svc = endpointsOf(rt);
-      return svc
-        .connections()
-        .map((c) => svc.connectionSummary(c))
-        .filter((c) => !f || f.matches(c));
+      // REST sessions first, then the network connections (as MAPS); the filter applies to both
+      const rest = restConnectionsOf(ctx)?.list() ?? [];
+      return [...rest, ...svc.connections().map((c) => svc.connectionSummary(c))].filter((c) => !f || f.matches(c));
     },
   );
 
