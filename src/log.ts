@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
+import { format } from 'node:util';
 import { pino, type Logger, type Level } from 'pino';
 import { createStream, type RotatingFileStream } from 'rotating-file-stream';
 
@@ -72,24 +72,6 @@ export class LogMonitor {
   }
 }
 
-class LineStream extends Writable {
-  constructor(private readonly onRecord: (rec: Record<string, unknown>, line: string) => void) {
-    super({ decodeStrings: false });
-  }
-  override _write(chunk: string | Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
-    const text = typeof chunk === 'string' ? chunk : chunk.toString('utf8');
-    for (const line of text.split('\n')) {
-      if (!line) continue;
-      try {
-        this.onRecord(JSON.parse(line) as Record<string, unknown>, line);
-      } catch {
-        /* not JSON: ignore */
-      }
-    }
-    cb();
-  }
-}
-
 export interface Logs {
   log: Logger;
   audit: Logger;
@@ -102,36 +84,91 @@ export interface LogOptions {
   level: Level;
   entriesInMemory: number;
   historyDays: number;
+  /** Size at which a log file is rotated before its day is over ('100M'; rotating-file-stream syntax). */
+  maxSize?: string;
   /** Readable lines on stdout (default true). */
   stdout?: boolean;
 }
 
-function rotating(dir: string, name: string, days: number): RotatingFileStream {
-  return createStream(name, { path: dir, interval: '1d', compress: 'gzip', maxFiles: days });
+function rotating(dir: string, name: string, days: number, size: string | undefined): RotatingFileStream {
+  return createStream(name, { path: dir, interval: '1d', ...(size ? { size } : {}), compress: 'gzip', maxFiles: days });
+}
+
+/** A logger's bindings (its `name` and the child bindings), parsed once per logger, not per line. */
+const bindingCache = new WeakMap<object, Record<string, unknown>>();
+function bindingsOf(logger: Logger): Record<string, unknown> {
+  let b = bindingCache.get(logger);
+  if (!b) {
+    b = logger.bindings();
+    bindingCache.set(logger, b);
+  }
+  return b;
+}
+
+/** The record pino is about to serialise, rebuilt from the call's arguments (no JSON parsing). */
+function recordOf(logger: Logger, args: unknown[], level: number): Record<string, unknown> {
+  const [first, ...rest] = args;
+  let fields: Record<string, unknown> = {};
+  let msg: unknown;
+  if (first !== null && typeof first === 'object') {
+    fields = first instanceof Error ? { err: first } : (first as Record<string, unknown>);
+    msg = rest.length ? format(...(rest as [unknown, ...unknown[]])) : first instanceof Error ? first.message : undefined;
+  } else msg = format(...(args as [unknown, ...unknown[]]));
+  return { level, time: Date.now(), ...bindingsOf(logger), ...fields, msg };
 }
 
 /**
- * One pino root. Records go to `{data}/log/messaging.log` (JSON lines, rotated daily, gzip, N days kept), to the
- * in-memory monitor, and as readable lines to stdout. The audit logger writes `{data}/log/audit.log` as well.
+ * Two pino loggers writing JSON lines straight to rotating files (rotated daily and at `maxSize`, gzip, `historyDays`
+ * rotated files kept):
+ * - `log` → `{data}/log/messaging.log`;
+ * - `audit` → `{data}/log/audit.log` at every level (debug too: successful logins), and `messaging.log` at the
+ *   configured level (failed logins, lockouts and denials are WARN, so they are in both).
+ * The in-memory monitor (`/api/v1/server/log`) and the readable stdout lines get the same records from pino's
+ * `logMethod` hook, built from the call's arguments: nothing is serialised twice or parsed back.
  */
 export function createLogs(opts: LogOptions): Logs {
   const dir = join(opts.dataDir, 'log');
   mkdirSync(dir, { recursive: true });
   const monitor = new LogMonitor(opts.entriesInMemory);
-  const messagingFile = rotating(dir, 'messaging.log', opts.historyDays);
-  const auditFile = rotating(dir, 'audit.log', opts.historyDays);
+  const messagingFile = rotating(dir, 'messaging.log', opts.historyDays, opts.maxSize);
+  const auditFile = rotating(dir, 'audit.log', opts.historyDays, opts.maxSize);
   const showStdout = opts.stdout ?? true;
-  const fanout = new LineStream((rec, line) => {
+  let log: Logger;
+  const show = (rec: Record<string, unknown>) => {
     monitor.add(rec);
-    messagingFile.write(line + '\n');
     if (showStdout) process.stdout.write(formatRecord(rec) + '\n');
-  });
-  const log = pino({ level: opts.level, base: undefined, name: 'server' }, fanout);
-  const auditOut = new LineStream((rec, line) => {
-    auditFile.write(line + '\n');
-    fanout.write(line + '\n');
-  });
-  const audit = pino({ level: 'info', base: undefined, name: 'audit' }, auditOut);
+  };
+  log = pino(
+    {
+      level: opts.level,
+      base: undefined,
+      name: 'server',
+      hooks: {
+        logMethod(args, method, level) {
+          method.apply(this, args as Parameters<typeof method>);
+          show(recordOf(this, args, level));
+        },
+      },
+    },
+    messagingFile,
+  );
+  const audit = pino(
+    {
+      level: 'debug',
+      base: undefined,
+      name: 'audit',
+      hooks: {
+        logMethod(args, method, level) {
+          method.apply(this, args as Parameters<typeof method>);
+          if (level >= log.levelVal) show(recordOf(this, args, level));
+        },
+      },
+    },
+    pino.multistream([
+      { level: 'debug', stream: auditFile },
+      { level: opts.level, stream: messagingFile },
+    ]),
+  );
   return {
     log,
     audit,

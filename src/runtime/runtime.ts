@@ -160,6 +160,7 @@ export class Runtime extends EventEmitter {
       level: md.logLevel,
       entriesInMemory: md.logEntriesInMemory,
       historyDays: md.logHistoryDays,
+      maxSize: md.logMaxSize,
       stdout: options.stdoutLogs,
     });
     let store: Store;

@@ -1,5 +1,7 @@
 import type { Logger } from 'pino';
 
+const WARN_EVENTS = new Set(['login.failed', 'lockout.locked', 'user.password_change_failed', 'access.denied']);
+
 /**
  * Security events as one JSON line each in audit.log (`rt.logs.audit`). Denied access is rate-limited: at most
  * `deniedPerWindow` lines per window; the rest are counted and reported in one line when the next window opens.
@@ -16,8 +18,13 @@ export class Audit {
     private readonly windowMs = 10000,
   ) {}
 
+  /**
+   * Failed logins, lockouts and refusals are WARN (in audit.log and messaging.log); a successful login is DEBUG (in
+   * audit.log always, in messaging.log only at logLevel debug: one line per connection otherwise); the rest INFO.
+   */
   event(event: string, fields: Record<string, unknown>, msg: string): void {
-    this.log.info({ event, ...fields }, msg);
+    const level = WARN_EVENTS.has(event) || event.endsWith('.blocked') || event.endsWith('.failed') ? 'warn' : event === 'login.succeeded' ? 'debug' : 'info';
+    this.log[level]({ event, ...fields }, msg);
   }
 
   denied(fields: Record<string, unknown>, msg: string): void {
