@@ -19,6 +19,19 @@ export interface ChildSpec {
   id: string;
   logic: AnyActorLogic;
   input?: unknown;
+  /**
+   * The actor's key in the actor system's registry (`system.get(systemId)`), `<kind>:<name>`. Defaults to `id`
+   * when `id` has that form (`endpoint:MQTT Interface`, `destination:sensors/a`); shard supervisors (`name#i`) have
+   * none, so they stay hidden behind the registry.
+   */
+  systemId?: string;
+}
+
+const KIND_PREFIX = /^[a-z][a-z0-9-]*:/;
+
+/** The registry key of a child spec (undefined: not registered). */
+export function systemIdOfSpec(spec: ChildSpec): string | undefined {
+  return spec.systemId ?? (KIND_PREFIX.test(spec.id) ? spec.id : undefined);
 }
 
 export interface SupervisorInput {
@@ -50,13 +63,19 @@ export type SupervisorEvent =
   | { type: 'child.stop'; id: string }
   | { type: 'child.restart'; id: string }
   | { type: 'supervisor.reset' }
+  /** From a child supervisor (a shard) that spent its budget: restart it after a backoff, or fail too. */
+  | { type: 'supervisor.failed'; id: string; error: string }
+  | { type: 'supervisor.recovered'; id: string }
+  /** Raised after the backoff: send the failed child supervisor `supervisor.reset`. */
+  | { type: 'child.reset'; id: string }
   | { type: `xstate.error.actor.${string}`; error: unknown }
   | { type: `xstate.done.actor.${string}`; output?: unknown };
 
 /** Spawns a child whose logic is only known at run time (the typed API wants logic named in `setup`). */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export function spawnSpec(enqueue: { spawnChild: (...args: any[]) => unknown }, spec: ChildSpec): void {
-  enqueue.spawnChild(spec.logic, { id: spec.id, input: spec.input });
+  const systemId = systemIdOfSpec(spec);
+  enqueue.spawnChild(spec.logic, systemId === undefined ? { id: spec.id, input: spec.input } : { id: spec.id, input: spec.input, systemId });
 }
 
 /** FNV-1a of a child id. */
@@ -143,6 +162,7 @@ export const supervisorMachine = setup({
   },
   guards: {
     isKnownChild: ({ context, event }) => context.specs.has(childIdOf(event.type)),
+    isKnownSupervisor: ({ context, event }) => event.type === 'supervisor.failed' && context.specs.has(event.id),
     hasBudget: ({ context }) => {
       const since = context.now() - context.period;
       return context.restarts.filter((t) => t > since).length < context.intensity;
@@ -228,6 +248,36 @@ export const supervisorMachine = setup({
       lastError: `restart budget spent (${context.intensity} restarts within ${context.period} ms); last crash: ${childIdOf(event.type)}: ${describe((event as { error?: unknown }).error)}`,
       pending: [],
     })),
+    scheduleSupervisorReset: enqueueActions(({ context, event, enqueue }) => {
+      if (event.type !== 'supervisor.failed') return;
+      const attempt = (context.attempts.get(event.id) ?? 0) + 1;
+      context.attempts.set(event.id, attempt);
+      const now = context.now();
+      enqueue.assign({
+        restarts: [...context.restarts.filter((t) => t > now - context.period), now],
+        pending: [...context.pending.filter((p) => p !== event.id), event.id],
+        lastError: `${event.id}: ${event.error}`,
+      });
+      enqueue.raise({ type: 'child.reset', id: event.id }, { delay: backoffFor(context, attempt), id: `restart:${event.id}` });
+    }),
+    resetChildSupervisor: enqueueActions(({ context, event, enqueue }) => {
+      if (event.type !== 'child.reset') return;
+      enqueue.assign({ pending: context.pending.filter((p) => p !== event.id) });
+      if (context.specs.has(event.id)) enqueue.sendTo(event.id, { type: 'supervisor.reset' });
+    }),
+    recordSupervisorFailure: assign(({ context, event }) => ({
+      lastError: `restart budget spent (${context.intensity} restarts within ${context.period} ms); last failure: ${event.type === 'supervisor.failed' ? `${event.id}: ${event.error}` : 'unknown'}`,
+      pending: [],
+    })),
+    /** Tell the parent (the server, or the sharded supervisor above a shard) that this subtree gave up. */
+    escalate: enqueueActions(({ context, enqueue, self }) => {
+      if ((self as unknown as { _parent?: unknown })._parent === undefined) return;
+      enqueue.sendParent({ type: 'supervisor.failed', id: context.name, error: context.lastError ?? 'failed' });
+    }),
+    announceRecovery: enqueueActions(({ context, enqueue, self }) => {
+      if ((self as unknown as { _parent?: unknown })._parent === undefined) return;
+      enqueue.sendParent({ type: 'supervisor.recovered', id: context.name });
+    }),
     resetBudget: enqueueActions(({ context, enqueue }) => {
       context.attempts.clear();
       enqueue.assign({ restarts: [], lastError: undefined, pending: [] });
@@ -262,13 +312,18 @@ export const supervisorMachine = setup({
           { guard: 'isKnownChild', target: 'failed', actions: 'recordFailure' },
         ],
         'xstate.done.actor.*': { actions: 'removeChild' },
+        'supervisor.failed': [
+          { guard: and(['isKnownSupervisor', 'hasBudget']), actions: 'scheduleSupervisorReset' },
+          { guard: 'isKnownSupervisor', target: 'failed', actions: 'recordSupervisorFailure' },
+        ],
+        'child.reset': { actions: 'resetChildSupervisor' },
       },
     },
     failed: {
       tags: ['failed'],
-      entry: 'stopChildren',
+      entry: ['stopChildren', 'escalate'],
       on: {
-        'supervisor.reset': { target: 'running', actions: 'resetBudget' },
+        'supervisor.reset': { target: 'running', actions: ['resetBudget', 'announceRecovery'] },
         'child.start': { actions: 'rememberSpec' },
         'child.stop': { actions: 'rememberSpec' },
       },

@@ -9,7 +9,7 @@ import type { Runtime } from '../runtime/runtime.js';
 import { VERSION } from '../runtime/monitor.js';
 import { ResponseCache } from './cache.js';
 import type { ApiContext } from './context.js';
-import { clientErrorHandler, registerErrorHandling } from './plugins/errors.js';
+import { registerErrorHandling } from './plugins/errors.js';
 import { nullOptionalFields, registerNullFields } from './plugins/null-fields.js';
 import { registerCors } from './plugins/cors.js';
 import { trackRestConnections } from './routes/connections/rest-connections.js';
@@ -22,6 +22,7 @@ import { docsRoutes } from './routes/docs/docs.routes.js';
 import { metricsRoutes } from './routes/metrics/metrics.routes.js';
 import { probeRoutes } from './routes/probes/probes.routes.js';
 import { serverRoutes } from './routes/server/server.routes.js';
+import { actorRoutes } from './routes/server/actors.routes.js';
 import { logRoutes } from './routes/server/log.routes.js';
 import { messagingRoutes } from './routes/messaging/messaging.routes.js';
 import { sseRoutes } from './routes/messaging/sse.routes.js';
@@ -54,7 +55,6 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
     },
     bodyLimit: rest.bodyLimit,
     forceCloseConnections: true,
-    clientErrorHandler, // 431 / 408 / 400 from the HTTP parser answer with a JSON status too
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1000 },
   }).withTypeProvider<ZodTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
@@ -105,6 +105,7 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   await app.register(docsRoutes, ctx);
   await app.register(authRoutes, ctx);
   await app.register(serverRoutes, ctx);
+  await app.register(actorRoutes, ctx);
   await app.register(logRoutes, ctx);
   await app.register(destinationRoutes, ctx);
   await app.register(metricsRoutes, ctx);

@@ -1,7 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import { z } from 'zod';
 import type { Message, MessageInit } from '../engine/index.js';
-import { compileSelector } from '../engine/selector/selector.js';
 import { ValidationError } from '../errors.js';
 
 /**
@@ -130,31 +129,5 @@ export function toDto(msg: Message, destinationName: string): MessageOutDTO {
   return out;
 }
 
-/**
- * What a subscription selector sees of a message: the dataMap entries and metaData entries as properties (JMS
- * message properties), plus the header fields under their MAPS names (priority, qualityOfService, contentType,
- * expiry, creation, identifier, destinationName, retain); `dataMap.x` / `metaData.x` reach a field explicitly.
- */
-export function selectorView(msg: Message & { destinationName: string }): Record<string, unknown> {
-  return {
-    ...msg.metaData,
-    ...msg.dataMap,
-    identifier: msg.id,
-    priority: msg.priority,
-    qualityOfService: msg.qos,
-    contentType: msg.contentType,
-    expiry: msg.expiresAt > 0 ? msg.expiresAt - msg.creation : -1,
-    creation: msg.creation,
-    retain: msg.retain,
-    destinationName: msg.destinationName,
-    dataMap: msg.dataMap,
-    metaData: msg.metaData,
-  };
-}
-
-/** A compiled selector text as an engine subscription selector. */
-export function messageSelector(text: string | null | undefined): ((m: Message & { destinationName: string }) => boolean) | undefined {
-  if (text === undefined || text === null) return undefined;
-  const compiled = compileSelector(text);
-  return (m) => compiled.matches(selectorView(m));
-}
+// The selector view of a message lives with the runtime, which restores persistent REST subscriptions with it.
+export { messageSelector, selectorView } from '../runtime/message-selector.js';

@@ -12,7 +12,7 @@ import type { Principal } from '../security/types.js';
  */
 export interface StreamToken {
   token: string;
-  kind: 'log' | 'messaging';
+  kind: 'log' | 'messaging' | 'actors';
   /** For messaging tokens: the destination the token is bound to. */
   destination?: string;
   /** The user who asked for it. */

@@ -37,6 +37,16 @@ export const MessageDaemonSchema = z
         period: millis.default(60000),
         backoffInitial: millis.default(200),
         backoffMax: millis.default(10000),
+        escalation: z
+          .object({
+            intensity: z.number().int().min(0).default(3).describe('subtree restarts the server makes within period before it goes degraded'),
+            period: millis.default(600000),
+            backoffInitial: millis.default(5000).describe('ms before the server restarts a failed subtree (doubling per attempt)'),
+            backoffMax: millis.default(60000),
+          })
+          .strict()
+          .prefault({})
+          .describe('what the server does when a supervisor spends its restart budget (docs/runtime.md)'),
       })
       .strict()
       .prefault({}),
@@ -291,6 +301,9 @@ export const DestinationManagerSchema = z
       )
       .default([]),
     expirySweepInterval: z.number().int().min(100).default(1000),
+    idleTimeout: millis
+      .default(300000)
+      .describe('ms after which a topic with no subscription, no retained and no stored message is removed (engine entry and actor); 0 = never'),
     maxQueuedMessages: z
       .number()
       .int()

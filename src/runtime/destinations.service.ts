@@ -33,6 +33,7 @@ export function destinationsService(): Service {
   let cleanup: (() => void) | undefined;
   return {
     name: 'destinations',
+    dependsOn: ['messaging'],
     async start(rt: Runtime) {
       const logic = destinationMachine.provide({
         actions: {

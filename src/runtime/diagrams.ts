@@ -1,6 +1,10 @@
 import type { AnyStateMachine } from 'xstate';
 
-/** A Mermaid `stateDiagram-v2` generated from a machine definition (states, initial states, transitions, guards). */
+/**
+ * A Mermaid `stateDiagram-v2` generated from a machine definition: states (with tags), initial states, transitions
+ * with their guards and actions (`event [guard] / action, action`), entry and exit actions, and the events a state
+ * handles without leaving it (listed in the state, `on event / action`, instead of drawn as self-loops).
+ */
 
 interface NodeLike {
   key: string;
@@ -8,9 +12,27 @@ interface NodeLike {
   type: string;
   states: Record<string, NodeLike>;
   initial?: { target: NodeLike[] };
-  transitions: Map<string, Array<{ target?: NodeLike[]; guard?: unknown; eventType: string; reenter?: boolean }>>;
-  always?: Array<{ target?: NodeLike[]; guard?: unknown }>;
+  transitions: Map<string, Array<{ target?: NodeLike[]; guard?: unknown; eventType: string; reenter?: boolean; actions?: unknown[] }>>;
+  always?: Array<{ target?: NodeLike[]; guard?: unknown; actions?: unknown[] }>;
   tags: string[];
+  entry?: unknown[];
+  exit?: unknown[];
+}
+
+function actionName(a: unknown): string {
+  if (typeof a === 'string') return a;
+  if (a && (typeof a === 'object' || typeof a === 'function')) {
+    const t = (a as { type?: unknown }).type;
+    if (typeof t === 'string') return t.replace(/^xstate\./, '');
+    const n = (a as { name?: string }).name;
+    if (typeof a === 'function' && n) return n;
+  }
+  return 'action';
+}
+
+function actionsLabel(actions: unknown[] | undefined): string {
+  const names = (actions ?? []).map(actionName);
+  return names.length ? ` / ${names.join(', ')}` : '';
 }
 
 function nodeName(n: NodeLike): string {
@@ -57,14 +79,20 @@ function walk(n: NodeLike, indent: string, lines: string[]): void {
     }
     if (c.key !== nodeName(c)) lines.push(`${indent}${nodeName(c)} : ${c.key}${c.tags?.length ? ` [${c.tags.join(', ')}]` : ''}`);
     else if (c.tags?.length) lines.push(`${indent}${nodeName(c)} : ${c.key} [${c.tags.join(', ')}]`);
+    if (c.entry?.length) lines.push(`${indent}${nodeName(c)} : entry${actionsLabel(c.entry)}`);
+    if (c.exit?.length) lines.push(`${indent}${nodeName(c)} : exit${actionsLabel(c.exit)}`);
     for (const d of c.always ?? []) {
-      for (const t of d.target ?? []) lines.push(`${indent}${nodeName(c)} --> ${nodeName(t)} : always${d.guard ? ` [${guardLabel(d.guard)}]` : ''}`);
+      for (const t of d.target ?? []) lines.push(`${indent}${nodeName(c)} --> ${nodeName(t)} : always${d.guard ? ` [${guardLabel(d.guard)}]` : ''}${actionsLabel(d.actions)}`);
     }
     for (const [eventType, defs] of c.transitions ?? []) {
       for (const d of defs) {
-        const label = eventLabel(eventType) + (d.guard ? ` [${guardLabel(d.guard)}]` : '');
-        const targets = d.target && d.target.length ? d.target : [c];
-        for (const t of targets) lines.push(`${indent}${nodeName(c)} --> ${nodeName(t)} : ${label}`);
+        const label = eventLabel(eventType) + (d.guard ? ` [${guardLabel(d.guard)}]` : '') + actionsLabel(d.actions);
+        if (!d.target || d.target.length === 0) {
+          // handled in place (no state change): listed in the state rather than drawn as a self-loop
+          lines.push(`${indent}${nodeName(c)} : on ${label}`);
+          continue;
+        }
+        for (const t of d.target) lines.push(`${indent}${nodeName(c)} --> ${nodeName(t)} : ${label}`);
       }
     }
     if (c.type === 'final') lines.push(`${indent}${nodeName(c)} --> [*]`);

@@ -4,15 +4,19 @@
  * sublevel so they survive a restart) and the pure data views the interface and connection routes serve.
  */
 import { createHash } from 'node:crypto';
-import { fromPromise, type AnyActorRef } from 'xstate';
-import { endpointMachine, endpointStateName, type ListenerLike } from '../../actors/endpoints/endpoint.machine.js';
+import { fromPromise, type ActorRefFrom } from 'xstate';
+import { endpointMachine, endpointStateName, type EndpointEvent, type ListenerLike } from '../../actors/endpoints/endpoint.machine.js';
 import { EndPointServerConfigSchema, parseEndpointUrl, type EndPointServerConfig, type MqttConfig, MqttConfigSchema } from '../config/schema.js';
-import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
+import { BrokerError, ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import { MqttBroker } from '../protocol/mqtt/broker.js';
 import { EndpointStats, type EndpointContext, type MqttConnection } from '../protocol/mqtt/connection.js';
 import { CloseReason, Reason } from '../protocol/mqtt/reason.js';
 import { USER_DELETED, type UserDeletion } from '../security/types.js';
 import { bindListener } from '../transport/listener.js';
+import { command, settle, type CommandTarget } from './command.js';
+import { EndpointViews } from './endpoint-views.js';
+import type { CommandRecord } from './events.js';
+import { acceptedEvents } from './inspector.js';
 import type { Runtime, Service } from './runtime.js';
 
 const CONFIG_PREFIX = 'NetworkManager/endpoint/';
@@ -55,17 +59,36 @@ function mqttOf(cfg: EndPointServerConfig): MqttConfig {
   return (cfg.protocolConfigs.find((p) => p.type === 'mqtt') as MqttConfig | undefined) ?? MqttConfigSchema.parse({ type: 'mqtt' });
 }
 
-const services = new WeakMap<Runtime, EndpointsService>();
+declare module './runtime.js' {
+  interface RuntimeServices {
+    endpoints: EndpointsService;
+  }
+}
 
 /** The endpoints service of a runtime (while it runs). */
 export function endpointsOf(rt: Runtime): EndpointsService {
-  const s = services.get(rt);
+  const s = rt.service('endpoints');
   if (!s || !s.broker) throw new ConflictError('The network endpoints are not running');
   return s;
 }
 
+/** REST words for the endpoint machine's events (MAPS: started, stopped, paused, resumed). */
+const REQUEST_OF: Record<string, string> = { 'endpoint.start': 'started', 'endpoint.stop': 'stopped', 'endpoint.pause': 'paused', 'endpoint.resume': 'resumed' };
+const EVENT_OF: Record<string, EndpointEvent['type']> = { started: 'endpoint.start', stopped: 'endpoint.stop', paused: 'endpoint.pause', resumed: 'endpoint.resume' };
+/** The MAPS state each request leads to: asking for the state the endpoint is in is "No change". */
+const TARGET_OF: Record<string, EndpointState> = { started: 'Started', stopped: 'Stopped', paused: 'Paused', resumed: 'Started' };
+
+function snapshotState(snap: { value: unknown; status: string }): EndpointState {
+  return snap.status !== 'active' ? 'Failed' : endpointStateName(snap.value);
+}
+const isSettled = (snap: { value: unknown; status: string }) => {
+  const st = snapshotState(snap);
+  return st !== 'Starting' && st !== 'Stopping';
+};
+
 export class EndpointsService implements Service {
   readonly name = 'endpoints';
+  readonly dependsOn = ['security', 'messaging', 'restSessions'] as const;
   broker: MqttBroker | undefined;
   readonly entries = new Map<string, EndpointEntry>();
   private rt!: Runtime;
@@ -81,7 +104,6 @@ export class EndpointsService implements Service {
 
   async start(rt: Runtime): Promise<void> {
     this.rt = rt;
-    services.set(rt, this);
     rt.on(USER_DELETED, this.onUserDeleted);
     this.broker = new MqttBroker({
       engine: () => rt.engine,
@@ -175,17 +197,13 @@ export class EndpointsService implements Service {
   // ------------------------------------------------------------------------------------------------------------
   // Look-ups and control
 
-  actor(entry: EndpointEntry): AnyActorRef | undefined {
-    const sup = this.rt.supervisor('endpoints');
-    return (sup?.getSnapshot().children as Record<string, AnyActorRef | undefined> | undefined)?.[`endpoint:${entry.name}`];
+  actor(entry: EndpointEntry): ActorRefFrom<typeof endpointMachine> | undefined {
+    return this.rt.actor('endpoint', entry.name);
   }
 
   state(entry: EndpointEntry): EndpointState {
     const a = this.actor(entry);
-    if (!a) return 'Stopped';
-    const snap = a.getSnapshot() as { value: unknown; status: string };
-    if (snap.status !== 'active') return 'Failed';
-    return endpointStateName(snap.value);
+    return a ? snapshotState(a.getSnapshot()) : 'Stopped';
   }
 
   /** By name (case-sensitive first, then case-insensitive) or uniqueId. */
@@ -198,218 +216,112 @@ export class EndpointsService implements Service {
     throw new NotFoundError(`Endpoint not found: no endpoint is named or has the uniqueId "${k}"`);
   }
 
-  /** Wait until the actor is in a resting state (not starting / stopping), up to `ms`. */
+  /** Wait (bounded, XState `waitFor`, no polling) until the actor is in a resting state (not starting / stopping). */
   private async settled(entry: EndpointEntry, ms = 5000): Promise<void> {
-    const end = Date.now() + ms;
-    while (Date.now() < end) {
-      const s = this.state(entry);
-      if (s !== 'Starting' && s !== 'Stopping') return;
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    await settle(this.actor(entry), isSettled, ms);
   }
 
-  /** started | stopped | paused | resumed on one endpoint; a request that makes no sense now is a ConflictError. */
-  async control(entry: EndpointEntry, requested: string): Promise<EndpointState> {
+  private target(entry: EndpointEntry): CommandTarget<ActorRefFrom<typeof endpointMachine>> {
+    return {
+      ref: this.actor(entry),
+      label: `Endpoint "${entry.name}"`,
+      systemId: `endpoint:${entry.name}`,
+      stateName: (snap) => snapshotState(snap),
+      accepts: (snap) => {
+        const ref = this.actor(entry);
+        const out = ref ? acceptedEvents(ref).map((e) => REQUEST_OF[e]).filter((x): x is string => x !== undefined) : [];
+        // resuming a started endpoint or pausing a paused one is "No change", so name those too
+        const st = snapshotState(snap);
+        for (const [req, target] of Object.entries(TARGET_OF)) if (target === st && !out.includes(req)) out.push(req);
+        return out;
+      },
+    };
+  }
+
+  /**
+   * started | stopped | paused | resumed on one endpoint, through the command helper (src/runtime/command.ts):
+   * the state it is already in → `changed: false` ("No change"); a request its state cannot take → 409 naming the
+   * state and what it accepts; otherwise the event is sent and the endpoint's settled state awaited (503 if slow).
+   */
+  async control(entry: EndpointEntry, requested: string): Promise<{ changed: boolean; state: EndpointState }> {
     const action = requested.trim().toLowerCase();
-    const state = this.state(entry);
-    const actor = this.actor(entry);
-    const conflict = (what: string) => new ConflictError(`Endpoint "${entry.name}" is ${state}; it cannot be ${what}`);
-    switch (action) {
-      case 'started':
-        if (state !== 'Stopped' && state !== 'Failed') throw conflict('started (it is not stopped)');
-        if (!actor) this.spawn(entry, true);
-        else actor.send({ type: 'endpoint.start' });
-        break;
-      case 'stopped':
-        if (state === 'Stopped') throw conflict('stopped (it is already stopped)');
-        actor?.send({ type: 'endpoint.stop' });
-        break;
-      case 'paused':
-        if (state !== 'Started') throw conflict('paused (only a started endpoint can be paused)');
-        actor!.send({ type: 'endpoint.pause' });
-        break;
-      case 'resumed':
-        if (state !== 'Paused') throw conflict('resumed (only a paused endpoint can be resumed)');
-        actor!.send({ type: 'endpoint.resume' });
-        break;
-      default:
-        throw new ValidationError(`Unknown state "${requested}"; expected started, stopped, paused or resumed`);
+    const type = EVENT_OF[action];
+    if (!type) throw new ValidationError(`Unknown state "${requested}"; expected started, stopped, paused or resumed`);
+    if (!this.actor(entry)) {
+      // no actor (never spawned): only a start makes sense; it spawns one and waits for it to settle
+      if (action === 'stopped') return { changed: false, state: 'Stopped' };
+      if (action !== 'started') throw new ConflictError(`Endpoint "${entry.name}" is Stopped; it cannot be ${action} now (it accepts: started)`);
+      this.spawn(entry, true);
+      await this.settled(entry);
+      this.rt.updates.interfaceUpdate++;
+      return { changed: true, state: this.state(entry) };
     }
-    await this.settled(entry);
-    this.rt.updates.interfaceUpdate++;
-    return this.state(entry);
+    const result = await command(this.report, this.target(entry), {
+      event: { type } as EndpointEvent,
+      what: action,
+      already: (snap) => snapshotState(snap) === TARGET_OF[action],
+      settled: isSettled,
+    });
+    if (result.changed) this.rt.updates.interfaceUpdate++;
+    return { changed: result.changed, state: this.state(entry) };
   }
 
-  /** The same request on every endpoint it applies to (MAPS startAll / stopAll / pauseAll / resumeAll). */
+  private readonly report = (r: CommandRecord) => this.rt.emit('actor.command', r);
+
+  /** The same request on every endpoint (MAPS startAll / stopAll / pauseAll / resumeAll): each through the command helper; endpoints whose state cannot take it are left as they are. */
   async controlAll(requested: string): Promise<void> {
     const action = requested.trim().toLowerCase();
-    const applies: Record<string, EndpointState[]> = { started: ['Stopped', 'Failed'], stopped: ['Started', 'Paused', 'Failed', 'Starting'], paused: ['Started'], resumed: ['Paused'] };
-    const from = applies[action];
-    if (!from) throw new ValidationError(`Unknown action "${requested}"; expected started, stopped, paused or resumed`);
-    await Promise.all([...this.entries.values()].filter((e) => from.includes(this.state(e))).map((e) => this.control(e, action).catch(() => undefined)));
+    if (!EVENT_OF[action]) throw new ValidationError(`Unknown action "${requested}"; expected started, stopped, paused or resumed`);
+    await Promise.all(
+      [...this.entries.values()].map((e) =>
+        this.control(e, action).catch((err) => {
+          if (!(err instanceof BrokerError) || err.statusCode !== 409) throw err;
+        }),
+      ),
+    );
   }
 
-  /** Apply a new configuration: persist it, then restart that endpoint's actor with it. */
+  /** Apply a new configuration: persist it, stop the endpoint through the command helper, then start its actor with it. */
   async update(entry: EndpointEntry, cfg: EndPointServerConfig): Promise<void> {
     if (cfg.name !== entry.name) {
       throw new ValidationError(`body field 'name': "${cfg.name}" does not match the endpoint "${entry.name}"; an endpoint cannot be renamed`);
     }
     const wasRunning = this.state(entry) !== 'Stopped';
     await this.rt.store.putJson('config', CONFIG_PREFIX + entry.name, cfg);
-    const actor = this.actor(entry);
-    if (actor && this.state(entry) !== 'Stopped') {
-      actor.send({ type: 'endpoint.stop' });
-      await this.settled(entry);
-    }
+    if (this.actor(entry) && this.state(entry) !== 'Stopped') await this.control(entry, 'stopped');
     await entry.handle?.close();
     entry.handle = undefined;
     entry.config = cfg;
     entry.ctx = { name: cfg.name, mqtt: mqttOf(cfg), connectTimeout: cfg.endPointConfig.connectionTimeout, stats: entry.stats };
     this.spawn(entry, wasRunning);
-    await new Promise((r) => setTimeout(r, 0));
     await this.settled(entry);
     this.rt.updates.interfaceUpdate++;
   }
 
   // ------------------------------------------------------------------------------------------------------------
-  // Views (pure functions of live state)
+  // Read-only views: src/runtime/endpoint-views.ts (these delegate, for the routes and tests that call them here)
 
+  readonly views = new EndpointViews({ entries: () => this.entries.values(), state: (e) => this.state(e), broker: () => this.broker });
   interfaceInfo(entry: EndpointEntry) {
-    const addr = parseEndpointUrl(entry.config.url);
-    const state = this.state(entry);
-    const live = state === 'Started' || state === 'Paused';
-    return {
-      schemaLoadingVersion: 0,
-      uniqueId: entry.uniqueId,
-      name: entry.name,
-      port: live && entry.handle ? entry.handle.port : addr.port,
-      host: `${addr.scheme}://${addr.host}`,
-      state,
-      config: entry.config as unknown as Record<string, unknown>,
-    };
+    return this.views.interfaceInfo(entry);
   }
-
   interfaceStatus(entry: EndpointEntry) {
-    const s = entry.stats;
-    const [bo, bi, mo, mi] = entry.rates.sample([s.bytesOut, s.bytesIn, s.messagesOut, s.messagesIn]);
-    const rec = (name: string, unitName: string, current: number) => ({ name, unitName, timeSpan: 1000, current, stats: {} as Record<string, number> });
-    return {
-      interfaceName: entry.name,
-      totalBytesSent: s.bytesOut,
-      totalBytesReceived: s.bytesIn,
-      totalMessagesSent: s.messagesOut,
-      totalMessagesReceived: s.messagesIn,
-      bytesSent: bo!,
-      bytesReceived: bi!,
-      messagesSent: mo!,
-      messagesReceived: mi!,
-      connections: s.connections.size,
-      errors: s.errors,
-      statistics: {
-        'Bytes Sent': rec('Bytes Sent', 'Bytes/s', bo!),
-        'Bytes Received': rec('Bytes Received', 'Bytes/s', bi!),
-        'Messages Sent': rec('Messages Sent', 'Messages/s', mo!),
-        'Messages Received': rec('Messages Received', 'Messages/s', mi!),
-      },
-    };
+    return this.views.interfaceStatus(entry);
   }
-
   connectionSummary(c: MqttConnection) {
-    const secs = Math.max(1, (Date.now() - c.connectedAt) / 1000);
-    return {
-      id: c.id,
-      adapter: c.wire.transport,
-      name: `${c.wire.transport}_/${c.wire.remoteAddress}:${c.wire.remotePort}`,
-      user: c.principal && !c.principal.anonymous ? c.principal.username : 'anonymous',
-      protocolName: c.state === 'new' ? 'Not Detected' : 'MQTT',
-      protocolVersion: c.state === 'new' ? 'N/A' : c.v5 ? '5.0' : c.protocolVersion === 4 ? '3.1.1' : '3.1',
-      proxyAddress: '',
-      connectedTimeMs: c.connectedAt,
-      lastRead: c.lastRead,
-      lastWrite: c.lastWrite,
-      totalBytesRead: c.bytesRead,
-      totalBytesWritten: c.bytesWritten,
-      totalOverflow: c.overflow,
-      totalUnderflow: 0,
-      bytesRead: Math.round(c.bytesRead / secs),
-      bytesWritten: Math.round(c.bytesWritten / secs),
-      overFlow: c.overflow,
-      underFlow: 0,
-      endpoint: c.endpoint.name,
-      clientId: c.clientId,
-    };
+    return this.views.connectionSummary(c);
   }
-
   connections(entry?: EndpointEntry): MqttConnection[] {
-    const all = entry ? [...entry.stats.connections] : [...(this.broker?.connections.values() ?? [])];
-    return all.sort((a, b) => a.id - b.id);
+    return this.views.connections(entry);
   }
-
   connection(id: number): MqttConnection {
-    const c = this.broker?.connections.get(id);
-    if (!c) throw new NotFoundError(`Connection not found: no connection has id ${id}`);
-    return c;
+    return this.views.connection(id);
   }
-
   connectionDetails(c: MqttConnection) {
-    const s = c.session;
-    const subs = s ? [...s.subs.values()] : [];
-    return {
-      endPointSummary: this.connectionSummary(c),
-      protocolInformation: {
-        type: c.v5 ? 'mqttV5' : 'mqtt',
-        sessionId: c.clientId,
-        timeout: c.keepAlive * 1500,
-        keepAlive: c.keepAlive,
-        messageTransformationName: '',
-        selectorMapping: {},
-        destinationTransformationMapping: {},
-        sessionInfo: {
-          sessionInfo: {
-            id: c.clientId,
-            uniqueId: s?.sessionId ?? '',
-            hasWill: c.will !== undefined,
-            expiry: s?.expiry ?? 0,
-            authorized: c.principal !== undefined,
-            receiveMaximum: c.sendQuota,
-            isRestored: false,
-            resetState: false,
-            persistentSession: s?.persistent ?? false,
-          },
-          subscriptionInfo: {
-            hibernated: false,
-            persistent: s?.persistent ?? false,
-            sessionId: s?.sessionId ?? '',
-            uniqueId: s?.sessionId ?? '',
-            subscriptionContextList: subs.map(({ opts, sub }) => ({
-              maxAtRest: sub.maxDepth,
-              receiveMaximum: c.sendQuota,
-              subscriptionId: opts.id ?? 0,
-              destinationName: sub.topicFilter,
-              sharedName: sub.shareGroup ?? '',
-              selector: '',
-              alias: opts.filter,
-              acknowledgementController: opts.qos === 0 ? 'AutoAck' : 'ClientAck',
-              retainHandler: ['SEND_ALWAYS', 'SEND_IF_NEW', 'DO_NOT_SEND'][opts.rh],
-              qualityOfService: opts.qos,
-              creditHandler: 'Client',
-              destinationMode: 'NORMAL',
-              noLocalMessages: opts.nl,
-              retainAsPublish: opts.rap,
-              allowOverlap: true,
-              browser: false,
-              sync: false,
-            })),
-            subscriptionStateList: subs.map(({ sub }) => sub.state()),
-          },
-        },
-      },
-    };
+    return this.views.connectionDetails(c);
   }
-
-  /** DELETE a connection: a v5 client gets DISCONNECT 0x98 (administrative action) first. */
   closeConnection(c: MqttConnection): void {
-    c.close(CloseReason.AdminClose, Reason.AdministrativeAction, 'closed by an administrator');
+    this.views.closeConnection(c);
   }
 }
 

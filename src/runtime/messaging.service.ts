@@ -10,6 +10,7 @@ export function messagingService(): Service {
   let sweep: NodeJS.Timeout | undefined;
   return {
     name: 'messaging',
+    dependsOn: ['security'], // deliveries are authorised per subscriber
     async start(rt: Runtime) {
       const dm = rt.config.DestinationManager;
       const engine = new Engine({

@@ -88,13 +88,22 @@ export function supervisorStatus(name: string, ref: AnyActorRef | undefined): Su
 export function subsystemStatus(rt: Runtime, extra: SubSystemStatus[] = []): SubSystemStatus[] {
   const list: SubSystemStatus[] = [];
   const state = rt.state;
+  const failed = rt.failedSubtrees();
+  const given = failed.filter((f) => f.state === 'failed').map((f) => f.subtree);
   list.push({
     name: 'Server',
-    comment: state,
-    status: state === 'running' ? 'OK' : state === 'failed' ? 'ERROR' : state === 'stopped' ? 'STOPPED' : 'WARN',
+    comment: state === 'degraded' ? `degraded: gave up restarting ${given.join(', ')} (its own restart budget is spent); PATCH /api/v1/server {"state":"restart"} resets them` : state,
+    status: state === 'running' ? 'OK' : state === 'failed' || state === 'degraded' ? 'ERROR' : state === 'stopped' ? 'STOPPED' : 'WARN',
   });
   list.push({ name: 'Store', comment: `LevelDB ${rt.store.status}`, status: rt.store.status === 'open' ? 'OK' : 'ERROR' });
-  for (const name of SUPERVISORS) list.push(supervisorStatus(name, rt.supervisor(name)));
+  for (const name of SUPERVISORS) {
+    const st = supervisorStatus(name, rt.supervisor(name));
+    const f = failed.find((x) => x.subtree === name);
+    if (f && st.status === 'ERROR') {
+      st.comment += f.state === 'restarting' ? `; failed subtree ${name}: the server restarts it (attempt ${f.attempt})` : `; failed subtree ${name}: the server gave up (degraded)`;
+    }
+    list.push(st);
+  }
   return [...list, ...extra];
 }
 
@@ -116,6 +125,7 @@ export interface ActorNode {
   status: string;
   tags: string[];
   context: Record<string, unknown>;
+  childCount?: number;
   children: ActorNode[];
 }
 
@@ -131,9 +141,11 @@ function smallContext(ctx: Record<string, unknown> | undefined): Record<string, 
   return out;
 }
 
-export function actorTree(ref: AnyActorRef, id = 'server'): ActorNode {
+/** The tree from `ref` down; at most `limit` children per node (`childCount` counts them all). */
+export function actorTree(ref: AnyActorRef, id = 'server', limit = Infinity): ActorNode {
   const s = snap(ref);
   const logic = (ref as unknown as { logic?: { id?: string; config?: { id?: string } } }).logic;
+  const kids = Object.entries(s.children ?? {}).filter(([, c]) => c);
   return {
     id,
     machine: logic?.id ?? logic?.config?.id ?? 'actor',
@@ -141,9 +153,8 @@ export function actorTree(ref: AnyActorRef, id = 'server'): ActorNode {
     status: s.status,
     tags: s.tags ? [...s.tags] : [],
     context: smallContext(s.context),
-    children: Object.entries(s.children ?? {})
-      .filter(([, c]) => c)
-      .map(([cid, c]) => actorTree(c!, cid)),
+    childCount: kids.length,
+    children: kids.slice(0, limit).map(([cid, c]) => actorTree(c!, cid, limit)),
   };
 }
 

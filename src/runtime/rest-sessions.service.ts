@@ -1,4 +1,4 @@
-import { messageSelector } from '../api/message-dto.js';
+import { messageSelector } from './message-selector.js';
 import type { Engine, SubscribeOptions } from '../engine/index.js';
 import type { Sub } from '../store/store.js';
 import { USER_DELETED, type UserDeletion } from '../security/types.js';
@@ -63,15 +63,20 @@ export function restSubscribeOptions(
   };
 }
 
-const services = new WeakMap<Runtime, RestSessionsService>();
+declare module './runtime.js' {
+  interface RuntimeServices {
+    restSessions: RestSessionsService;
+  }
+}
 
 /** The persistent REST session keeper of a runtime (undefined when the service is not registered). */
 export function restSessionsOf(rt: Runtime): RestSessionsService | undefined {
-  return services.get(rt);
+  return rt.service('restSessions');
 }
 
 export class RestSessionsService implements Service {
   readonly name = 'restSessions';
+  readonly dependsOn = ['messaging'] as const;
   private readonly records = new Map<string, DurableRestRecord>();
   private rt!: Runtime;
   private store: Sub | undefined;
@@ -90,7 +95,6 @@ export class RestSessionsService implements Service {
 
   async start(rt: Runtime): Promise<void> {
     this.rt = rt;
-    services.set(rt, this);
     rt.on(USER_DELETED, this.onUserDeleted);
     this.store = rt.store.sublevel('restSessions');
     this.records.clear();

@@ -1,7 +1,11 @@
 import { EventEmitter } from 'node:events';
-import { createActor, fromPromise, type Actor, type AnyActorRef } from 'xstate';
-import { serverMachine } from '../../actors/server/server.machine.js';
+import { createActor, fromPromise, type Actor, type ActorRefFrom, type AnyActorRef } from 'xstate';
+import { serverMachine, type FailedSubtree } from '../../actors/server/server.machine.js';
 import { shardPath, supervisorMachine, type ChildSpec } from '../../actors/supervisor/supervisor.machine.js';
+import type { RuntimeEventName, RuntimeEvents, RuntimeListener } from './events.js';
+import { ActorInspector } from './inspector.js';
+import { systemIdOf, type ActorKind, type ActorKinds } from './registry.js';
+import { orderServices } from './service-order.js';
 import { loadConfig, type LoadOptions } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { createLogs, type Logs } from '../log.js';
@@ -85,9 +89,16 @@ const NO_TOTALS: EngineTotals = {
   retrievedPerSecond: 0,
 };
 
-/** A service booted with the server tree and stopped with it (engine, endpoints, ...). Runs in registration order; stops in reverse. */
+/**
+ * A service booted with the server tree and stopped with it (engine, endpoints, ...). It names the services it
+ * needs in `dependsOn`; the runtime starts services in an order where every service comes after what it depends
+ * on (registration order among the rest) and stops them in the reverse order (src/runtime/service-order.ts).
+ * A service other code looks up (`rt.service('endpoints')`) also declares itself in `RuntimeServices`.
+ */
 export interface Service {
   name: string;
+  /** Names of the services that must be started before this one (and stopped after it). */
+  dependsOn?: readonly string[];
   /** During boot, before the supervisors exist: open resources (engine, stores). */
   start(runtime: Runtime): Promise<void>;
   /** Once the supervisor tree is running (after every boot): spawn actors under the supervisors here. */
@@ -96,10 +107,17 @@ export interface Service {
 }
 
 /**
+ * Services other code looks up by name, typed: each service file adds itself by declaration merging,
+ *   declare module './runtime.js' { interface RuntimeServices { endpoints: EndpointsService } }
+ */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type
+export interface RuntimeServices {}
+
+/**
  * The only place that calls `createActor`. Owns config, logs, store and the root actor; builds the supervisor
  * tree at every boot; gives typed look-ups to the API.
  */
-export class Runtime extends EventEmitter {
+export class Runtime {
   readonly config: Config;
   readonly configDir: string;
   readonly logs: Logs;
@@ -125,17 +143,18 @@ export class Runtime extends EventEmitter {
   engineView?: EngineView;
   /** The messaging engine, while the server runs (between boot and stop). */
   engine?: Engine;
-  /** InterfaceStatusDTOs of endpoints and integration links, when the MQTT side provides them (for `$SYS/server/interface/status`). */
-  interfaceStatuses?: () => unknown[];
   private root?: Actor<typeof serverMachine>;
   private readonly services: Service[] = [];
+  private readonly bus = new EventEmitter();
+  /** Live transitions and per-actor history of every registered actor (src/runtime/inspector.ts). */
+  readonly inspector: ActorInspector;
   private readonly extraChildren: Partial<Record<SupervisorName, ChildSpec[]>>;
   private readonly clock?: RuntimeClock;
   /** False when the runtime was created with `stdoutLogs: false` (tests): nothing is printed to stdout. */
   readonly stdoutEnabled: boolean;
 
   private constructor(parts: { config: Config; configDir: string; logs: Logs; store: Store; instance: InstanceRecord }, options: RuntimeOptions) {
-    super();
+    this.bus.setMaxListeners(0);
     this.config = parts.config;
     this.configDir = parts.configDir;
     this.logs = parts.logs;
@@ -144,6 +163,39 @@ export class Runtime extends EventEmitter {
     this.extraChildren = options.extraChildren ?? {};
     this.clock = options.clock;
     this.stdoutEnabled = options.stdoutLogs ?? true;
+    this.inspector = new ActorInspector(() => this.now(), (t) => this.emit('actor.transition', t));
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // The typed event bus (src/runtime/events.ts)
+
+  on<K extends RuntimeEventName>(event: K, listener: RuntimeListener<K>): this {
+    this.bus.on(event, listener as (...args: unknown[]) => void);
+    return this;
+  }
+  once<K extends RuntimeEventName>(event: K, listener: RuntimeListener<K>): this {
+    this.bus.once(event, listener as (...args: unknown[]) => void);
+    return this;
+  }
+  off<K extends RuntimeEventName>(event: K, listener: RuntimeListener<K>): this {
+    this.bus.off(event, listener as (...args: unknown[]) => void);
+    return this;
+  }
+  /** Calls every listener synchronously; one that throws is logged and the others still run. */
+  emit<K extends RuntimeEventName>(event: K, ...args: RuntimeEvents[K]): boolean {
+    if (this.bus.listenerCount(event) === 0) return false;
+    const listeners = this.bus.listeners(event) as Array<(...a: unknown[]) => void>;
+    for (const fn of listeners) {
+      try {
+        fn(...args);
+      } catch (err) {
+        this.log.error({ err, event }, 'runtime event listener failed');
+      }
+    }
+    return listeners.length > 0;
+  }
+  listenerCount(event: RuntimeEventName): number {
+    return this.bus.listenerCount(event);
   }
 
   /** Epoch ms from the runtime's clock (the injected one in tests). */
@@ -183,13 +235,25 @@ export class Runtime extends EventEmitter {
 
   /** Registers a service booted with the tree. Call before `start()`. */
   use(service: Service): void {
+    if (this.services.some((s) => s.name === service.name)) throw new Error(`service "${service.name}" is registered twice`);
     this.services.push(service);
+  }
+
+  /** The services in start order (dependencies first); throws on a missing dependency or a cycle. */
+  serviceOrder(): Service[] {
+    return orderServices(this.services);
+  }
+
+  /** A registered service by name (typed through `RuntimeServices`), or undefined. */
+  service<K extends keyof RuntimeServices>(name: K): RuntimeServices[K] | undefined {
+    return this.services.find((s) => s.name === name) as RuntimeServices[K] | undefined;
   }
 
   private supervisorSpecs(): ChildSpec[] {
     const s = this.config.MessageDaemon.supervisor;
     return SUPERVISORS.map((name) => ({
       id: name,
+      systemId: systemIdOf('supervisor', name),
       logic: supervisorMachine,
       input: {
         name,
@@ -205,15 +269,19 @@ export class Runtime extends EventEmitter {
 
   /** Boots the tree; resolves when the server is running (rejects if boot failed). */
   async start(): Promise<void> {
+    const order = this.serviceOrder(); // throws before anything starts when the declarations are inconsistent
     const logic = serverMachine.provide({
+      actions: {
+        reportEscalation: (_args, params: { subtree: string; failed?: FailedSubtree }) => this.reportEscalation(params.subtree, params.failed),
+      },
       actors: {
         boot: fromPromise(async () => {
           const t0 = process.hrtime.bigint();
-          for (const svc of this.services) await svc.start(this);
+          for (const svc of order) await svc.start(this);
           this.bootDurationNs = Number(process.hrtime.bigint() - t0);
         }),
         shutdown: fromPromise(async ({ input }: { input: { restart: boolean } }) => {
-          for (const svc of [...this.services].reverse()) {
+          for (const svc of [...order].reverse()) {
             try {
               await svc.stop(this, input.restart);
             } catch (err) {
@@ -223,7 +291,13 @@ export class Runtime extends EventEmitter {
         }),
       },
     });
-    this.root = createActor(logic, { input: { children: () => this.supervisorSpecs() }, ...(this.clock ? { clock: this.clock } : {}) });
+    const s = this.config.MessageDaemon.supervisor;
+    this.root = createActor(logic, {
+      systemId: 'server',
+      input: { children: () => this.supervisorSpecs(), escalation: s.escalation, now: () => this.now() },
+      inspect: this.inspector.observer,
+      ...(this.clock ? { clock: this.clock } : {}),
+    });
     this.root.subscribe({ error: (err) => this.log.error({ err }, 'server actor failed') });
     this.root.start();
     await this.waitFor((v) => v !== 'booting');
@@ -234,7 +308,7 @@ export class Runtime extends EventEmitter {
   }
 
   private async servicesRunning(): Promise<void> {
-    for (const svc of this.services) {
+    for (const svc of this.serviceOrder()) {
       try {
         await svc.running?.(this);
       } catch (err) {
@@ -260,9 +334,18 @@ export class Runtime extends EventEmitter {
     return this.root ? String(this.root.getSnapshot().value) : 'created';
   }
 
-  /** Stops actors child-first, flushes services, then boots a fresh tree in this process. */
+  /**
+   * The operator's restart. Running: stops actors child-first, flushes services, then boots a fresh tree in this
+   * process. Degraded (a subtree the server gave up on): resets the failed subtrees in place.
+   */
   async restart(): Promise<void> {
-    if (!this.root || this.state !== 'running') return;
+    if (!this.root) return;
+    if (this.state === 'degraded') {
+      this.log.info({ subtrees: this.failedSubtrees().map((f) => f.subtree) }, 'restart requested while degraded: resetting the failed subtrees');
+      this.root.send({ type: 'server.restart' });
+      return;
+    }
+    if (this.state !== 'running') return;
     this.log.info('server restart requested');
     this.root.send({ type: 'server.restart' });
     await this.waitFor((v) => v === 'stopping');
@@ -281,7 +364,7 @@ export class Runtime extends EventEmitter {
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
-    if (this.root && this.state === 'running') {
+    if (this.root && (this.state === 'running' || this.state === 'degraded')) {
       this.root.send({ type: 'server.shutdown' });
       await this.waitFor((v) => v === 'stopped');
     } else if (this.root && this.state !== 'stopped') {
@@ -303,6 +386,49 @@ export class Runtime extends EventEmitter {
   /** The root actor (for inspection). */
   get rootActor(): AnyActorRef | undefined {
     return this.root;
+  }
+
+  /**
+   * The typed actor registry: the live actor registered as `<kind>:<name>` (`rt.actor('endpoint', 'MQTT
+   * Interface')`), or undefined. Shard supervisors are not registered, so where an actor sits in a sharded
+   * supervisor does not matter here.
+   */
+  actor<K extends ActorKind>(kind: K, name: string): ActorRefFrom<ActorKinds[K]> | undefined {
+    return this.actorById(systemIdOf(kind, name)) as ActorRefFrom<ActorKinds[K]> | undefined;
+  }
+
+  /** A registered actor by its systemId (`server`, `supervisor:endpoints`, `destination:a/b`, ...). */
+  actorById(systemId: string): AnyActorRef | undefined {
+    return this.root?.system.get(systemId) as AnyActorRef | undefined;
+  }
+
+  /**
+   * The failed subtrees (supervisors that spent their restart budget), with what the server does about each:
+   * `restarting` (a reset is scheduled after a backoff) or `failed` (the server's own budget is spent; it is
+   * degraded until an operator restart). Empty when everything is supervised normally. For `/health`, the status
+   * views and readiness probes.
+   */
+  failedSubtrees(): Array<{ subtree: string; state: 'restarting' | 'failed'; error: string; attempt: number; since: number }> {
+    const ctx = this.root?.getSnapshot().context;
+    if (!ctx) return [];
+    const out = Object.entries(ctx.subtrees).map(([subtree, f]) => ({ subtree, state: f.state, error: f.error, attempt: f.attempt, since: f.since }));
+    // a supervisor can be failed without the server knowing yet (its message is in the mailbox): count it too
+    for (const name of SUPERVISORS) {
+      if (ctx.subtrees[name]) continue;
+      const snap = this.supervisor(name)?.getSnapshot() as { hasTag?(t: string): boolean; context?: { lastError?: string } } | undefined;
+      if (snap?.hasTag?.('failed')) out.push({ subtree: name, state: 'restarting', error: snap.context?.lastError ?? 'failed', attempt: 0, since: this.now() });
+    }
+    return out;
+  }
+
+  private reportEscalation(subtree: string, failed: FailedSubtree | undefined): void {
+    const action = failed?.state === 'failed' ? 'give-up' : 'restart';
+    const error = failed?.error ?? 'failed';
+    const fields = { subtree, error, action, attempt: failed?.attempt, delayMs: failed?.delayMs };
+    if (action === 'restart') this.log.error(fields, `supervisor ${subtree} spent its restart budget; the server restarts it in ${failed?.delayMs} ms (attempt ${failed?.attempt})`);
+    else this.log.error(fields, `supervisor ${subtree} spent its restart budget and the server's own budget is spent: the server is degraded until an operator restart`);
+    this.security.audit?.event('supervisor.escalated', fields, `supervisor ${subtree} failed: ${action === 'restart' ? 'restarting it' : 'given up, server degraded'}`);
+    this.emit('supervisor.escalated', { subtree, error, action, ...(failed?.delayMs !== undefined ? { delayMs: failed.delayMs } : {}), ...(failed?.attempt !== undefined ? { attempt: failed.attempt } : {}) });
   }
 
   /** Starts (or replaces) a child under a supervisor; a sharded supervisor routes it to its shard. */

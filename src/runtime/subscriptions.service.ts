@@ -20,6 +20,7 @@ export function subscriptionsService(): Service {
     });
   return {
     name: 'subscriptions',
+    dependsOn: ['messaging'],
     async start(rt) {
       listener = (sub, change) => {
         if (!rt.supervisor('subscriptions')) return;

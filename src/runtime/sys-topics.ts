@@ -237,7 +237,7 @@ export class SysTopicPublisher {
     const info = await serverInfo(this.rt, this.rt.destinationCount());
     if (this.rt.engine !== engine || engine.isClosed) return;
     this.publish(engine, '$SYS/server/details', JSON.stringify(info), json);
-    this.publish(engine, '$SYS/server/interface/status', JSON.stringify(this.rt.interfaceStatuses?.() ?? []), json);
+    this.publish(engine, '$SYS/server/interface/status', JSON.stringify(this.rt.service('endpoints')?.views.interfaceStatuses() ?? []), json);
     this.publish(
       engine,
       '$SYS/server/destination/status',
@@ -252,6 +252,7 @@ export function sysTopicsService(): Service {
   let timer: NodeJS.Timeout | undefined;
   return {
     name: 'sys-topics',
+    dependsOn: ['messaging', 'endpoints'], // $SYS/server/interface/status reads the endpoint views
     async start(rt: Runtime) {
       const md = rt.config.MessageDaemon;
       if (!md.enableSystemTopics) return;

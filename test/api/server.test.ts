@@ -171,7 +171,7 @@ describe('server routes', () => {
   });
 
   test('actors - GET /api/v1/server/actors shows the live tree', async () => {
-    const r = await get('/api/v1/server/actors');
+    const r = await get('/api/v1/server/actors/tree');
     assert.equal(r.statusCode, 200);
     const tree = r.json();
     assert.equal(tree.machine, 'server');
@@ -286,7 +286,7 @@ describe('server routes', () => {
     const deadline = Date.now() + 10000;
     let tree: { state: string; context: { bootCount: number }; children: unknown[] } | undefined;
     while (Date.now() < deadline) {
-      tree = (await get('/api/v1/server/actors')).json();
+      tree = (await get('/api/v1/server/actors/tree')).json();
       if (tree!.state === 'running' && tree!.context.bootCount === 2) break;
       await new Promise((res) => setTimeout(res, 20));
     }

@@ -26,7 +26,7 @@ describe('destination actors', () => {
   after(async () => s.close());
 
   const destinationsNode = async (): Promise<ActorNode> => {
-    const r = await s.inject('/api/v1/server/actors');
+    const r = await s.inject('/api/v1/server/actors/tree');
     assert.equal(r.statusCode, 200);
     const node = (r.json() as ActorNode).children.find((c) => c.id === 'destinations');
     assert.ok(node, 'the destinations supervisor is in the tree');

@@ -15,7 +15,7 @@ test('subscriptions - a durable subscription is an actor that hibernates and wak
   try {
     const engine = s.rt.engine!;
     const actors = async () => {
-      const tree = (await s.app.inject('/api/v1/server/actors')).json() as Node;
+      const tree = (await s.app.inject('/api/v1/server/actors/tree')).json() as Node;
       return supervisedActors(tree.children.find((c) => c.id === 'subscriptions')! as unknown as ActorTreeNode) as unknown as Node[];
     };
     const delivered: string[] = [];

@@ -73,7 +73,7 @@ describe('supervisor', () => {
       const gaps = starts.slice(1).map((t, i) => t - starts[i]);
       assert.ok(gaps[0] >= 15 && gaps[1] >= 35 && gaps[2] >= 75, `backoff grows: ${gaps.join(', ')} ms`);
 
-      const tree = (await s.inject('/api/v1/server/actors')).json();
+      const tree = (await s.inject('/api/v1/server/actors/tree')).json();
       const devices = tree.children.find((c: { id: string }) => c.id === 'devices');
       assert.equal(devices.state, 'failed');
       assert.deepEqual(devices.tags, ['failed']);

@@ -135,7 +135,7 @@ describe('lockout over REST', () => {
 
   test('lockout - the lockout actors are children of the lockouts supervisor', async () => {
     await failTimes('grace-lock', 1);
-    const tree = (await s.inject('/api/v1/server/actors')).json();
+    const tree = (await s.inject('/api/v1/server/actors/tree')).json();
     const sup = tree.children.find((c: { id: string }) => c.id === 'lockouts');
     const child = supervisedActors(sup).find((c: { id: string }) => c.id === 'lockout:grace-lock');
     assert.ok(child, 'the lockout actor is under the lockouts supervisor (or one of its shards)');
@@ -186,7 +186,7 @@ describe('lockout across a restart', () => {
       const listed = ((await s.inject('/api/v1/auth/user-lockouts')).json() as Array<{ uuid: string; username: string; lockedUntilIso: string }>).find((l) => l.username === 'henry-lock');
       assert.equal(listed?.uuid, u.uuid, 'listed as locked');
       assert.equal(Date.parse(listed!.lockedUntilIso), clock.now() + 15_000);
-      const tree = (await s.inject('/api/v1/server/actors')).json();
+      const tree = (await s.inject('/api/v1/server/actors/tree')).json();
       const child = supervisedActors(tree.children.find((c: { id: string }) => c.id === 'lockouts')).find((c: { id: string }) => c.id === 'lockout:henry-lock');
       assert.equal(child?.state, 'locked', 'the lockout actor was started again at boot, locked');
       advance(14_999);

@@ -157,18 +157,19 @@ export const interfaceRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
       schema: {
         tags,
         summary: 'Controls the specific end point',
-        description: 'state: started (from Stopped or Failed), stopped, paused (from Started), resumed (from Paused); anything else in the current state is a 409.',
+        description:
+          'state: started (from Stopped or Failed), stopped, paused (from Started), resumed (from Paused). The state the endpoint is already in answers 200 {"status":"No change"}; a request its current state cannot take is a 409 naming the state and what it accepts; an endpoint that has not settled within 5 s is a 503 saying what it is still doing.',
         params: EndpointParam,
         body: RequestedAction,
-        response: { 200: StatusResponse, ...ErrorResponses, 409: StatusResponse },
+        response: { 200: StatusResponse, ...ErrorResponses, 409: StatusResponse, 503: StatusResponse },
       },
     },
     async (req) => {
       const svc = endpointsOf(rt);
       const e = svc.find(req.params.endpoint);
-      await svc.control(e, req.body.state);
+      const { changed } = await svc.control(e, req.body.state);
       cache.evictPrefix('/api/v1/server/interface');
-      return { status: 'Success' };
+      return { status: changed ? 'Success' : 'No change' };
     },
   );
 

@@ -3,7 +3,9 @@ import { z } from 'zod';
 import { maskSecrets } from '../../../config/load.js';
 import { sectionAliases, sectionNames, sectionSchemas, type SectionName } from '../../../config/schema.js';
 import { NotFoundError, ValidationError } from '../../../errors.js';
-import { actorTree, healthOf, serverInfo, serverStats, subsystemStatus, type SubSystemStatus } from '../../../runtime/monitor.js';
+import { command } from '../../../runtime/command.js';
+import { acceptedEvents } from '../../../runtime/inspector.js';
+import { healthOf, serverInfo, serverStats, subsystemStatus, type SubSystemStatus } from '../../../runtime/monitor.js';
 import { ResponseCache } from '../../cache.js';
 import type { ApiContext } from '../../context.js';
 import { ErrorResponses, StatusResponse } from '../../schemas.js';
@@ -46,19 +48,6 @@ const ServerStatisticsDTO = z.object({
   retrievedPerSecond: z.number(),
   stats: z.string().describe('JSON-encoded metrics: name → {name, unitName, timeSpan, current, stats}'),
 });
-const ActorNode = z
-  .object({
-    id: z.string(),
-    machine: z.string(),
-    state: z.unknown(),
-    status: z.string(),
-    tags: z.array(z.string()),
-    context: z.record(z.string(), z.unknown()),
-    get children(): z.ZodArray<typeof ActorNode> {
-      return z.array(ActorNode);
-    },
-  })
-  .meta({ id: 'ActorNode' });
 
 /** Subsystem statuses plus the API's own (cache). */
 export function statusList(ctx: ApiContext): SubSystemStatus[] {
@@ -86,6 +75,9 @@ export const serverRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) 
     { config: { public: true }, schema: { tags: ['Server Health'], summary: 'Check server health', response: { 200: z.enum(['Ok', 'Warning', 'Error']) } } },
     async (_req, reply) => {
       reply.type('text/plain; charset=utf-8');
+      // the body stays MAPS' Ok/Warning/Error; a failed subtree (a supervisor that spent its restart budget) is named here
+      const failed = rt.failedSubtrees();
+      if (failed.length) reply.header('x-switchyard-failed-subtrees', failed.map((f) => `${f.subtree}=${f.state}`).join(', '));
       return healthOf(statusList(ctx)).status;
     },
   );
@@ -150,22 +142,32 @@ export const serverRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) 
       schema: {
         tags: ['Server Management'],
         summary: 'Restart or shutdown the server',
-        description: 'state: restart (stop every actor child-first, flush the store, rebuild the tree in this process) or shutdown (graceful exit, code 0)',
+        description:
+          'state: restart (stop every actor child-first, flush the store, rebuild the tree in this process; while the server is degraded it resets the failed subtrees in place, sending them supervisor.reset) or shutdown (graceful exit, code 0). Goes through the command helper: a state that cannot take the request (stopping, booting) is a 409 naming it.',
         body: z.object({ state: z.string().trim().min(1, 'state is required') }),
-        response: { 200: StatusResponse, ...ErrorResponses },
+        response: { 200: StatusResponse, ...ErrorResponses, 409: StatusResponse },
       },
     },
     async (req, reply) => {
       const action = req.body.state.toLowerCase();
-      if (action === 'restart') {
-        reply.raw.once('finish', () => void rt.restart().catch((err) => rt.log.error({ err }, 'restart failed')));
-        return { status: 'Restarting' };
-      }
-      if (action === 'shutdown') {
-        reply.raw.once('finish', () => rt.requestShutdown());
-        return { status: 'Shutting down' };
-      }
-      throw new ValidationError(`Unknown action: ${req.body.state}; expected restart or shutdown`);
+      if (action !== 'restart' && action !== 'shutdown') throw new ValidationError(`Unknown action: ${req.body.state}; expected restart or shutdown`);
+      const root = rt.actor('server', '');
+      await command((r) => rt.emit('actor.command', r), {
+        ref: root,
+        label: 'The server',
+        systemId: 'server',
+        stateName: (snap) => String(snap.value),
+        accepts: () => (root ? acceptedEvents(root).map((e) => e.replace(/^server\./, '')) : []),
+      }, {
+        event: { type: action === 'restart' ? 'server.restart' : 'server.shutdown' },
+        what: action === 'restart' ? 'restarted' : 'shut down',
+        already: () => false,
+        settled: () => true,
+        noWait: true,
+        // the answer goes out first; then the runtime restarts (it sends server.restart itself) or main.ts shuts down
+        send: () => reply.raw.once('finish', () => (action === 'restart' ? void rt.restart().catch((err) => rt.log.error({ err }, 'restart failed')) : rt.requestShutdown())),
+      });
+      return { status: action === 'restart' ? 'Restarting' : 'Shutting down' };
     },
   );
 
@@ -220,21 +222,4 @@ export const serverRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) 
     cache.clear();
     return reply.code(204).send(null);
   });
-
-  app.get(
-    '/api/v1/server/actors',
-    { config: { permission: { permission: 'view_stats' } },
-      schema: {
-        tags: ['Server Management'],
-        summary: 'The live actor tree (Switchyard extension)',
-        description: 'Each actor with id, machine, state value, status (active/done/error/stopped), tags, a small context and its children.',
-        response: { 200: ActorNode, ...ErrorResponses },
-      },
-    },
-    async () => {
-      const root = rt.rootActor;
-      if (!root) throw new NotFoundError('The server actor is not running');
-      return actorTree(root);
-    },
-  );
 };
