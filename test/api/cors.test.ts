@@ -64,6 +64,19 @@ describe('CORS', () => {
     assert.equal(typeof denied.json().status, 'string');
   });
 
+  test('cors - an SSE stream opened from an allowed origin with the token alone carries Access-Control-Allow-Origin', async () => {
+    await s.app.listen({ port: 0, host: '127.0.0.1' });
+    const base = `http://127.0.0.1:${(s.app.server.address() as { port: number }).port}`;
+    const token = await (await fetch(`${base}/api/v1/server/log/sse`, { headers: s.auth })).text();
+    const ac = new AbortController();
+    const r = await fetch(`${base}/api/v1/server/log/sse/stream/${token}`, { headers: { origin: 'https://app.example', accept: 'text/event-stream' }, signal: ac.signal });
+    assert.equal(r.status, 200);
+    assert.equal(r.headers.get('access-control-allow-origin'), 'https://app.example');
+    assert.match(r.headers.get('content-type') ?? '', /text\/event-stream/);
+    ac.abort();
+    await r.body?.cancel().catch(() => {});
+  });
+
   test('cors - without corsHeaders (the default) there is no CORS: a preflight is a JSON 404', async () => {
     const r = await preflight(plain, 'https://app.example');
     assert.equal(r.statusCode, 404);
