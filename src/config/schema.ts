@@ -283,6 +283,32 @@ export const AuthManagerSchema = z
     requireSpecial: z.boolean().default(false),
     requireCurrentPassword: z.boolean().default(true),
     loginRateLimit: z.number().int().min(1).max(100000).default(30).describe('login attempts per client address per minute (POST /api/v1/login); more: 429'),
+    addressFailureLimit: z
+      .number()
+      .int()
+      .min(1)
+      .default(20)
+      .describe('failed logins (any path: Basic, Bearer, cookie, POST /api/v1/login, MQTT CONNECT, SCRAM) from one source address within addressFailureWindow that block the address for addressBlockSeconds (REST 429, MQTT CONNACK 0x9F / 3.1.1 return code 3), checked before any password'),
+    addressFailureWindow: z.number().int().min(1).default(60).describe('seconds over which addressFailureLimit counts'),
+    addressBlockSeconds: z.number().int().min(1).default(300).describe('seconds an address stays blocked once it reached addressFailureLimit'),
+    maxTrackedAddresses: z
+      .number()
+      .int()
+      .min(1)
+      .default(10000)
+      .describe('source addresses remembered for login limits (IPv6 by /64); when full the one least recently failed is forgotten'),
+    unknownNamesPerAddress: z
+      .number()
+      .int()
+      .min(1)
+      .max(1000)
+      .default(8)
+      .describe('unknown user names remembered per source address (they lock there like users; they never enter the per-user lockout table)'),
+    lockoutExemptAddresses: z
+      .array(z.string().regex(/^[0-9A-Fa-f:.]+(\/\d{1,3})?$/, 'an IP address or CIDR range, e.g. 127.0.0.0/8 or ::1'))
+      .default(['127.0.0.0/8', '::1'])
+      .describe('addresses or CIDR ranges where the per-user lock does not apply (a locked user still logs in from there; failures there still count); address limits apply everywhere'),
+    lockoutTableSize: z.number().int().min(1).default(10000).describe('users tracked at once by the per-user lockout (unknown names are not in it)'),
   })
   .strict();
 

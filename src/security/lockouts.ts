@@ -2,6 +2,7 @@ import type { AnyActorRef } from 'xstate';
 import { lockoutMachine, recordOf, type LockoutContext, type LockoutInput, type LockoutRecord } from '../../actors/lockout/lockout.machine.js';
 import type { ChildSpec } from '../../actors/supervisor/supervisor.machine.js';
 import type { Sub } from '../store/store.js';
+import { AddressBlockedError, AddressLimits, type AddressLimitPolicy } from './address-limits.js';
 
 /** Where lockout actors live: the `lockouts` supervisor of the runtime (tests may give a fake). */
 export interface LockoutHost {
@@ -27,8 +28,57 @@ export interface LockState {
   remainingLockSeconds: number;
 }
 
-/** At most this many names are tracked at once (each decays away); beyond it new names are not tracked. */
+/**
+ * At most this many names are tracked at once (each decays away); beyond it new names are not tracked. Only names
+ * of existing users are tracked here (unknown names are counted per source address, see address-limits.ts), so
+ * this bound is only reached with more failing users than this (AuthManager.lockoutTableSize).
+ */
 export const MAX_TRACKED_NAMES = 10000;
+
+/** The login-limit part of the AuthManager section. */
+export interface LoginLimitConfig {
+  maxFailuresBeforeLock: number;
+  initialLockSeconds: number;
+  maxLockSeconds: number;
+  failureDecaySeconds: number;
+  addressFailureLimit: number;
+  addressFailureWindow: number;
+  addressBlockSeconds: number;
+  maxTrackedAddresses: number;
+  unknownNamesPerAddress: number;
+  lockoutExemptAddresses: readonly string[];
+  lockoutTableSize: number;
+}
+
+/** What Lockouts needs beyond the per-user policy: which names are users, the address limits, the audit. */
+export interface LoginLimitOptions {
+  /** Is this the name of an existing user? Unknown names are counted per address only. */
+  known: (username: string) => boolean;
+  addresses: AddressLimitPolicy;
+  tableSize: number;
+  audit?: () => { event(event: string, fields: Record<string, unknown>, msg: string): void; denied(fields: Record<string, unknown>, msg: string): void } | undefined;
+}
+
+/** LoginLimitOptions from the AuthManager section. */
+export function loginLimitsOf(a: LoginLimitConfig, known: LoginLimitOptions['known'], audit?: LoginLimitOptions['audit']): LoginLimitOptions {
+  return {
+    known,
+    audit,
+    tableSize: a.lockoutTableSize,
+    addresses: {
+      failureLimit: a.addressFailureLimit,
+      windowSeconds: a.addressFailureWindow,
+      blockSeconds: a.addressBlockSeconds,
+      maxAddresses: a.maxTrackedAddresses,
+      namesPerAddress: a.unknownNamesPerAddress,
+      exempt: a.lockoutExemptAddresses,
+      maxFailuresBeforeLock: a.maxFailuresBeforeLock,
+      initialLockSeconds: a.initialLockSeconds,
+      maxLockSeconds: a.maxLockSeconds,
+      failureDecaySeconds: a.failureDecaySeconds,
+    },
+  };
+}
 
 export const lockoutId = (username: string) => `lockout:${username}`;
 
@@ -109,6 +159,11 @@ export class Lockouts {
   private readonly logic: typeof lockoutMachine;
   /** Stored states loaded at boot that have no actor yet (see `load` and `revive`). */
   private readonly dormant = new Map<string, LockoutRecord>();
+  /** Failures per source address, and unknown names per address. */
+  readonly addresses: AddressLimits;
+  private readonly known: (username: string) => boolean;
+  private readonly tableSize: number;
+  private readonly auditor: NonNullable<LoginLimitOptions['audit']>;
 
   constructor(
     private readonly host: LockoutHost,
@@ -116,7 +171,24 @@ export class Lockouts {
     private readonly now: () => number,
     private readonly warn: (msg: string) => void = () => {},
     private readonly journal?: LockoutJournal,
+    limits?: LoginLimitOptions,
   ) {
+    // Without options (tests of the per-user lock alone): every name is tracked per name, no address limits.
+    this.known = limits?.known ?? (() => true);
+    this.tableSize = limits?.tableSize ?? MAX_TRACKED_NAMES;
+    this.auditor = limits?.audit ?? (() => undefined);
+    this.addresses = new AddressLimits(
+      limits?.addresses ?? {
+        failureLimit: Number.MAX_SAFE_INTEGER,
+        windowSeconds: 60,
+        blockSeconds: 0,
+        maxAddresses: 1,
+        namesPerAddress: 1,
+        exempt: [],
+        ...policy,
+      },
+      now,
+    );
     this.logic = journal
       ? lockoutMachine.provide({
           actions: {
@@ -138,8 +210,9 @@ export class Lockouts {
     for (const [username, r] of await this.journal.load()) {
       const locked = r.lockedUntil > now;
       const decayed = decay > 0 && r.lastFailureAt + decay * 1000 <= now;
-      if ((decayed && !locked) || r.failures <= 0) void this.journal.write(username, null);
-      else if (this.dormant.size < MAX_TRACKED_NAMES) this.dormant.set(username, r);
+      // names that are no user (stored by an older version, or a user deleted meanwhile) are counted per address now
+      if ((decayed && !locked) || r.failures <= 0 || !this.known(username)) void this.journal.write(username, null);
+      else if (this.dormant.size < this.tableSize) this.dormant.set(username, r);
     }
     await this.journal.flushed();
   }
@@ -190,12 +263,66 @@ export class Lockouts {
     return view(ctx.failures, ctx.lockCount, ctx.lockedUntil, snap.hasTag('locked') && ctx.lockedUntil > now);
   }
 
-  /** Counts a failure (spawning the actor for a first failure); returns the state after it. */
+  /**
+   * The lock that applies to a login of `username` from `address`, asked before the password is checked: none from
+   * a lockout-exempt address; for an unknown name, the name's state as seen from that address; else the user's
+   * lock. An attempt refused because of a lock is a failed login of the address (it counts towards its limit).
+   */
+  statusAt(username: string, address: string | undefined): LockState | undefined {
+    if (this.addresses.exempt(address)) return undefined;
+    let state: LockState | undefined;
+    if (!this.known(username)) {
+      const s = this.addresses.nameStatus(address, username);
+      state = s ? { username, ...s } : undefined;
+    } else state = this.status(username);
+    if (state?.locked) {
+      const r = this.addresses.failed(address);
+      if (r.blocked) this.auditBlocked(address!, r, { username });
+    }
+    return state;
+  }
+
+  /**
+   * Checked first on every login: while the source address is blocked, the error to throw (audited, rate-limited
+   * like denials; nothing is counted, no password is checked).
+   */
+  addressRefusal(address: string | undefined, fields: Record<string, unknown> = {}): AddressBlockedError | undefined {
+    const seconds = this.addresses.blockedSeconds(address);
+    if (seconds <= 0) return undefined;
+    this.auditor()?.denied({ ...fields, clientAddress: address, reason: 'address blocked', retryAfterSeconds: seconds }, `login refused: too many failed logins from ${address}`);
+    return new AddressBlockedError(address!, seconds);
+  }
+
+  /** A failure that is no password guess against a user (a forged Bearer token or cookie): counted per address. */
+  addressFailed(address: string | undefined, fields: Record<string, unknown> = {}): void {
+    const r = this.addresses.failed(address);
+    if (r.blocked) this.auditBlocked(address!, r, fields);
+  }
+
+  private auditBlocked(address: string, r: { failures: number; blockSeconds: number }, fields: Record<string, unknown>): void {
+    this.auditor()?.event(
+      'login.address_blocked',
+      { ...fields, clientAddress: address, failures: r.failures, blockSeconds: r.blockSeconds },
+      `logins from ${address} refused for ${r.blockSeconds} s after repeated failures`,
+    );
+  }
+
+  /**
+   * Counts a failure: against the source address always; against the user (spawning its actor for a first
+   * failure) when the name is a user's, else against the name as seen from that address. Returns the state
+   * after it.
+   */
   recordFailure(username: string, address?: string): LockState | undefined {
+    const r = this.addresses.failed(address);
+    if (r.blocked) this.auditBlocked(address!, r, { username });
+    if (!this.known(username)) {
+      const s = this.addresses.nameFailed(address, username);
+      return s ? { username, ...s } : undefined;
+    }
     let a = this.actor(username);
     if (!a) {
-      if (!this.dormant.has(username) && this.host.ids().length >= MAX_TRACKED_NAMES) {
-        if (!this.warnedFull) this.warn(`lockout tracking is full (${MAX_TRACKED_NAMES} names); failures of new names are not counted until some decay`);
+      if (!this.dormant.has(username) && this.host.ids().length >= this.tableSize) {
+        if (!this.warnedFull) this.warn(`lockout tracking is full (${this.tableSize} users); failures of other users are not counted until some decay`);
         this.warnedFull = true;
         return undefined;
       }

@@ -5,7 +5,7 @@ import { AclStore, DESTINATION_TYPES, describeEntry, explainDecision, SERVER_PER
 import { Audit } from './audit.js';
 import { ensureDefaults } from './defaults.js';
 import { Identities, type GroupRecord, type UserRecord } from './identities.js';
-import { LockoutJournal, Lockouts, type LockoutHost, type LockState } from './lockouts.js';
+import { LockoutJournal, Lockouts, loginLimitsOf, type LockoutHost, type LockState } from './lockouts.js';
 import { checkPasswordPolicy, passwordCredentials, verifyPassword } from './passwords.js';
 import { forgetGeneratedPassword } from './admin-password.js';
 import { mockCredentials, parseClientFirst, SCRAM_SHA_256, ScramError, ScramServer, type ClientFirst } from './scram.js';
@@ -45,6 +45,8 @@ export class SecurityManager implements SecurityService {
       now,
       (msg) => rt.log.warn(msg),
       new LockoutJournal(rt.store.sublevel('lockouts'), (err) => rt.log.error({ err }, 'lockout state could not be written to the store')),
+      // login limits per source address; unknown names are counted per address, never in the per-user table
+      loginLimitsOf(a, (name) => this.identities.userByUsername(name) !== undefined, () => this.audit),
     );
     this.audit = new Audit(rt.logs.audit, now);
   }
@@ -115,7 +117,10 @@ export class SecurityManager implements SecurityService {
 
   /** While the name is locked: audited, and the error to throw (the attempt is not counted). */
   private lockedOut(username: string, ctx: AuthContext, method?: string): AuthenticationFailedError | undefined {
-    const lock = this.lockouts.status(username);
+    // a blocked source address first: nothing counted, no password checked (AddressBlockedError: REST 429, MQTT 0x9F)
+    const blocked = this.lockouts.addressRefusal(ctx.clientAddress, { username, protocol: ctx.protocol, ...(method ? { method } : {}) });
+    if (blocked) return blocked;
+    const lock = this.lockouts.statusAt(username, ctx.clientAddress); // none from a lockout-exempt address
     if (!lock?.locked) return undefined;
     this.audit.event('login.failed', { username, protocol: ctx.protocol, clientAddress: ctx.clientAddress, ...(method ? { method } : {}), reason: 'locked', retryAfterSeconds: lock.remainingLockSeconds }, 'login refused: account locked');
     return new AuthenticationFailedError(`Account is locked after repeated failed logins; try again in ${lock.remainingLockSeconds} s`, lock.remainingLockSeconds);

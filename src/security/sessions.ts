@@ -24,7 +24,15 @@ export const SHORT_LIFETIME_S = 15 * 60;
 export const LONG_LIFETIME_S = 7 * 24 * 60 * 60;
 const ISSUER = 'switchyard';
 
-export class TokenInvalidError extends Error {}
+export class TokenInvalidError extends Error {
+  /** `forged`: not signed by this server (or malformed), a guess that counts against the source address. */
+  constructor(
+    message: string,
+    readonly forged = false,
+  ) {
+    super(message);
+  }
+}
 
 export class Sessions {
   private readonly sessions = new Map<string, SessionRecord>();
@@ -86,7 +94,7 @@ export class Sessions {
       ({ payload } = await jwtVerify(token, this.key, { algorithms: ['HS256'], issuer: ISSUER, currentDate: new Date(this.now()) }));
     } catch (err) {
       if (err instanceof joseErrors.JWTExpired) throw new TokenInvalidError('The token has expired; log in again');
-      throw new TokenInvalidError('The token is not valid');
+      throw new TokenInvalidError('The token is not valid', true);
     }
     const s = typeof payload.sid === 'string' ? this.get(payload.sid) : undefined;
     if (!s || s.username !== payload.sub) throw new TokenInvalidError('The session of this token has ended; log in again');

@@ -55,7 +55,7 @@ describe('MQTT 5 enhanced authentication (SCRAM-SHA-256)', () => {
   before(async () => {
     s = await startServer({
       overrides: {
-        AuthManager: { maxFailuresBeforeLock: 3 },
+        AuthManager: { maxFailuresBeforeLock: 3, lockoutExemptAddresses: [] }, // the per-user lock applies on loopback too
         NetworkManager: {
           data: [
             { name: 'scram', url: 'tcp://127.0.0.1:0/', protocolConfigs: [{ type: 'mqtt' }] },

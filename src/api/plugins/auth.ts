@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
+import { AddressBlockedError } from '../../security/address-limits.js';
 import { SecurityManager } from '../../security/service.js';
 import type { SessionRecord } from '../../security/sessions.js';
 import { TokenInvalidError } from '../../security/sessions.js';
@@ -15,8 +16,19 @@ import type { ApiContext } from '../context.js';
  * The principal comes from, in order: `Authorization: Basic`, `Authorization: Bearer <jwt>`, the
  * `maps_access_token` cookie; with none of them and anonymous access on, the anonymous user. It is put on
  * `request.principal`; a login session (cookie or Bearer) on `request.loginSession`.
+ *
+ * Public routes ignore credentials entirely: nothing is checked, counted or audited (`/health` with a wrong
+ * password is just `/health`). A route marked `readsLoginSession` (the login) only reads an existing login session
+ * from the cookie or a Bearer token, quietly. Login limits (docs/security.md): while the source address is blocked
+ * after repeated failures, a request with credentials is answered 429 with Retry-After before anything is checked;
+ * a forged Bearer token or cookie counts as a failure of the address (an expired one or one of an ended session
+ * does not: it was ours).
  */
 declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Public route that still reads the caller's login session (cookie or Bearer), never Basic credentials. */
+    readsLoginSession?: boolean;
+  }
   interface FastifyRequest {
     /** Who is calling (set for every matched route; the anonymous principal when authentication is off). */
     principal?: Principal;
@@ -77,14 +89,38 @@ class AuthFailure extends Error {
     message: string,
     readonly error: 'invalid_request' | 'invalid_token',
     readonly retryAfter?: number,
+    /** The source address is blocked: 429, not 401. */
+    readonly blocked = false,
   ) {
     super(message);
+  }
+}
+
+/** A public route that reads the login session (the login): cookie or Bearer only, any failure ignored. */
+async function readLoginSession(request: FastifyRequest, sm: SecurityManager): Promise<void> {
+  const header = request.headers.authorization;
+  const bearer = header !== undefined ? /^\s*bearer\s+(\S+)\s*$/i.exec(header)?.[1] : undefined;
+  const token = bearer ?? (header === undefined ? request.cookies?.[ACCESS_COOKIE] : undefined);
+  if (!token) return;
+  try {
+    const s = await sm.sessions.verify(token);
+    if (!sm.identities.user(s.uniqueId)) return;
+    request.loginSession = s;
+    request.sessionId = `login:${s.sessionId}`;
+  } catch {
+    /* no session to replace */
   }
 }
 
 async function resolvePrincipal(request: FastifyRequest, sm: SecurityManager): Promise<void> {
   const ctx = { clientAddress: request.ip, protocol: 'REST' };
   const header = request.headers.authorization;
+  if (header !== undefined || request.cookies?.[ACCESS_COOKIE]) {
+    // a blocked address: refused before any check (no scrypt, no lockout state touched)
+    const blocked = sm.lockouts.addressRefusal(request.ip, { protocol: 'REST', route: request.routeOptions.url });
+    if (blocked) throw new AuthFailure(blocked.message, 'invalid_request', blocked.retryAfterSeconds, true);
+  }
+  let method: 'bearer' | 'cookie' = 'cookie';
   const fromSession = (s: SessionRecord, method: 'bearer' | 'cookie') => {
     const u = sm.identities.user(s.uniqueId);
     if (!u) throw new AuthFailure('The user of this session no longer exists', 'invalid_token');
@@ -108,6 +144,7 @@ async function resolvePrincipal(request: FastifyRequest, sm: SecurityManager): P
         return;
       }
       if (scheme === 'bearer') {
+        method = 'bearer';
         if (!cred) throw new AuthFailure('Bearer token is missing', 'invalid_request');
         fromSession(await sm.sessions.verify(cred), 'bearer');
         return;
@@ -118,7 +155,15 @@ async function resolvePrincipal(request: FastifyRequest, sm: SecurityManager): P
     if (cookie) fromSession(await sm.sessions.verify(cookie), 'cookie');
   } catch (err) {
     if (err instanceof AuthFailure) throw err;
-    if (err instanceof TokenInvalidError) throw new AuthFailure(err.message, 'invalid_token');
+    if (err instanceof TokenInvalidError) {
+      if (err.forged) {
+        const fields = { username: null, protocol: 'REST', clientAddress: request.ip, method, reason: 'invalid token' };
+        sm.audit.event('login.failed', fields, `login failed: invalid ${method === 'bearer' ? 'Bearer token' : 'access cookie'}`);
+        sm.lockouts.addressFailed(request.ip, { protocol: 'REST', method });
+      }
+      throw new AuthFailure(err.message, 'invalid_token');
+    }
+    if (err instanceof AddressBlockedError) throw new AuthFailure(err.message, 'invalid_request', err.retryAfterSeconds, true);
     if (err instanceof AuthenticationFailedError) throw new AuthFailure(err.message, 'invalid_token', err.retryAfterSeconds);
     throw err;
   }
@@ -154,7 +199,10 @@ export function registerAuth(app: FastifyInstance, ctx: ApiContext): void {
     const need = routePermission(request.routeOptions.config);
     const enforce = sec.enabled && rt.config.RestApi.enableAuthentication;
     let failure: AuthFailure | undefined;
-    if (sm && sec.enabled) {
+    if (!need) {
+      // a public route: credentials are ignored entirely (never checked, counted or audited)
+      if (sm && sec.enabled && request.routeOptions.config?.readsLoginSession) await readLoginSession(request, sm);
+    } else if (sm && sec.enabled) {
       try {
         await resolvePrincipal(request, sm);
       } catch (err) {
@@ -173,6 +221,13 @@ export function registerAuth(app: FastifyInstance, ctx: ApiContext): void {
         request.authMethod = 'anonymous';
       }
       return;
+    }
+    if (failure?.blocked) {
+      return reply
+        .code(429)
+        .header('retry-after', String(failure.retryAfter ?? 1))
+        .header('cache-control', 'no-store')
+        .send({ status: failure.message });
     }
     if (failure) {
       if (failure.error === 'invalid_token' && request.cookies?.[ACCESS_COOKIE] && !request.headers.authorization) reply.clearCookie(ACCESS_COOKIE, { path: '/' });

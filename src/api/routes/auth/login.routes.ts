@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { BrokerError, ForbiddenError, ValidationError } from '../../../errors.js';
+import { AddressBlockedError } from '../../../security/address-limits.js';
 import { securityOf } from '../../../security/service.js';
 import { AuthenticationFailedError } from '../../../security/types.js';
 import type { ApiContext } from '../../context.js';
@@ -53,6 +54,8 @@ export const loginRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
     {
       config: {
         public: true,
+        // credentials in headers are ignored; an existing login session (cookie or Bearer) is read, to be replaced
+        readsLoginSession: true,
         rateLimit: {
           max: auth.loginRateLimit,
           timeWindow: 60000,
@@ -66,7 +69,7 @@ export const loginRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
         summary: 'User login',
         description:
           'Checks the credentials and sets the maps_access_token cookie (JWT, HS256; 15 minutes, 7 days when longLived; HttpOnly, SameSite=Strict, Secure over HTTPS). ' +
-          'The cookie value also works as `Authorization: Bearer`. Bad credentials: 401 with WWW-Authenticate; a locked account: 401 with Retry-After. Rate-limited per client address (429). ' +
+          'The cookie value also works as `Authorization: Bearer`. Bad credentials: 401 with WWW-Authenticate; a locked account: 401 with Retry-After. Rate-limited per client address (429), and an address with AuthManager.addressFailureLimit failed logins (on any path) is refused with 429 and Retry-After for AuthManager.addressBlockSeconds. ' +
           '`persistent: true` makes the REST messaging session durable (docs/messaging.md); without the persistent_session permission it is a 403.',
         body: LoginRequest,
         response: { 200: LoginResponse, 429: StatusResponse, ...ErrorResponses },
@@ -79,6 +82,10 @@ export const loginRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
       try {
         principal = await sm.authenticate(req.body.username, req.body.password, { clientAddress: req.ip, protocol: 'REST' });
       } catch (err) {
+        if (err instanceof AddressBlockedError) {
+          // too many failed logins from this address: refused before the password was looked at
+          return reply.code(429).header('retry-after', String(err.retryAfterSeconds ?? 1)).header('cache-control', 'no-store').send({ status: err.message });
+        }
         if (err instanceof AuthenticationFailedError) return unauthorised(reply, err.message, 'invalid_request', err.retryAfterSeconds);
         throw err;
       }

@@ -11,6 +11,7 @@
  * AUTH 0x18 both ways and ends with AUTH 0x00, or DISCONNECT 0x87 and close [MQTT-4.12.1-2]; other packets keep
  * flowing meanwhile.
  */
+import { AddressBlockedError } from '../../../security/address-limits.js';
 import { AuthenticationFailedError, type AuthExchange, type Principal } from '../../../security/types.js';
 import type { MqttConnection } from '../connection.js';
 import { CloseReason, MqttProtocolError, Reason } from '../reason.js';
@@ -67,7 +68,8 @@ export function beginEnhancedAuth(
   } catch (err) {
     if (!(err instanceof AuthenticationFailedError)) throw err;
     conn.broker.log.info({ address: conn.wire.remoteAddress, method }, `MQTT enhanced authentication refused: ${err.message}`);
-    return refuse(Reason.NotAuthorized, err.message);
+    // a blocked source address (login limits): 0x9F Connection rate exceeded, as for a password CONNECT
+    return refuse(err instanceof AddressBlockedError ? Reason.ConnectionRateExceeded : Reason.NotAuthorized, err.message);
   }
   if (connectUsername !== undefined && connectUsername !== exchange.username) {
     return refuse(Reason.NotAuthorized, `the User Name in CONNECT (${connectUsername}) is not the ${method} user (${exchange.username})`);
@@ -108,7 +110,7 @@ function continueAuth(conn: MqttConnection, method: string, data: Buffer): void 
     void (pending.exchange.recorded?.() ?? Promise.resolve()).then(
       () => {
         if (conn.state === 'closed') return;
-        if (!pending.reauth) return pending.refuse!(Reason.NotAuthorized, why); // CONNACK 0x87 [MQTT-4.12.0-4]
+        if (!pending.reauth) return pending.refuse!(err instanceof AddressBlockedError ? Reason.ConnectionRateExceeded : Reason.NotAuthorized, why); // CONNACK 0x87 [MQTT-4.12.0-4]
         conn.endpoint.stats.errors++;
         conn.close(CloseReason.AuthFailed, Reason.NotAuthorized, `re-authentication failed: ${why}`); // [MQTT-4.12.1-2]
       },

@@ -5,6 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { validateTopicName } from '../../../engine/index.js';
+import { AddressBlockedError } from '../../../security/address-limits.js';
 import { AuthenticationFailedError, type Principal } from '../../../security/types.js';
 import type { MqttConnection } from '../connection.js';
 import { encodePacket } from '../codec.js';
@@ -159,6 +160,12 @@ export function handleConnect(conn: MqttConnection, p: ConnectPacket): void {
       },
       (err: unknown) => {
         if (conn.state === 'closed') return;
+        if (err instanceof AddressBlockedError) {
+          // login limits: too many failed logins from this address, refused before any password check
+          // (v5 0x9F Connection rate exceeded; 3.1.1 has no such code: 3 Server unavailable, "not now, retry later")
+          conn.broker.log.info({ clientId, username: p.username, address: conn.wire.remoteAddress }, `MQTT connection refused: ${err.message}`);
+          return refuse(conn, ConnackV3.ServerUnavailable, Reason.ConnectionRateExceeded, err.message);
+        }
         if (err instanceof AuthenticationFailedError) {
           conn.broker.log.info({ clientId, username: p.username, address: conn.wire.remoteAddress }, `MQTT authentication failed: ${err.message}`);
           return refuse(conn, ConnackV3.BadUserNameOrPassword, Reason.BadUserNameOrPassword, 'bad user name or password');
