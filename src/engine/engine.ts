@@ -1614,34 +1614,6 @@ export class Engine implements SubscriptionHost {
     for await (const [key, value] of this.store.iterate(STATE_PREFIX + prefix)) yield [key.slice(STATE_PREFIX.length), value];
   }
 
-  // ------------------------------------------------------------------------------------------------------------
-  // Protocol session state (`s!` keys): written through the same group commit as messages, so a record and the
-  // message writes made in the same synchronous step land in ONE batch (atomic), and its promise is that batch's.
-
-  /** Whether `putState` / `delState` write anywhere (the engine has a store). */
-  get hasStore(): boolean {
-    return this.commit !== undefined;
-  }
-
-  /**
-   * Put a protocol state record under `s!<key>`, in the batch being gathered now (with every message write made
-   * since the last batch started). Resolves when that batch is written; without a store, at once.
-   */
-  putState(key: string, value: Buffer): Promise<void> {
-    return this.commit === undefined ? RESOLVED : this.commit.put(STATE_PREFIX + key, value);
-  }
-
-  /** Delete `s!<key>` in the batch being gathered now (see `putState`). */
-  delState(key: string): Promise<void> {
-    return this.commit === undefined ? RESOLVED : this.commit.del(STATE_PREFIX + key);
-  }
-
-  /** Every state record whose key (without `s!`) starts with `prefix`, in key order. */
-  async *stateEntries(prefix = ''): AsyncGenerator<[string, Buffer]> {
-    if (this.store === undefined) return;
-    for await (const [key, value] of this.store.iterate(STATE_PREFIX + prefix)) yield [key.slice(STATE_PREFIX.length), value];
-  }
-
   /** Wait until every write queued so far is in the store. */
   flush(): Promise<void> {
     return this.commit?.flush() ?? RESOLVED;

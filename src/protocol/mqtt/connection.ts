@@ -321,29 +321,6 @@ export class MqttConnection implements PushSink {
     else handlePubcomp(this, p);
   }
 
-  /**
-   * PUBACK / PUBREC / PUBREL / PUBCOMP, decoded by `decodeAck`. A malformed one closes the connection (v5:
-   * DISCONNECT 0x81) with one WARN line naming the client and the reason, and no stack trace.
-   */
-  private acknowledgement(type: number, flags: number, frame: Buffer, bodyOffset: number): void {
-    if (this.session === undefined) throw new MqttProtocolError(Reason.ProtocolError, `${typeName(type)} before CONNACK [MQTT-3.1.0-1]`);
-    let p: InboundAck;
-    try {
-      p = decodeAck(type, flags, frame, bodyOffset, this.v5);
-    } catch (err) {
-      if (!(err instanceof MqttProtocolError)) throw err;
-      this.endpoint.stats.errors++;
-      const reason = `0x${err.reason.toString(16)}`;
-      this.broker.log.warn({ connection: this.id, clientId: this.clientId, reason, packet: typeName(type) }, `malformed acknowledgement, connection closed: ${err.message}`);
-      this.close(CloseReason.ProtocolViolation, err.reason, err.message);
-      return;
-    }
-    if (p.cmd === 'puback') handlePuback(this, p);
-    else if (p.cmd === 'pubrec') handlePubrec(this, p);
-    else if (p.cmd === 'pubrel') handlePubrel(this, p);
-    else handlePubcomp(this, p);
-  }
-
   /** A packet other than PUBLISH, as the parser gives it (called by `parseFrame`). */
   onPacket(p: Record<string, unknown>): void {
     switch (p.cmd) {
