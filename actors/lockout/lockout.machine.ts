@@ -1,8 +1,10 @@
 import { assign, setup } from 'xstate';
 
 /**
- * One actor per username that failed to log in (unknown names too, so a lock reveals nothing about which names
- * exist), under the `lockouts` supervisor as `lockout:<username>`. MAPS policy (reference section 7):
+ * One actor per user that failed to log in, under the `lockouts` supervisor as `lockout:<username>` (names that are
+ * no user are counted per source address by src/security/address-limits.ts with the same rules, so a lock still
+ * reveals nothing about which names exist, and made-up names cannot fill this table). MAPS policy (reference
+ * section 7):
  *
  * - every failure counts; at `maxFailuresBeforeLock` failures the name is locked for
  *   `min(initialLockSeconds × 2^lockCount, maxLockSeconds)` (30, 60, 120, ... 900 s) and `lockCount` grows;
