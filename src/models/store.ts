@@ -125,8 +125,8 @@ export class ModelStore {
     return bytes;
   }
 
-  /** Writes a model from bytes (a model trained by a selector function), atomically. */
-  async writeBuffer(name: string, data: Buffer): Promise<void> {
+  /** Writes a model from bytes (a model trained by a selector function), atomically; `notify` false: no onChange. */
+  async writeBuffer(name: string, data: Buffer, notify = true): Promise<void> {
     const final = this.path(name);
     const tmp = join(this.dir, `${TEMP_PREFIX}${randomBytes(8).toString('hex')}`);
     try {
@@ -141,7 +141,7 @@ export class ModelStore {
       await unlink(tmp).catch(() => {});
       throw err;
     }
-    this.onChange?.(name);
+    if (notify) this.onChange?.(name);
   }
 
   private async commit(tmp: string, final: string): Promise<void> {

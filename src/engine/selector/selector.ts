@@ -60,7 +60,8 @@ type Node =
   | { readonly type: 'arithmetic'; readonly op: ArithmeticOperator; readonly left: Node; readonly right: Node }
   | { readonly type: 'negate'; readonly operand: Node }
   | { readonly type: 'literal'; readonly value: string | number | boolean | null }
-  | { readonly type: 'identifier'; readonly path: readonly string[]; readonly text: string; readonly quoted: boolean };
+  | { readonly type: 'identifier'; readonly path: readonly string[]; readonly text: string; readonly quoted: boolean }
+  | { readonly type: 'call'; readonly name: string; readonly args: readonly Node[]; readonly location: { offset: number; line: number; column: number } };
 
 type IdentifierNode = Extract<Node, { type: 'identifier' }>;
 
@@ -209,6 +210,62 @@ function resolve(obj: unknown, path: readonly string[]): unknown {
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// Functions (model functions and others, registered from outside the engine)
+
+/** The value a selector function receives and returns: null is SQL NULL (unknown). */
+export type SelectorValue = null | number | string | boolean | object;
+
+/**
+ * A function callable from selectors as `name(arg, ...)`. `bind` runs once when a selector is compiled, with the
+ * arguments that are literals (undefined for the others), and may throw a message for a 400 (wrong arity, not a
+ * string model name); the function it returns runs at every evaluation with every argument's value. It must be
+ * cheap and must not throw (a throw counts as unknown); it returns null when it cannot answer.
+ */
+export interface SelectorFunction {
+  bind(literals: readonly (SelectorValue | undefined)[]): (args: readonly SelectorValue[]) => SelectorValue;
+}
+
+const functions = new Map<string, SelectorFunction>();
+
+/** Registers (or replaces) a selector function; names are case-insensitive. Clears the compiled-selector cache. */
+export function registerSelectorFunction(name: string, fn: SelectorFunction): void {
+  functions.set(name.toLowerCase(), fn);
+  cache.clear();
+}
+
+/** Names of the registered selector functions. */
+export function selectorFunctionNames(): string[] {
+  return [...functions.keys()].sort();
+}
+
+function compileCall(node: Extract<Node, { type: 'call' }>): ValueFn {
+  const fn = functions.get(node.name.toLowerCase());
+  const loc = node.location;
+  const at = `at position ${loc.offset} (line ${loc.line}, column ${loc.column})`;
+  if (fn === undefined) {
+    const known = selectorFunctionNames();
+    throw new SelectorSyntaxError(`Invalid selector ${at}: unknown function '${node.name}'${known.length ? ` (known: ${known.join(', ')})` : ''}`, loc);
+  }
+  let impl: (args: readonly SelectorValue[]) => SelectorValue;
+  try {
+    impl = fn.bind(node.args.map((a) => (a.type === 'literal' ? a.value : undefined)));
+  } catch (err) {
+    throw new SelectorSyntaxError(`Invalid selector ${at}: ${node.name}(): ${(err as Error).message}`, loc);
+  }
+  const args = node.args.map((a) => compileValue(a));
+  const n = args.length;
+  return (obj) => {
+    const values = new Array<SelectorValue>(n);
+    for (let i = 0; i < n; i++) values[i] = args[i]!(obj);
+    try {
+      return normalize(impl(values));
+    } catch {
+      return null;
+    }
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // Compilation into closures
 
 function compileIdentifier(node: IdentifierNode, bareWord: boolean): ValueFn {
@@ -248,6 +305,8 @@ function compileValue(node: Node): ValueFn {
     }
     case 'arithmetic':
       return compileArithmetic(node.op, compileValue(node.left), compileValue(node.right));
+    case 'call':
+      return compileCall(node);
     default:
       // A condition used as a value, as in `(a > 1) = TRUE`: TRUE, FALSE or NULL.
       return compileCondition(node);
@@ -627,6 +686,9 @@ function measure(root: Node): Measure {
         break;
       case 'isNull':
         push(node.value);
+        break;
+      case 'call':
+        for (const arg of node.args) push(arg);
         break;
       default:
         break;
