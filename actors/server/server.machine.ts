@@ -92,6 +92,7 @@ export const serverMachine = setup({
       const since = context.now() - context.escalation.period;
       return context.escalations.filter((t) => t > since).length < context.escalation.intensity;
     },
+    gaveUpOnSubtree: ({ context }) => Object.values(context.subtrees).some((f) => f.state === 'failed'),
     knownChild: ({ context, event }) => 'id' in event && context.childIds.includes(event.id),
   },
   actions: {
@@ -166,7 +167,11 @@ export const serverMachine = setup({
       invoke: {
         src: 'boot',
         input: ({ context }) => ({ bootCount: context.bootCount }),
-        onDone: { target: 'running', actions: assign(({ context }) => ({ bootCount: context.bootCount + 1, error: undefined })) },
+        onDone: [
+          // a subtree the server gave up on while booting: it boots into degraded
+          { guard: 'gaveUpOnSubtree', target: 'degraded', actions: assign(({ context }) => ({ bootCount: context.bootCount + 1, error: undefined })) },
+          { target: 'running', actions: assign(({ context }) => ({ bootCount: context.bootCount + 1, error: undefined })) },
+        ],
         onError: { target: 'failed', actions: assign(({ event }) => ({ error: String((event.error as Error)?.message ?? event.error) })) },
       },
       on: {
