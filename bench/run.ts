@@ -7,6 +7,7 @@ import { run as engineRouting } from './engine-routing.js';
 import { run as persistedQueue } from './persisted-queue.js';
 import { run as restPublish } from './rest-publish.js';
 import { runMqttBench } from './mqtt/run.js';
+import { runFootprintBench } from './footprint.js';
 
 const reports: Array<[string, () => Promise<BenchReport>]> = [
   ['engine-routing', engineRouting],
@@ -20,3 +21,5 @@ for (const [name, run] of reports) {
 }
 process.stdout.write('\n=== bench: mqtt ===\n');
 await runMqttBench();
+process.stdout.write('\n=== bench: footprint ===\n');
+await runFootprintBench();

@@ -44,7 +44,7 @@ Commands:
   acl check <user> <permission> <resourceType> [<resourceKey>]
                                       what the ACLs decide, and why
   config check                        validate the configuration folder and print the effective sections
-  status                              a running broker's readiness and summary (--url)
+  status                              a running broker's readiness and summary
 
 User and acl commands work offline on the data directory (the broker must be stopped: exit 3 otherwise) or online
 with --url. Run 'switchyard <command> --help' for details. Exit codes: docs/operations.md.
@@ -98,8 +98,9 @@ ${COMMON}`,
 Validates every YAML file of the configuration folder with the environment overrides applied, exactly as start
 does, and prints the effective sections (secrets masked). Exit code 0 when valid, 2 with one line naming the file,
 the key and what was expected otherwise.`,
-  status: `Usage: switchyard status --url <url> [--auth user:password]
+  status: `Usage: switchyard status [--url <url>] [--auth user:password]
 
+Without --url, the broker of this machine at the configured REST port (config folder and SWITCHYARD_REST_PORT).
 Asks a running broker: readiness (/readyz, with reasons), health, and (with credentials) name, version, uptime,
 connections and endpoints. Exit code 0 when ready, 7 when the broker answers but is not ready, 4 when it cannot be
 reached.`,
@@ -328,9 +329,24 @@ function configCheck(v: Values): number {
   return EXIT_CLI.OK;
 }
 
+/** Without --url: this machine's broker, at the REST port of the configuration (SWITCHYARD_REST_PORT applied). */
+function localRemote(v: Values): Remote {
+  let rest;
+  try {
+    rest = loadConfig(runtimeOptions(v)).config.RestApi;
+  } catch (err) {
+    if (err instanceof ConfigError) throw new CliError(`configuration error: ${err.message}`, EXIT_CLI.USAGE);
+    throw err;
+  }
+  if (!rest.enabled || rest.port === 0) throw new CliError('the configured REST port is not fixed (disabled or 0): give --url', EXIT_CLI.USAGE);
+  const host = ['0.0.0.0', '::', ''].includes(rest.hostnames) ? '127.0.0.1' : rest.hostnames.includes(':') ? `[${rest.hostnames}]` : rest.hostnames;
+  const auth = (v.auth as string | undefined) ?? process.env.SWITCHYARD_AUTH;
+  const url = `http://${host}:${rest.port}`;
+  return remoteOf({ ...v, url, auth }) ?? { url };
+}
+
 async function status(v: Values): Promise<number> {
-  const r = remoteOf(v);
-  if (!r) throw new CliError('status needs --url (or SWITCHYARD_URL)', EXIT_CLI.USAGE);
+  const r = remoteOf(v) ?? localRemote(v);
   const ready = await call(r, 'GET', '/readyz', undefined, { auth: false });
   const health = await call(r, 'GET', '/health', undefined, { auth: false });
   const report: Record<string, unknown> = { url: r.url, ready: ready.status === 200, reasons: ready.json?.reasons ?? [], health: health.text };

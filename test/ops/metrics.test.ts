@@ -1,9 +1,11 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import mqtt from 'mqtt';
 import { endpointsOf } from '../../src/runtime/endpoints.service.js';
-import { startServer, type TestServer } from '../helpers.js';
+import { ROOT, startServer, type TestServer } from '../helpers.js';
 
 /** Prometheus exposition: what a scraper sees, checked by Prometheus' own promtool (Debian package prometheus). */
 describe('metrics', () => {
@@ -38,6 +40,11 @@ describe('metrics', () => {
     assert.match(text, /^switchyard_ready 1$/m);
     for (const secret of ['client-id-7f3a', 'admin', '127.0.0.1', s.adminPassword]) assert.equal(text.includes(secret), false, `no ${secret} in the metrics`);
     for (const line of text.split('\n').filter((l) => l.startsWith('# TYPE ') && l.endsWith(' gauge'))) assert.doesNotMatch(line, /_total gauge$/, line);
+
+    // the Grafana dashboard shows series that exist (federation link series arrive with the links)
+    const dashboard = readFileSync(join(ROOT, 'docker/grafana-dashboard.json'), 'utf8');
+    const used = new Set(dashboard.match(/switchyard_[a-z0-9_]+/g));
+    for (const name of used) if (!name.startsWith('switchyard_link_')) assert.match(text, new RegExp(`^# TYPE ${name} `, 'm'), `dashboard metric ${name}`);
   });
 
   test('metrics - RestApi.metricsAuthentication: true requires credentials and view_stats', async () => {

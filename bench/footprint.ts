@@ -1,0 +1,200 @@
+/**
+ * bench/footprint: what an operator sees in `ps` for an idle broker. Switchyard compiled (`npm start`: node
+ * dist/src/main.js, built by `npm ci`), Switchyard through tsx (how it ran before), Aedes (plain node, in-memory
+ * persistence) and Debian's Mosquitto, each in its own process:
+ * - start-up: spawn until the broker is ready (Switchyard: its SWITCHYARD_READY line; the others: the port accepts
+ *   an MQTT CONNECT), median of 3 starts;
+ * - idle RSS fresh: 3 s after ready;
+ * - idle RSS after a standard light workload: 10 subscribers (QoS 1, one topic each), 10 publishers sending 500
+ *   QoS 1 messages of 1 KiB each to them (5 000 messages, all received), 10 retained messages, then every client
+ *   disconnects; sampled after 10 s idle. No GC is forced: this is the number `ps` shows.
+ * Not a test: figures vary with the machine. `npx tsx bench/footprint.ts` alone, or part of `npm run bench`.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import mqtt from 'mqtt';
+
+const ROOT = resolve(import.meta.dirname, '..');
+
+interface Started {
+  proc: ChildProcess;
+  port: number;
+  startupMs: number;
+}
+interface Subject {
+  name: string;
+  start(tmp: string): Promise<Started>;
+}
+
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as { port: number }).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+function rssMiB(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function untilConnects(port: number, t0: number, proc: ChildProcess): Promise<number> {
+  for (;;) {
+    if (proc.exitCode !== null) throw new Error('broker exited');
+    try {
+      const c = await mqtt.connectAsync(`mqtt://127.0.0.1:${port}`, { reconnectPeriod: 0, connectTimeout: 500, clientId: `probe-${Date.now()}` });
+      await c.endAsync();
+      return performance.now() - t0;
+    } catch {
+      await sleep(10);
+    }
+  }
+}
+
+function switchyard(compiled: boolean, flags: string[] = []): Subject {
+  return {
+    name: compiled ? `Switchyard (compiled${flags.length ? ', ' + flags.join(' ') : ', npm start'})` : 'Switchyard (tsx, before)',
+    async start(tmp) {
+      const configDir = join(tmp, 'sy-config');
+      mkdirSync(configDir, { recursive: true });
+      for (const f of readdirSync(join(ROOT, 'config'))) if (f.endsWith('.yaml') && f !== 'AuthManager.yaml') copyFileSync(join(ROOT, 'config', f), join(configDir, f));
+      writeFileSync(join(configDir, 'AuthManager.yaml'), 'AuthManager:\n  authenticationEnabled: false\n');
+      const port = await freePort();
+      const args = compiled ? [...flags, join(ROOT, 'dist/src/main.js')] : ['--import', 'tsx', join(ROOT, 'src/main.ts')];
+      const t0 = performance.now();
+      const proc = spawn(process.execPath, args, {
+        cwd: ROOT,
+        env: { ...process.env, SWITCHYARD_CONFIG_DIR: configDir, SWITCHYARD_DATA_DIR: join(tmp, 'sy-data'), SWITCHYARD_REST_PORT: '0', SWITCHYARD_REST_HOST: '127.0.0.1', SWITCHYARD_MQTT_PORT: String(port), SWITCHYARD_MQTT_WS_PORT: '0', SWITCHYARD_MQTT_HOST: '127.0.0.1' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      const ready = await new Promise<number>((res, rej) => {
+        const on = (d: Buffer) => {
+          out += d;
+          if (/SWITCHYARD_READY/.test(out)) res(performance.now() - t0);
+        };
+        proc.stdout!.on('data', on);
+        proc.stderr!.on('data', (d) => (out += d));
+        proc.once('exit', () => rej(new Error(`switchyard exited: ${out}`)));
+      });
+      proc.stdout!.removeAllListeners('data');
+      proc.stdout!.resume();
+      proc.stderr!.resume();
+      return { proc, port, startupMs: ready };
+    },
+  };
+}
+
+const aedes: Subject = {
+  name: 'Aedes (node, in-memory)',
+  async start(tmp) {
+    const script = join(tmp, 'aedes.mjs');
+    const aedesUrl = new URL('../node_modules/aedes/aedes.js', import.meta.url).href;
+    writeFileSync(script, `import { Aedes } from ${JSON.stringify(aedesUrl)};\nimport { createServer } from 'node:net';\nconst broker = await Aedes.createBroker();\ncreateServer({ noDelay: true }, broker.handle).listen(Number(process.argv[2]), '127.0.0.1');\nprocess.on('SIGTERM', () => process.exit(0));\n`);
+    const port = await freePort();
+    const t0 = performance.now();
+    const proc = spawn(process.execPath, [script, String(port)], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
+    return { proc, port, startupMs: await untilConnects(port, t0, proc) };
+  },
+};
+
+const mosquitto: Subject = {
+  name: 'Mosquitto (Debian)',
+  async start(tmp) {
+    const port = await freePort();
+    const conf = join(tmp, 'mosquitto.conf');
+    writeFileSync(conf, `listener ${port} 127.0.0.1\nallow_anonymous true\npersistence false\n`);
+    const t0 = performance.now();
+    const proc = spawn('mosquitto', ['-c', conf], { stdio: ['ignore', 'ignore', 'ignore'] });
+    return { proc, port, startupMs: await untilConnects(port, t0, proc) };
+  },
+};
+
+async function stop(proc: ChildProcess): Promise<void> {
+  if (proc.exitCode !== null || proc.signalCode !== null) return;
+  const exited = new Promise((r) => proc.once('exit', r));
+  proc.kill('SIGTERM');
+  const t = setTimeout(() => proc.kill('SIGKILL'), 10000);
+  await exited;
+  clearTimeout(t);
+}
+
+/** The standard light workload (see the header). */
+async function lightWorkload(port: number): Promise<void> {
+  const url = `mqtt://127.0.0.1:${port}`;
+  const subs = await Promise.all(Array.from({ length: 10 }, (_, i) => mqtt.connectAsync(url, { clientId: `sub-${i}`, reconnectPeriod: 0 })));
+  let received = 0;
+  for (const [i, s] of subs.entries()) {
+    s.on('message', () => received++);
+    await s.subscribeAsync(`light/${i}`, { qos: 1 });
+  }
+  const pubs = await Promise.all(Array.from({ length: 10 }, (_, i) => mqtt.connectAsync(url, { clientId: `pub-${i}`, reconnectPeriod: 0 })));
+  const payload = Buffer.alloc(1024, 'x');
+  await Promise.all(
+    pubs.map(async (p, i) => {
+      await p.publishAsync(`retained/${i}`, payload, { qos: 1, retain: true });
+      for (let n = 0; n < 500; n++) await p.publishAsync(`light/${i}`, payload, { qos: 1 });
+    }),
+  );
+  const end = Date.now() + 30000;
+  while (received < 5000 && Date.now() < end) await sleep(20);
+  if (received < 5000) throw new Error(`only ${received} of 5000 messages arrived`);
+  await Promise.all([...subs, ...pubs].map((c) => c.endAsync()));
+}
+
+export interface FootprintRow {
+  name: string;
+  startupMs: number;
+  freshMiB: number;
+  afterMiB: number;
+}
+
+export async function runFootprintBench(): Promise<FootprintRow[]> {
+  if (!existsSync(join(ROOT, 'dist/src/main.js'))) throw new Error('dist/ is missing: run npm run build (npm ci does) first');
+  // the second row: a smaller V8 young generation (NODE_OPTIONS=--max-semi-space-size=4), traded against throughput
+  const all = [switchyard(true), switchyard(true, ['--max-semi-space-size=4']), switchyard(false), aedes, mosquitto];
+  const only = process.env.FOOTPRINT_ONLY;
+  const subjects = only ? all.filter((s) => s.name.toLowerCase().includes(only.toLowerCase())) : all;
+  const rows: FootprintRow[] = [];
+  for (const s of subjects) {
+    const starts: number[] = [];
+    let fresh = NaN;
+    let after = NaN;
+    for (let round = 0; round < 3; round++) {
+      const tmp = mkdtempSync(join(tmpdir(), 'sy-footprint-'));
+      try {
+        const b = await s.start(tmp);
+        starts.push(b.startupMs);
+        try {
+          if (round === 0) {
+            await sleep(3000);
+            fresh = rssMiB(b.proc.pid!);
+            await lightWorkload(b.port);
+            await sleep(10000);
+            after = rssMiB(b.proc.pid!);
+          }
+        } finally {
+          await stop(b.proc);
+        }
+      } finally {
+        rmSync(tmp, { recursive: true, force: true });
+      }
+    }
+    starts.sort((a, b) => a - b);
+    rows.push({ name: s.name, startupMs: starts[1]!, freshMiB: fresh, afterMiB: after });
+  }
+  const w = Math.max(...rows.map((r) => r.name.length));
+  process.stdout.write(`${'broker'.padEnd(w)}  start-up (median of 3)  idle RSS fresh  idle RSS after light workload\n`);
+  for (const r of rows) {
+    process.stdout.write(`${r.name.padEnd(w)}  ${`${r.startupMs.toFixed(0)} ms`.padStart(22)}  ${`${r.freshMiB.toFixed(1)} MiB`.padStart(14)}  ${`${r.afterMiB.toFixed(1)} MiB`.padStart(29)}\n`);
+  }
+  return rows;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) await runFootprintBench();
