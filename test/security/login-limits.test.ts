@@ -16,7 +16,7 @@ import { auditLines, createUser, login } from './helpers.js';
  */
 
 /** One CONNECT from `localAddress`; resolves with the CONNACK code (v5 reasonCode, 3.1.1 returnCode). */
-function mqttConnect(port: number, localAddress: string, opts: { username: string; password: string; version?: 4 | 5 }): Promise<number> {
+function mqttConnect(port: number, localAddress: string, opts: { username: string; password?: string; version?: 4 | 5; properties?: Record<string, unknown> }): Promise<number> {
   const version = opts.version ?? 5;
   return new Promise((resolve, reject) => {
     const socket = netConnect({ port, host: '127.0.0.1', localAddress });
@@ -37,7 +37,17 @@ function mqttConnect(port: number, localAddress: string, opts: { username: strin
       reject(err);
     });
     socket.on('connect', () => {
-      const packet = { cmd: 'connect', protocolId: 'MQTT', protocolVersion: version, clean: true, clientId: '', keepalive: 0, username: opts.username, password: Buffer.from(opts.password) };
+      const packet = {
+        cmd: 'connect',
+        protocolId: 'MQTT',
+        protocolVersion: version,
+        clean: true,
+        clientId: '',
+        keepalive: 0,
+        username: opts.username,
+        ...(opts.password !== undefined ? { password: Buffer.from(opts.password) } : {}),
+        ...(opts.properties ? { properties: opts.properties } : {}),
+      };
       socket.write(mqttPacket.generate(packet as never, { protocolVersion: version } as never));
     });
   });
@@ -111,6 +121,8 @@ describe('login limits', () => {
     // blocked: even the right password is refused at once, and nothing is counted
     assert.equal(await mqttConnect(port, '127.0.0.2', { username: 'admin', password: s.adminPassword }), 0x9f, 'Connection rate exceeded');
     assert.equal(await mqttConnect(port, '127.0.0.2', { username: 'admin', password: 'wrong-again', version: 4 }), 3, '3.1.1: server unavailable');
+    const scram = { authenticationMethod: 'SCRAM-SHA-256', authenticationData: Buffer.from('n,,n=admin,r=0123456789abcdef') };
+    assert.equal(await mqttConnect(port, '127.0.0.2', { username: 'admin', properties: scram }), 0x9f, 'SCRAM too: refused before the exchange');
     assert.equal(sm.lockouts.status('admin')?.failures, failuresBefore, 'a blocked attempt touches no lockout state');
     // the same address over REST: 429 with Retry-After, before any check
     const rest = await basic('/api/v1/session', 'admin', s.adminPassword, '127.0.0.2');
