@@ -9,7 +9,7 @@ import type { Runtime } from '../runtime/runtime.js';
 import { VERSION } from '../runtime/monitor.js';
 import { ResponseCache } from './cache.js';
 import type { ApiContext } from './context.js';
-import { registerErrorHandling } from './plugins/errors.js';
+import { clientErrorHandler, registerErrorHandling } from './plugins/errors.js';
 import { nullOptionalFields, registerNullFields } from './plugins/null-fields.js';
 import { registerCors } from './plugins/cors.js';
 import { trackRestConnections } from './routes/connections/rest-connections.js';
@@ -54,6 +54,7 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
       void (reply as unknown as FastifyReply).code(tooLong ? 414 : 400).send({ status: tooLong ? 'A path parameter is longer than 1000 characters' : `Malformed URL: ${error.message}` });
     },
     bodyLimit: rest.bodyLimit,
+    clientErrorHandler, // 431 / 408 / 400 from the HTTP parser answer with a JSON status too
     forceCloseConnections: true,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1000 },
   }).withTypeProvider<ZodTypeProvider>();

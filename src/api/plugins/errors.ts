@@ -1,3 +1,5 @@
+import { maxHeaderSize, STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
@@ -79,4 +81,27 @@ export function registerErrorHandling(app: FastifyInstance): void {
     }
     return reply.code(404).send({ status: `Not found: ${request.method} ${path}` });
   });
+}
+
+/**
+ * Errors Node's HTTP parser raises before there is a request (Fastify's `clientErrorHandler`): answered like every
+ * other error, `{"status": "..."}` — 431 for headers over the limit, 408 for a request that took too long, 400 for
+ * anything the parser could not read — then the connection is closed.
+ */
+export function clientErrorHandler(err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  let code = 400;
+  let status = `Malformed HTTP request: ${err.code ?? err.message}`;
+  if (err.code === 'HPE_HEADER_OVERFLOW') {
+    code = 431;
+    status = `Request headers are too large: the limit is ${maxHeaderSize} bytes in all`;
+  } else if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    code = 408;
+    status = 'The request took too long to arrive';
+  }
+  const body = JSON.stringify({ status });
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 ${code} ${STATUS_CODES[code]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${body}`);
+  }
+  socket.destroy();
 }

@@ -12,7 +12,11 @@ interface Op {
   path: string;
   summary?: string;
   params: Array<{ name: string; style: 'template' | 'query' }>;
+  /** The WADL method id, unique in the document: method + path words, path parameters as `By<Name>`. */
+  id: string;
+  /** The XSD element of the 200 body (`<id>Response`), when the route declares one. */
   responseType?: string;
+  route: RouteOptions;
 }
 
 function isZod(x: unknown): x is z.ZodType {
@@ -25,14 +29,15 @@ function keysOf(schema: unknown): string[] {
   return def ? Object.keys(def) : [];
 }
 
-function opName(op: Op): string {
-  const base = op.path
+function opName(method: string, url: string): string {
+  const base = url
     .split('/')
-    .filter((p) => p && !p.startsWith(':') && p !== 'api' && p !== 'v1')
+    .filter((p) => p && p !== 'api' && p !== 'v1')
+    .map((p) => (p.startsWith(':') ? `By${p.slice(1).charAt(0).toUpperCase()}${p.slice(2)}` : p))
     .map((p) => p.replace(/[^A-Za-z0-9]/g, ''))
     .map((p) => p.charAt(0).toUpperCase() + p.slice(1))
     .join('');
-  return `${op.method.toLowerCase()}${base || 'Root'}Response`;
+  return `${method.toLowerCase()}${base || 'Root'}`;
 }
 
 export function collectOps(routes: RouteOptions[]): Op[] {
@@ -46,12 +51,21 @@ export function collectOps(routes: RouteOptions[]): Op[] {
         ...[...r.url.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => ({ name: m[1], style: 'template' as const })),
         ...keysOf(schema.querystring).map((name) => ({ name, style: 'query' as const })),
       ];
-      const op: Op = { method, path: r.url.replace(/:([A-Za-z0-9_]+)/g, '{$1}'), summary: schema.summary, params };
-      if (schema.response?.['200'] && isZod(schema.response['200'])) op.responseType = opName(op);
+      const op: Op = { method, path: r.url.replace(/:([A-Za-z0-9_]+)/g, '{$1}'), summary: schema.summary, params, id: opName(method, r.url), route: r };
       ops.push(op);
     }
   }
-  return ops.sort((a, b) => a.path.localeCompare(b.path) || a.method.localeCompare(b.method));
+  ops.sort((a, b) => a.path.localeCompare(b.path) || a.method.localeCompare(b.method));
+  // Two paths that differ only in punctuation would share an id: number the later ones.
+  const used = new Map<string, number>();
+  for (const op of ops) {
+    const n = used.get(op.id) ?? 0;
+    used.set(op.id, n + 1);
+    if (n > 0) op.id = `${op.id}${n + 1}`;
+    const schema = (op.route.schema ?? {}) as { response?: Record<string, unknown> };
+    if (schema.response?.['200'] && isZod(schema.response['200'])) op.responseType = `${op.id}Response`;
+  }
+  return ops;
 }
 
 export function buildWadl(routes: RouteOptions[], baseUrl: string): string {
@@ -69,7 +83,7 @@ export function buildWadl(routes: RouteOptions[], baseUrl: string): string {
     const templates = new Set(ops.flatMap((o) => o.params.filter((p) => p.style === 'template').map((p) => p.name)));
     for (const t of templates) lines.push(`      <param name="${esc(t)}" style="template" type="xs:string" required="true"/>`);
     for (const op of ops) {
-      lines.push(`      <method name="${op.method}" id="${esc(op.responseType?.replace(/Response$/, '') ?? op.method.toLowerCase())}">`);
+      lines.push(`      <method name="${op.method}" id="${esc(op.id)}">`);
       if (op.summary) lines.push(`        <doc>${esc(op.summary)}</doc>`);
       const qs = op.params.filter((p) => p.style === 'query');
       if (qs.length) {
@@ -129,38 +143,32 @@ export function buildXsd(routes: RouteOptions[]): string {
     '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>',
     '<xs:schema xmlns:xs="http://www.w3.org/2001/XMLSchema" targetNamespace="urn:switchyard:api" elementFormDefault="qualified">',
   ];
-  const seen = new Set<string>();
-  for (const r of routes) {
-    const schema = (r.schema ?? {}) as { response?: Record<string, unknown> };
-    const resp = schema.response?.['200'];
-    if (!isZod(resp)) continue;
-    for (const op of collectOps([r])) {
-      if (!op.responseType || seen.has(op.responseType)) continue;
-      seen.add(op.responseType);
-      let json: Record<string, unknown>;
-      try {
-        json = z.toJSONSchema(resp, { io: 'output', unrepresentable: 'any', cycles: 'ref' }) as Record<string, unknown>;
-      } catch {
-        json = {};
+  for (const op of collectOps(routes)) {
+    const resp = ((op.route.schema ?? {}) as { response?: Record<string, unknown> }).response?.['200'];
+    if (!op.responseType || !isZod(resp)) continue;
+    let json: Record<string, unknown>;
+    try {
+      json = z.toJSONSchema(resp, { io: 'output', unrepresentable: 'any', cycles: 'ref' }) as Record<string, unknown>;
+    } catch {
+      json = {};
+    }
+    const simple = simpleType(json);
+    if (simple) lines.push(`  <xs:element name="${op.responseType}" type="${simple}"/>`);
+    else if (json.type === 'array') {
+      lines.push(`  <xs:element name="${op.responseType}"><xs:complexType><xs:sequence>`);
+      const item = (json.items as Record<string, unknown>) ?? {};
+      const s = simpleType(item);
+      if (s) lines.push(`    <xs:element name="item" type="${s}" minOccurs="0" maxOccurs="unbounded"/>`);
+      else {
+        lines.push('    <xs:element name="item" minOccurs="0" maxOccurs="unbounded">');
+        lines.push(...xsdType(item, '      '));
+        lines.push('    </xs:element>');
       }
-      const simple = simpleType(json);
-      if (simple) lines.push(`  <xs:element name="${op.responseType}" type="${simple}"/>`);
-      else if (json.type === 'array') {
-        lines.push(`  <xs:element name="${op.responseType}"><xs:complexType><xs:sequence>`);
-        const item = (json.items as Record<string, unknown>) ?? {};
-        const s = simpleType(item);
-        if (s) lines.push(`    <xs:element name="item" type="${s}" minOccurs="0" maxOccurs="unbounded"/>`);
-        else {
-          lines.push('    <xs:element name="item" minOccurs="0" maxOccurs="unbounded">');
-          lines.push(...xsdType(item, '      '));
-          lines.push('    </xs:element>');
-        }
-        lines.push('  </xs:sequence></xs:complexType></xs:element>');
-      } else {
-        lines.push(`  <xs:element name="${op.responseType}">`);
-        lines.push(...xsdType(json, '    '));
-        lines.push('  </xs:element>');
-      }
+      lines.push('  </xs:sequence></xs:complexType></xs:element>');
+    } else {
+      lines.push(`  <xs:element name="${op.responseType}">`);
+      lines.push(...xsdType(json, '    '));
+      lines.push('  </xs:element>');
     }
   }
   lines.push('</xs:schema>');
