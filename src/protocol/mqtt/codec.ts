@@ -587,11 +587,20 @@ const PROPERTY_SIZE: Record<number, number | 's' | 'p' | 'v'> = {
   0x26: 'p', 0x27: 4, 0x28: 1, 0x29: 1, 0x2a: 1,
 };
 
-/** `props`: a property block as parsed (length first). Throws on a repeated property other than User Property. */
+/**
+ * `props`: a property block as parsed (length first). Throws on a repeated property other than User Property. A
+ * block that runs past its end is left to the parser (which reports it as malformed): this scan never reads outside
+ * `props` (found by test/mqtt/fuzz.test.ts: a RangeError there was an internal error).
+ */
 function rejectRepeatedProperties(props: Buffer): void {
   let [len, off] = readVarInt(props, 0, props.length);
   const end = Math.min(props.length, off + len);
   const seen = new Set<number>();
+  const skipString = (): boolean => {
+    if (off + 2 > end) return false;
+    off += 2 + props.readUInt16BE(off);
+    return off <= end;
+  };
   while (off < end) {
     const id = props[off++]!;
     const size = PROPERTY_SIZE[id];
@@ -601,10 +610,10 @@ function rejectRepeatedProperties(props: Buffer): void {
       seen.add(id);
     }
     if (size === 'v') [len, off] = readVarInt(props, off, end);
-    else if (size === 's') off += 2 + props.readUInt16BE(off);
-    else if (size === 'p') {
-      off += 2 + props.readUInt16BE(off);
-      off += 2 + props.readUInt16BE(off);
+    else if (size === 's') {
+      if (!skipString()) return;
+    } else if (size === 'p') {
+      if (!skipString() || !skipString()) return;
     } else off += size;
   }
 }
