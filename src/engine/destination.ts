@@ -232,6 +232,10 @@ export class Destination {
   deleted = false;
   /** Session that created a temporary destination. */
   owner: string | undefined;
+  /** Created with `createDestination` (configuration, REST): never removed for being idle. */
+  declared = false;
+  /** Epoch ms of the last publish (or of the last idle sweep that found it in use). */
+  lastUsed: number;
   schemaId = '';
   /** The bound payload schema; undefined for the (usual) destination without one, which costs no check. */
   schema: PayloadSchema | undefined = undefined;
@@ -267,5 +271,6 @@ export class Destination {
     this.isQueue = isQueueType(type);
     this.persistent = !isTemporaryType(type);
     this.queue = this.isQueue ? new PriorityQueue() : undefined;
+    this.lastUsed = createdAt;
   }
 }

@@ -203,6 +203,8 @@ export class Engine implements SubscriptionHost {
   private readonly groups = new Map<string, SharedGroup>();
   private readonly subs = new Map<string, Subscription>();
   private readonly sessions = new Map<string, Set<Subscription>>();
+  /** Owner index: the temporary destinations each session created (closeSession deletes them without a scan). */
+  private readonly owned = new Map<string, Set<string>>();
   /** Durable-subscription messages found by `recover()`, adopted when that subscription is made again. */
   private readonly recoveredHeld = new Map<string, Array<[string, Message]>>();
   /**
@@ -288,6 +290,7 @@ export class Engine implements SubscriptionHost {
       return QUOTA_EXCEEDED;
     }
     dest.counters.published++;
+    dest.lastUsed = now;
     this.totals.totalPublishedMessages++;
     if (msg.expiresAt !== 0 && msg.expiresAt <= now) {
       dest.counters.expired++;
@@ -1137,9 +1140,12 @@ export class Engine implements SubscriptionHost {
       this.recoveredHeld.delete(key);
       if (this.commit !== undefined) for (const [, msg] of list) this.commit.del(`${DURABLE_PREFIX}${key}!${padId(msg.id)}`);
     }
-    for (const dest of [...this.dests.values()]) {
-      if (dest.owner === sessionId && !dest.persistent) void this.deleteDestination(dest.name, { force: true }).catch(noop);
+    // the owner index names the session's temporary destinations (no scan over every destination)
+    for (const name of [...(this.owned.get(sessionId) ?? [])]) {
+      const dest = this.dests.get(name);
+      if (dest !== undefined && !dest.persistent) void this.deleteDestination(name, { force: true }).catch(noop);
     }
+    this.owned.delete(sessionId);
     return n;
   }
 
@@ -1170,6 +1176,11 @@ export class Engine implements SubscriptionHost {
   private createDest(name: string, type: DestinationType, owner?: string): Destination {
     const dest = new Destination(name, type, this.now());
     dest.owner = owner;
+    if (owner !== undefined) {
+      let names = this.owned.get(owner);
+      if (names === undefined) this.owned.set(owner, (names = new Set()));
+      names.add(name);
+    }
     if (this.schemaResolver !== undefined) this.bindSchema(dest);
     this.dests.set(name, dest);
     this.events.onDestinationCreated(name, type);
@@ -1251,9 +1262,12 @@ export class Engine implements SubscriptionHost {
       if (existing.type !== type) {
         throw new ConflictError(`destination "${name}" already exists as a ${existing.type}, not a ${type}`);
       }
+      existing.declared = true;
       return this.dto(existing);
     }
-    return this.dto(this.createDest(name, type, opts?.owner));
+    const created = this.createDest(name, type, opts?.owner);
+    created.declared = true; // declared destinations are never removed for being idle
+    return this.dto(created);
   }
 
   /** Declare a queue whatever its name (configuration). */
@@ -1390,6 +1404,11 @@ export class Engine implements SubscriptionHost {
     d.deleted = true; // stops dispatch while consumers are released
     for (const c of [...d.consumers]) this.unsubscribe(c, 'destination deleted');
     this.dests.delete(name);
+    if (d.owner !== undefined) {
+      const names = this.owned.get(d.owner);
+      names?.delete(name);
+      if (names?.size === 0) this.owned.delete(d.owner);
+    }
     if (d.queue !== undefined) {
       const msgs = d.queue.clear();
       if (this.commit !== undefined && d.persistent) {
@@ -1412,6 +1431,27 @@ export class Engine implements SubscriptionHost {
   // ------------------------------------------------------------------------------------------------------------
   // Expiry, stats, recovery, shutdown
   // ------------------------------------------------------------------------------------------------------------
+
+  /**
+   * Removes topics that have been idle for `idleMs`: a Topic (not a queue, not temporary, not declared with
+   * `createDestination`) that no subscription matches, with no retained message, no copies waiting in a
+   * subscription and nothing held while paused, and nothing published to it for `idleMs`. The runtime's actor of
+   * each goes with it (onDestinationDeleted). A later publish creates the topic again. Returns the names removed.
+   */
+  sweepIdle(idleMs: number, now: number = this.now()): string[] {
+    const removed: string[] = [];
+    if (idleMs <= 0 || this.closed) return removed;
+    for (const d of this.dests.values()) {
+      if (d.isQueue || d.declared || !d.persistent || d.name.startsWith('$')) continue;
+      if (d.retained !== undefined || d.pendingCopies > 0 || d.held.length > 0 || d.paused || this.routesOf(d).length > 0) {
+        d.lastUsed = now; // in use: its idle period starts when it stops being so
+        continue;
+      }
+      if (now - d.lastUsed >= idleMs) removed.push(d.name);
+    }
+    for (const name of removed) void this.deleteDestination(name).catch(noop);
+    return removed;
+  }
 
   /** Remove expired messages from queues, retained slots, paused holds and subscription buffers. Returns the count. */
   sweepExpired(now: number = this.now()): number {

@@ -4,10 +4,12 @@ import type { Runtime, Service } from './runtime.js';
 /**
  * Boots the messaging engine with the server tree: opens it over the store's `messages` sublevel, declares the
  * configured destinations, recovers persisted queues, retained and durable messages, and schedules the expiry
- * sweep. On stop (or restart) it flushes pending group commits.
+ * sweep and the idle-topic sweep (DestinationManager.idleTimeout). On stop (or restart) it flushes pending group
+ * commits.
  */
 export function messagingService(): Service {
   let sweep: NodeJS.Timeout | undefined;
+  let idle: NodeJS.Timeout | undefined;
   return {
     name: 'messaging',
     dependsOn: ['security'], // deliveries are authorised per subscriber
@@ -50,10 +52,19 @@ export function messagingService(): Service {
       };
       sweep = setInterval(() => engine.sweepExpired(), dm.expirySweepInterval);
       sweep.unref();
+      // idle topics go (engine entry and actor) after DestinationManager.idleTimeout; checked a few times per timeout
+      if (dm.idleTimeout > 0) {
+        idle = setInterval(() => {
+          const removed = engine.sweepIdle(dm.idleTimeout, rt.now());
+          if (removed.length) rt.log.debug({ removed: removed.length }, 'idle topics removed');
+        }, Math.max(250, Math.min(60000, Math.floor(dm.idleTimeout / 4))));
+        idle.unref();
+      }
     },
     async stop(rt: Runtime) {
       if (sweep) clearInterval(sweep);
-      sweep = undefined;
+      if (idle) clearInterval(idle);
+      sweep = idle = undefined;
       const engine = rt.engine;
       rt.engineView = undefined;
       rt.engine = undefined;

@@ -12,10 +12,17 @@ type Change = 'created' | 'hibernated' | 'attached' | 'closed';
 export function subscriptionsService(): Service {
   let listener: ((sub: Subscription, change: Change) => void) | undefined;
   const actorId = (sub: Subscription) => `subscription:${sub.key}`;
+  // a restarted actor starts in the engine's current state, not in the one of its first spawn
+  const logicFor = (rt: Runtime) =>
+    subscriptionMachine.provide({
+      guards: {
+        startsHibernating: ({ context }) => rt.engine?.subscription(context.sessionId, context.filter)?.hibernating ?? context.hibernating,
+      },
+    });
   const spawn = (rt: Runtime, sub: Subscription) =>
     rt.startChild('subscriptions', {
       id: actorId(sub),
-      logic: subscriptionMachine,
+      logic: logicFor(rt),
       input: { sessionId: sub.sessionId, filter: sub.filter, hibernating: sub.hibernating },
     });
   return {
