@@ -187,7 +187,7 @@ export class MqttConnection implements PushSink {
   private stallTimer: NodeJS.Timeout | undefined;
   private keepAliveTimer: NodeJS.Timeout | undefined;
   /** In-order acknowledgements of inbound QoS 1/2 publishes (sent once the message is durable). */
-  private acks: Array<{ buf: Buffer | undefined; ready: boolean }> = [];
+  private acks: Array<{ buf: Buffer | undefined; ready: boolean; pub?: boolean }> = [];
 
   constructor(
     readonly broker: MqttBroker,
@@ -271,6 +271,7 @@ export class MqttConnection implements PushSink {
 
   /** One complete packet (called by the framer). */
   frame(type: number, flags: number, frame: Buffer, bodyOffset: number): void {
+    if (this.state === 'closed') return; // closed by an earlier packet of the same read: the rest is not processed
     this.broker.host.network.packetsReceived++;
     if (this.queued !== undefined) {
       this.queued.push([type, flags, Buffer.from(frame), bodyOffset]);
@@ -506,18 +507,20 @@ export class MqttConnection implements PushSink {
    * once the message is stored; QoS 2 PUBLISHes of a persistent session once their packet id is stored). Without
    * `durable` it goes at once unless something before it is still waiting.
    */
-  orderedAck(buf: Buffer, durable: Promise<void> | undefined): void {
+  orderedAck(buf: Buffer, durable: Promise<void> | undefined, pub = false): void {
     if (durable === undefined) {
       if (this.acks.length === 0) this.send(buf);
       else {
-        this.acks.push({ buf, ready: true });
+        this.acks.push({ buf, ready: true, pub });
         this.heldBytes += buf.length;
+        if (pub) this.queuedPublishes++;
       }
       return;
     }
-    const entry = { buf: buf as Buffer | undefined, ready: false };
+    const entry = { buf: buf as Buffer | undefined, ready: false, pub };
     this.acks.push(entry);
     this.heldBytes += buf.length;
+    if (pub) this.queuedPublishes++;
     durable.then(
       () => {
         entry.ready = true;
@@ -540,6 +543,7 @@ export class MqttConnection implements PushSink {
     let released = 0;
     while (i < a.length && a[i]!.ready) {
       const b = a[i]!.buf;
+      if (a[i]!.pub === true) this.queuedPublishes--;
       if (b !== undefined) {
         released += b.length;
         this.send(b);
@@ -557,6 +561,14 @@ export class MqttConnection implements PushSink {
 
   /** Bytes of packets queued in `acks` (waiting for a store write), counted with `outBytes` against HIGH_WATER. */
   private heldBytes = 0;
+  /** PUBLISHes queued in `acks`: while there are any, later deliveries queue behind them (PUBLISH order). */
+  private queuedPublishes = 0;
+
+  /** A delivery: at once, unless an earlier PUBLISH still waits in `acks` or this one must wait for `written`. */
+  private sendPublish(bytes: Buffer, written: Promise<void> | undefined): void {
+    if (written === undefined && this.queuedPublishes === 0) this.send(bytes);
+    else this.orderedAck(bytes, written, true);
+  }
 
   // ------------------------------------------------------------------------------------------------------------
   // Delivery (PushSink): called synchronously by the engine for every message routed to this session.
@@ -642,8 +654,8 @@ export class MqttConnection implements PushSink {
       // and this id even after a restart. QoS 2 waits for that write (the receiver de-duplicates by packet id);
       // QoS 1 does not (a lost record only means a resend with a new id, which QoS 1 allows).
       const written = storeOutbound(engine, s, pid, { s: 1, q: qos as 1 | 2, f: sub.filter, m: msg.id });
-      this.orderedAck(bytes, qos === 2 ? written : undefined);
-    } else this.orderedAck(bytes, undefined);
+      this.sendPublish(bytes, qos === 2 ? written : undefined);
+    } else this.sendPublish(bytes, undefined);
     return true;
   }
 
