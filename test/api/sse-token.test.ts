@@ -49,6 +49,16 @@ describe('SSE stream tokens', () => {
     await new Promise((r) => c.proc.once('exit', r));
     return c.headersAfterMs;
   };
+  /** curl's own time to the first byte (headers) of a stream it holds open for 1 s, in ms. */
+  const curlTtfb = async (url: string) => {
+    const proc = spawn('curl', ['-sN', '--max-time', '1', '-o', '/dev/null', '-w', '%{http_code} %{time_starttransfer}', url], { stdio: ['ignore', 'pipe', 'pipe'] });
+    curls.push(proc);
+    let out = '';
+    proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    await new Promise((r) => proc.once('exit', r));
+    const [code, seconds] = out.trim().split(' ');
+    return { code: Number(code), ms: Number(seconds) * 1000 };
+  };
   const tokenFor = async (path: string, headers: Record<string, string>) => {
     const r = await fetch(`${base}${path}`, { headers });
     assert.equal(r.status, 200, await r.clone().text());
@@ -66,6 +76,10 @@ describe('SSE stream tokens', () => {
     await waitUntil(() => c.text.includes('entry for the curl stream'), 10000, 'a live log entry');
     assert.match(c.text, /event: logEvent/);
     await stop(c.proc);
+    const t2 = await tokenFor('/api/v1/server/log/sse', s.auth);
+    const first = await curlTtfb(`${base}/api/v1/server/log/sse/stream/${t2}`);
+    assert.equal(first.code, 200);
+    console.log(`# log stream: curl time_starttransfer ${first.ms.toFixed(1)} ms (token alone)`);
   });
 
   test('sse token - curl -N opens the messaging stream with the token alone; headers arrive before any message', async () => {
@@ -86,6 +100,10 @@ describe('SSE stream tokens', () => {
     assert.equal(data.destinationName, 'plant/a/temp');
     await stop(c.proc);
     await waitUntil(() => s.rt.engine!.subscriptionCount === 0, 5000, 'the subscription ends with curl');
+    const t2 = await tokenFor('/api/v1/messaging/sse?destination=quiet/topic', s.auth);
+    const first = await curlTtfb(`${base}/api/v1/messaging/sse/stream/${t2}?destinationName=quiet/topic`);
+    assert.equal(first.code, 200);
+    console.log(`# messaging stream: curl time_starttransfer ${first.ms.toFixed(1)} ms (token alone, no message published)`);
   });
 
   test('sse token - single use, and a wrong or missing token is a 403 JSON status without credentials', async () => {
