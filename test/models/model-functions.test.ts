@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { compileSelector } from '../../src/engine/selector/selector.js';
-import { ModelFunctions } from '../../src/models/functions.js';
+import { ModelFunctions, libraryForest, predictorOf } from '../../src/models/functions.js';
 import { ModelStore } from '../../src/models/store.js';
 import { removeDir, startServer, tempDir, waitUntil, type TestServer } from '../helpers.js';
 import { b64, RestClient } from '../rest-client.js';
@@ -96,6 +96,19 @@ describe('selector model functions (unit)', () => {
     assert.equal(value("k_means('uploaded', v) = 1", { v: 3 }), true);
   });
 
+  test('models - isolation_forest scores equal the ml-isolation-forest library scores of the same trees', async () => {
+    const r = rng(3);
+    for (let i = 0; i < 20; i++) value("isolation_forest('iso', a, b) > 0.5", { a: gaussian(r, 10, 1), b: gaussian(r, 5, 1) });
+    await waitUntil(() => existsSync(join(store.dir, 'iso')), 5000, 'iso saved');
+    const doc = JSON.parse(readFileSync(join(store.dir, 'iso'), 'utf8'));
+    const ours = predictorOf(doc);
+    const lib = libraryForest(doc);
+    for (let i = 0; i < 500; i++) {
+      const x = [gaussian(r, 10, 4), gaussian(r, 5, 4)];
+      assert.ok(Math.abs((ours(x) as number) - lib(x)) < 1e-12, `${x}: ${ours(x)} vs ${lib(x)}`);
+    }
+  });
+
   test('models - bad calls are refused when the selector is compiled, with the position', () => {
     assert.throws(() => compileSelector('isolation_forest(temperature, pressure) > 1'), /position 0 .*isolation_forest\(\): .*model name as a string literal/);
     assert.throws(() => compileSelector("isolation_forest('t') > 1"), /takes the model name and/);
@@ -183,5 +196,39 @@ describe('selector model functions in the broker', () => {
       'the first outlier after the restart is delivered, the normal reading is not',
     );
     assert.deepEqual(readFileSync(join(dataDir, 'models', 'boiler')), stored, 'the stored model was not retrained');
+  });
+});
+
+describe('schema and model routes in the OpenAPI document', () => {
+  test('models - the 16 schema and model operations are in the OpenAPI document with their permission', async () => {
+    const s = await startServer({ auth: false });
+    try {
+      const doc = (await s.app.inject('/openapi.json')).json();
+      const ops: Array<[string, string, string]> = [
+        ['get', '/api/v1/server/schemas', 'view_config'],
+        ['post', '/api/v1/server/schemas', 'manage_config'],
+        ['delete', '/api/v1/server/schemas', 'manage_config'],
+        ['get', '/api/v1/server/schemas/{schemaId}', 'view_config'],
+        ['delete', '/api/v1/server/schemas/{schemaId}', 'manage_config'],
+        ['get', '/api/v1/server/schemas/context/{context}', 'view_config'],
+        ['get', '/api/v1/server/schemas/type/{type}', 'view_config'],
+        ['get', '/api/v1/server/schemas/impl/{schemaId}', 'view_config'],
+        ['get', '/api/v1/server/schemas/formats', 'view_config'],
+        ['get', '/api/v1/server/schemas/link-format', 'view_config'],
+        ['get', '/api/v1/server/schemas/map', 'view_config'],
+        ['post', '/api/v1/server/models/{modelName}', 'manage_config'],
+        ['get', '/api/v1/server/models/{modelName}', 'view_config'],
+        ['head', '/api/v1/server/models/{modelName}', 'view_config'],
+        ['delete', '/api/v1/server/models/{modelName}', 'manage_config'],
+        ['get', '/api/v1/server/models', 'view_config'],
+      ];
+      for (const [method, path, permission] of ops) {
+        const op = doc.paths[path]?.[method];
+        assert.ok(op, `${method.toUpperCase()} ${path} is in the document`);
+        assert.deepEqual(op['x-required-permission'], { permission, resourceType: 'Server' }, `${method.toUpperCase()} ${path}`);
+      }
+    } finally {
+      await s.close();
+    }
   });
 });

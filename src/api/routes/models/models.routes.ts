@@ -41,7 +41,10 @@ export const modelRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
   // HEAD before GET: Fastify then keeps this one instead of generating one from the GET route
   app.head(
     '/api/v1/server/models/:modelName',
-    { config: view, schema: { tags, summary: 'Check if model exists', description: '200 when it exists, 404 when not; no body.', params: nameParam } },
+    {
+      config: { ...view, swagger: { exposeHeadRoute: true } },
+      schema: { tags, summary: 'Check if model exists', description: '200 when it exists, 404 when not; no body.', params: nameParam },
+    },
     async (req, reply) => {
       const store = modelStoreOf(ctx.rt);
       if (!store) return reply.code(406).send();
