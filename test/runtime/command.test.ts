@@ -101,3 +101,17 @@ describe('command helper', () => {
     assert.equal(s.rt.actorById('destinations#0'), undefined, 'shard supervisors are not registered');
   });
 });
+
+describe('interface management switch', () => {
+  let s: TestServer | undefined;
+  after(async () => {
+    await s?.close();
+  });
+  test('command - RestApi.enableInterfaceManagement false leaves out the interface and connection routes (as MAPS)', async () => {
+    s = await startServer({ auth: false, overrides: { RestApi: { enableInterfaceManagement: false } } });
+    assert.equal((await s.inject('/api/v1/server/interfaces')).statusCode, 404);
+    assert.equal((await s.inject({ method: 'PATCH', url: '/api/v1/server/interface/MQTT%20Interface', payload: { state: 'paused' } })).statusCode, 404);
+    assert.equal((await s.inject('/api/v1/server/connections')).statusCode, 404);
+    assert.equal((await s.inject('/api/v1/server/status')).statusCode, 200);
+  });
+});

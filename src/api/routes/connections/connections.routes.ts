@@ -21,6 +21,7 @@ function idOf(raw: string): number {
 }
 
 export const connectionRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => {
+  if (!ctx.rt.config.RestApi.enableInterfaceManagement) return; // as MAPS: the connection routes go with interface management
   const { rt } = ctx;
 
   app.get(

@@ -11,7 +11,8 @@ import { ErrorResponses, FilterQuery, RequestedAction, StatusResponse } from '..
 /**
  * InterfaceManagementApi and InterfaceInstanceApi: list, status and control of the network endpoints, and
  * configuration updates (PUT restarts that endpoint's actor with the new configuration and keeps it in the store).
- * `{endpoint}` is the endpoint's name or its uniqueId.
+ * `{endpoint}` is the endpoint's name or its uniqueId. Registered when RestApi.enableInterfaceManagement (default
+ * true), as MAPS does; the connection routes follow the same switch.
  */
 const InterfaceInfoDTO = z
   .object({
@@ -86,6 +87,7 @@ function filterOf(text: string | undefined) {
 }
 
 export const interfaceRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => {
+  if (!ctx.rt.config.RestApi.enableInterfaceManagement) return; // registered when RestApi.enableInterfaceManagement (as MAPS)
   const { rt, cache } = ctx;
   const cached = <T>(path: string, disc: string, produce: () => T) => cache.get(ResponseCache.key(path, disc), produce);
 
