@@ -6,6 +6,7 @@ import { printReport, type BenchReport } from './report.js';
 import { run as engineRouting } from './engine-routing.js';
 import { run as persistedQueue } from './persisted-queue.js';
 import { run as restPublish } from './rest-publish.js';
+import { run as aclFanout } from './acl-fanout.js';
 import { run as schemasModels } from './schemas-models.js';
 import { runMqttBench } from './mqtt/run.js';
 import { runFootprintBench } from './footprint.js';
@@ -14,6 +15,7 @@ const reports: Array<[string, () => Promise<BenchReport>]> = [
   ['engine-routing', engineRouting],
   ['persisted-queue', persistedQueue],
   ['rest-publish', restPublish],
+  ['acl-fanout', aclFanout],
   ['schemas-models', schemasModels],
 ];
 

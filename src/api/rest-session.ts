@@ -142,7 +142,8 @@ export class RestSessions {
       if (sub && !sub.closed) sub.attach({ kind: 'pull' });
       else {
         try {
-          sub = engine.subscribe(restSubscribeOptions(key, st, { durable: true, retainMessage: false }));
+          const authorize = this.rt.security.deliveryAuthorizer?.({ uniqueId: login.uniqueId });
+          sub = engine.subscribe(restSubscribeOptions(key, st, { durable: true, retainMessage: false, authorize }));
         } catch {
           continue;
         }

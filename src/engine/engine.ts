@@ -49,7 +49,7 @@ import {
 import { GroupCommit } from './group-commit.js';
 import type { Message, MessageInit } from './message.js';
 import { MessageIdGenerator, createMessage, decodeMessage, encodeMessage } from './message.js';
-import type { Delivery, PushSink, Route, Sink, SubscribeOptions, SubscriptionHost, SubscriptionStateDTO } from './subscription.js';
+import type { Authorizer, Delivery, PushSink, Route, Sink, SubscribeOptions, SubscriptionHost, SubscriptionStateDTO } from './subscription.js';
 import { SharedGroup, Subscription, subscriptionKey } from './subscription.js';
 import { TopicTree, TopicTrie, hasWildcard, parseSharedFilter, validateTopicFilter, validateTopicName } from './topic-trie.js';
 
@@ -216,6 +216,10 @@ export class Engine implements SubscriptionHost {
   private readonly ids = new MessageIdGenerator(0, Date.now());
   private readonly rates: RateMeter<RateKey>;
   private nextSubId = 1;
+  /** `authorized`'s memo within one route: the last hook asked, for which destination, and its answer. */
+  private authFn: Authorizer | undefined = undefined;
+  private authDest: Destination | undefined = undefined;
+  private authOk = false;
   private closed = false;
   private recovered = false;
 
@@ -355,6 +359,7 @@ export class Engine implements SubscriptionHost {
 
   /** Fan a topic message out to every matching subscription / shared group. */
   private route(dest: Destination, msg: Message): void {
+    this.authFn = undefined; // the memo of `authorized` lives for one route only (an ACL may change in between)
     const routes = this.routesOf(dest);
     let accepted = 0;
     if (dest.overlaps) accepted = this.routeOnce(dest, msg, routes);
@@ -364,10 +369,27 @@ export class Engine implements SubscriptionHost {
         if (r.isGroup ? this.offerGroup(r, dest, msg) : this.offer(r, dest, msg, false)) accepted++;
       }
     }
+    this.authFn = undefined;
     if (accepted === 0) {
       dest.counters.noInterest++;
       this.totals.totalNoInterestMessages++;
     }
+  }
+
+  /**
+   * May the subscription receive from this destination (its `authorize` hook, ACLs per delivered topic)? The
+   * security service hands out one hook per user, so in a fan-out to many subscriptions of one user the hook is
+   * asked once per route, not once per subscription.
+   */
+  private authorized(sub: Subscription, dest: Destination): boolean {
+    const fn = sub.authorize;
+    if (fn === undefined) return true;
+    if (fn === this.authFn && dest === this.authDest) return this.authOk;
+    const ok = fn(dest.name);
+    this.authFn = fn;
+    this.authDest = dest;
+    this.authOk = ok;
+    return ok;
   }
 
   private routesOf(dest: Destination): Route[] {
@@ -461,7 +483,11 @@ export class Engine implements SubscriptionHost {
       for (let j = i; j < routes.length; j++) {
         const s = routes[j]!;
         if (s.isGroup || !s.oneCopyPerSession || s.sessionId !== r.sessionId || s.closed) continue;
-        if ((s.noLocal && msg.origin !== undefined && msg.origin === s.sessionId) || (s.selector !== undefined && !this.select(s, msg, dest))) {
+        if (
+          (s.noLocal && msg.origin !== undefined && msg.origin === s.sessionId) ||
+          !this.authorized(s, dest) ||
+          (s.selector !== undefined && !this.select(s, msg, dest))
+        ) {
           s.messagesIgnored++; // [MQTT-3.8.3-3]
           continue;
         }
@@ -484,7 +510,7 @@ export class Engine implements SubscriptionHost {
       sub.messagesIgnored++; // [MQTT-3.8.3-3]
       return false;
     }
-    if (sub.selector !== undefined && !this.select(sub, msg, dest)) {
+    if (!this.authorized(sub, dest) || (sub.selector !== undefined && !this.select(sub, msg, dest))) {
       sub.messagesIgnored++;
       return false;
     }
@@ -504,6 +530,7 @@ export class Engine implements SubscriptionHost {
       const s = members[i]!;
       if (s.closed) continue;
       // noLocal does not apply to shared subscriptions [MQTT-3.8.3-4]
+      if (!this.authorized(s, dest)) continue;
       if (s.selector !== undefined && !this.select(s, msg, dest)) continue;
       if (this.ready(s)) {
         const m = this.asPublished(s, msg);
@@ -517,7 +544,7 @@ export class Engine implements SubscriptionHost {
     if (fallback < 0) {
       for (let k = 0; k < n; k++) {
         const s = members[(group.rr + k) % n]!;
-        if (!s.closed && (s.selector === undefined || this.select(s, msg, dest))) {
+        if (!s.closed && this.authorized(s, dest) && (s.selector === undefined || this.select(s, msg, dest))) {
           this.dropped(s, dest);
           break;
         }
@@ -682,6 +709,7 @@ export class Engine implements SubscriptionHost {
           const i = (dest.rr + k) % n;
           const c = consumers[i]!;
           if (!this.consumerReady(c)) continue;
+          if (c.authorize !== undefined && !c.authorize(dest.name)) continue;
           if (c.selector !== undefined && !this.select(c, msg, dest)) continue;
           chosen = c;
           at = i;
@@ -757,6 +785,16 @@ export class Engine implements SubscriptionHost {
     else this.unpersistHeld(sub, dest, msg);
   }
 
+  /**
+   * A held message the subscription may no longer read (its `authorize` changed its answer): a topic copy is
+   * forgotten (counted as ignored), a queue message goes back to its queue for the other consumers.
+   */
+  private refusedHeld(sub: Subscription, dest: Destination, msg: Message): void {
+    sub.messagesIgnored++;
+    if (dest.isQueue) this.returnToQueue(dest, msg);
+    else this.unpersistHeld(sub, dest, msg);
+  }
+
   /** The subscription is done with a message (acknowledged, committed or taken without a transaction). */
   private completed(sub: Subscription, dest: Destination, msg: Message): void {
     if (dest.isQueue) this.consumeQueued(dest, msg);
@@ -786,6 +824,10 @@ export class Engine implements SubscriptionHost {
       if (!dest.isQueue) dest.pendingCopies--;
       if (msg.expiresAt !== 0 && msg.expiresAt <= now) {
         this.expireHeld(sub, dest, msg);
+        continue;
+      }
+      if (sub.authorize !== undefined && !sub.authorize(dest.name)) {
+        this.refusedHeld(sub, dest, msg); // the ACL changed while it was held
         continue;
       }
       out.push({ eventId: msg.id, destinationName: dest.name, message: msg });
@@ -902,6 +944,12 @@ export class Engine implements SubscriptionHost {
           this.expireHeld(sub, dest, msg);
           continue;
         }
+        if (sub.authorize !== undefined && !sub.authorize(dest.name)) {
+          held.drop();
+          if (!dest.isQueue) dest.pendingCopies--;
+          this.refusedHeld(sub, dest, msg); // the ACL changed while it was held
+          continue;
+        }
         const ack = sub.qos > 0 && msg.qos > 0;
         if (ack) sub.inFlight.set(msg.id, { msg, dest });
         if (!sink.deliver(sub, msg, dest.name)) {
@@ -1015,6 +1063,7 @@ export class Engine implements SubscriptionHost {
 
   private replace(sub: Subscription, opts: SubscribeOptions, maxDepth: number): void {
     sub.selector = opts.selector;
+    sub.authorize = opts.authorize;
     sub.maxDepth = maxDepth;
     this.noteFull(sub);
     sub.qos = opts.qos ?? 0;
@@ -1028,6 +1077,7 @@ export class Engine implements SubscriptionHost {
   }
 
   private sendRetained(sub: Subscription): void {
+    this.authFn = undefined;
     if (this.retainedIndex.size === 0) return;
     const found = this.retainedIndex.match(sub.topicFilter, []);
     const now = this.now();

@@ -21,6 +21,13 @@ import type { Message, QoS } from './message.js';
 
 export type Selector = (msg: Message & { destinationName: string }) => boolean;
 
+/**
+ * May this subscription receive a message published to `destinationName`? Set by the protocol or REST layer
+ * (the security check per delivered topic, with its own cache); the engine asks it before a message is offered,
+ * held or handed out, so a wildcard or shared filter never delivers a topic its owner may not read.
+ */
+export type Authorizer = (destinationName: string) => boolean;
+
 export interface PushSink {
   readonly kind: 'push';
   /** Hand a message over. Return false when there is no credit: the message stays queued until `sub.resume()`. */
@@ -44,6 +51,8 @@ export interface SubscribeOptions {
   filter: string;
   /** Precompiled by the caller. */
   selector?: Selector;
+  /** Per delivered topic: false and the message is not offered (counted as ignored). Absent: every topic. */
+  authorize?: Authorizer;
   /**
    * Messages held for this subscription (held + in flight) before the overflow policy applies. Default 1000.
    * Without `refuseWhenFull` NEW messages are dropped (counted), as MAPS does for REST subscriptions.
@@ -241,6 +250,7 @@ export class Subscription {
   readonly refuseWhenFull: boolean;
 
   selector: Selector | undefined;
+  authorize: Authorizer | undefined;
   maxDepth: number;
   qos: QoS;
   noLocal: boolean;
@@ -292,6 +302,7 @@ export class Subscription {
     this.transactional = opts.transactional === true;
     this.refuseWhenFull = opts.refuseWhenFull === true;
     this.selector = opts.selector;
+    this.authorize = opts.authorize;
     this.maxDepth = maxDepth;
     this.qos = opts.qos ?? 0;
     this.noLocal = opts.noLocal === true;

@@ -44,13 +44,14 @@ export function durableRestSessionId(uniqueId: string, sessionId: string): strin
   return `rest:durable:${uniqueId}:${sessionId}`;
 }
 
-/** Engine subscribe options of a REST (pull) subscription. */
+/** Engine subscribe options of a REST (pull) subscription; `authorize`: the owner's delivery check per topic. */
 export function restSubscribeOptions(
   engineSessionId: string,
   s: DurableRestSubscription,
-  opts: { durable: boolean; retainMessage: boolean },
+  opts: { durable: boolean; retainMessage: boolean; authorize?: SubscribeOptions['authorize'] },
 ): SubscribeOptions {
   return {
+    ...(opts.authorize !== undefined ? { authorize: opts.authorize } : {}),
     sessionId: engineSessionId,
     filter: s.filter,
     selector: messageSelector(s.selector),
@@ -122,7 +123,8 @@ export class RestSessionsService implements Service {
       }
       if (engine !== undefined) for (const s of rec.subscriptions) {
         try {
-          engine.subscribe(restSubscribeOptions(key, s, { durable: true, retainMessage: false })).hibernate();
+          const authorize = rt.security.deliveryAuthorizer?.({ uniqueId: rec.uniqueId });
+          engine.subscribe(restSubscribeOptions(key, s, { durable: true, retainMessage: false, authorize })).hibernate();
         } catch (err) {
           rt.log.warn({ err, session: key, filter: s.filter }, 'could not restore a persistent REST subscription');
         }

@@ -8,21 +8,42 @@ import { initialAdminPassword } from './admin-password.js';
 import { Permissions, type Permission } from './types.js';
 
 const DESTINATION_PERMISSIONS = Permissions.filter((p) => !SERVER_PERMISSIONS.has(p));
-const EVERYONE_SERVER: Permission[] = ['connect', 'persistent_session', 'create_destination', 'purge_server', 'list_destinations', 'view_stats', 'wildcard_subscription'];
-const EVERYONE_DESTINATION: Permission[] = ['publish', 'subscribe', 'retain', 'view', 'durable'];
+/**
+ * What every logged-in user may do on the server: connect (MQTT, and the REST routes that need `connect`: own
+ * session, own password, messaging), keep a persistent session, create and list destinations, subscribe with
+ * wildcards. Not `view_stats` (server log, actor tree, connection list, statistics: the `operators` group) and not
+ * `purge_server` (a global purge is an administrator's act); MAPS gives `everyone` both.
+ */
+export const EVERYONE_SERVER: Permission[] = ['connect', 'persistent_session', 'create_destination', 'list_destinations', 'wildcard_subscription'];
+export const EVERYONE_DESTINATION: Permission[] = ['publish', 'subscribe', 'retain', 'view', 'durable'];
 const ANONYMOUS_DESTINATION: Permission[] = ['delete', 'publish', 'subscribe', 'retain', 'view', 'durable'];
+/** Server-wide views, for the `operators` group. */
+export const OPERATORS_SERVER: Permission[] = ['view_stats'];
+
+export const ADMINS = 'admins';
+export const EVERYONE = 'everyone';
+export const OPERATORS = 'operators';
+
+/** Version of the default groups and ACLs; kept in the store (`instance` sublevel) once applied. */
+const DEFAULTS_VERSION = 2;
+const DEFAULTS_KEY = 'security-defaults';
 
 /**
- * First boot (authentication on, no users yet), reference section 8: groups `admins` and `everyone`; user `admin`
- * (admins, everyone) with a random password printed once and written to {data_dir}/admin_password (mode 0600);
- * the built-in `anonymous` user (everyone, no password: used only when anonymous access is switched on); and the
- * default ACLs. Later boots change nothing.
+ * First boot (authentication on, no users yet), reference section 8 with the changes of docs/security.md: groups
+ * `admins`, `everyone` and `operators`; user `admin` (admins, everyone) with a random password printed once and
+ * written to {data_dir}/admin_password (mode 0600); the built-in `anonymous` user (everyone, no password: used only
+ * when anonymous access is switched on); and the default ACLs. A store made by an older version is upgraded once
+ * (upgradeDefaults); later boots change nothing.
  */
 export async function ensureDefaults(sm: SecurityManager, rt: Runtime): Promise<void> {
   const ids = sm.identities;
-  if (ids.userCount > 0) return;
-  const admins = ids.groupByGroupName('admins') ?? (await ids.createGroup('admins'));
-  const everyone = ids.groupByGroupName('everyone') ?? (await ids.createGroup('everyone'));
+  if (ids.userCount > 0) {
+    await upgradeDefaults(sm, rt);
+    return;
+  }
+  const admins = ids.groupByGroupName(ADMINS) ?? (await ids.createGroup(ADMINS));
+  const everyone = ids.groupByGroupName(EVERYONE) ?? (await ids.createGroup(EVERYONE));
+  const operators = ids.groupByGroupName(OPERATORS) ?? (await ids.createGroup(OPERATORS));
   const given = initialAdminPassword(sm.config);
   const password = given?.password ?? randomPassword(20);
   const { passwordHash, scramSha256 } = await passwordCredentials(password);
@@ -32,6 +53,7 @@ export async function ensureDefaults(sm: SecurityManager, rt: Runtime): Promise<
   const server = rt.serverName;
   await sm.acl.grant('Server', server, admins.uniqueId, true, 'ALLOW', [...SERVER_PERMISSIONS]);
   await sm.acl.grant('Server', server, everyone.uniqueId, true, 'ALLOW', EVERYONE_SERVER);
+  await sm.acl.grant('Server', server, operators.uniqueId, true, 'ALLOW', OPERATORS_SERVER);
   for (const type of DESTINATION_TYPES) {
     await sm.acl.grant(type, '/', admins.uniqueId, true, 'ALLOW', DESTINATION_PERMISSIONS);
     await sm.acl.grant(type, '/', everyone.uniqueId, true, 'ALLOW', EVERYONE_DESTINATION);
@@ -41,6 +63,8 @@ export async function ensureDefaults(sm: SecurityManager, rt: Runtime): Promise<
   for (const type of ['Schema', 'Metrics'] as const) await sm.acl.grant(type, '/', admins.uniqueId, true, 'ALLOW', DESTINATION_PERMISSIONS);
   await sm.acl.grant('Topic', 'test/nosubscribe', everyone.uniqueId, true, 'DENY', ['subscribe']);
   await sm.acl.grant('Topic', 'test/nosubscribe', admins.uniqueId, true, 'DENY', ['subscribe']);
+
+  await rt.store.putJson('instance', DEFAULTS_KEY, { version: DEFAULTS_VERSION });
 
   if (given) {
     // given in advance (SWITCHYARD_ADMIN_PASSWORD[_FILE]): nothing is printed, no file is written
@@ -55,5 +79,44 @@ export async function ensureDefaults(sm: SecurityManager, rt: Runtime): Promise<
   rt.log.info({ file }, 'first boot: created user admin; its password is in the file named here');
   if (rt.stdoutEnabled) {
     process.stdout.write(`\nSwitchyard first boot: created user "admin" with password: ${password}\n  (also written to ${file}, mode 0600; change it with PUT /api/v1/auth/users/${admin.uniqueId}/password)\n\n`);
+  }
+}
+
+/**
+ * A store whose defaults were made by an older version (no `security-defaults` record), once: `everyone` loses
+ * `view_stats` and `purge_server` on this server (the old first-boot grant; whoever still needs them is added to
+ * `operators` or granted them by name), and the `operators` group is created with `view_stats` when there is no
+ * group of that name. Users in no group stay so (they were made that way; add them to `everyone` to let them log
+ * in). Audited as `security.defaults_upgraded`.
+ */
+async function upgradeDefaults(sm: SecurityManager, rt: Runtime): Promise<void> {
+  const done = await rt.store.getJson<{ version: number }>('instance', DEFAULTS_KEY);
+  if (done && done.version >= DEFAULTS_VERSION) return;
+  const ids = sm.identities;
+  const server = rt.serverName;
+  const changes: string[] = [];
+  const everyone = ids.groupByGroupName(EVERYONE);
+  if (everyone) {
+    const rec = sm.acl.get('Server', server);
+    const entry = rec.entries.find((e) => e.principalId === everyone.uniqueId && e.isGroup);
+    const drop = (['view_stats', 'purge_server'] as Permission[]).filter((p) => entry?.allow.includes(p));
+    if (entry && drop.length) {
+      await sm.acl.replace(
+        'Server',
+        server,
+        rec.entries.map((e) => (e === entry ? { ...e, allow: e.allow.filter((p) => !drop.includes(p)) } : e)),
+      );
+      changes.push(`${EVERYONE} no longer has ${drop.join(', ')}`);
+    }
+  }
+  if (!ids.groupByGroupName(OPERATORS)) {
+    const operators = await ids.createGroup(OPERATORS);
+    await sm.acl.grant('Server', server, operators.uniqueId, true, 'ALLOW', OPERATORS_SERVER);
+    changes.push(`group ${OPERATORS} created with ${OPERATORS_SERVER.join(', ')}`);
+  }
+  await rt.store.putJson('instance', DEFAULTS_KEY, { version: DEFAULTS_VERSION });
+  if (changes.length) {
+    sm.audit.event('security.defaults_upgraded', { by: 'upgrade', version: DEFAULTS_VERSION, changes }, `default groups and ACLs upgraded: ${changes.join('; ')}`);
+    rt.log.warn({ changes }, `security defaults upgraded: ${changes.join('; ')}`);
   }
 }

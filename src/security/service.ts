@@ -3,14 +3,42 @@ import { BrokerError, ConflictError, ForbiddenError, NotFoundError, ValidationEr
 import type { Runtime, Service } from '../runtime/runtime.js';
 import { AclStore, DESTINATION_TYPES, describeEntry, explainDecision, SERVER_PERMISSIONS, type AclEntry, type Decision, type Subject } from './acl.js';
 import { Audit } from './audit.js';
-import { ensureDefaults } from './defaults.js';
+import { EVERYONE, ensureDefaults } from './defaults.js';
 import { Identities, type GroupRecord, type UserRecord } from './identities.js';
 import { LockoutJournal, Lockouts, loginLimitsOf, type LockoutHost, type LockState } from './lockouts.js';
 import { checkPasswordPolicy, passwordCredentials, verifyPassword } from './passwords.js';
 import { forgetGeneratedPassword } from './admin-password.js';
 import { mockCredentials, parseClientFirst, SCRAM_SHA_256, ScramError, ScramServer, type ClientFirst } from './scram.js';
 import { Sessions } from './sessions.js';
-import { ANONYMOUS, AuthenticationFailedError, USER_DELETED, type AuthContext, type AuthExchange, type Permission, type Principal, type ResourceType, type SecurityService, type UserDeletion } from './types.js';
+import {
+  ANONYMOUS,
+  AuthenticationFailedError,
+  USER_DELETED,
+  type AuthContext,
+  type AuthExchange,
+  type DeliveryAuthorizer,
+  type Permission,
+  type Principal,
+  type ResourceType,
+  type SecurityService,
+  type UserDeletion,
+} from './types.js';
+
+/**
+ * Topics remembered per user by the delivery authorizers (one cache shared by all of that user's subscriptions); when
+ * full, the oldest remembered topic is forgotten (first in, first out), so a `#` subscription over many topics costs
+ * at most this many entries. At most DELIVERY_CACHE_USERS users' caches are kept; beyond that they are all dropped
+ * and rebuilt on use.
+ */
+export const DELIVERY_CACHE_SIZE = 4096;
+export const DELIVERY_CACHE_USERS = 10_000;
+
+/** One permission on one resource, as the no-escalation checks compare them. */
+interface Grant {
+  type: ResourceType;
+  key: string;
+  permission: Permission;
+}
 
 /**
  * The real SecurityService: users, groups, ACLs, sessions and lockouts from the store. Installed as `rt.security`
@@ -26,6 +54,11 @@ export class SecurityManager implements SecurityService {
   private readonly decisions = new Map<string, boolean>();
   private readonly basicCache = new Map<string, { uniqueId: string; expires: number }>();
   private readonly basicKey = randomBytes(32);
+  private gen = 0;
+  /** Delivery decisions per user (by `u:<uniqueId>` or `n:<username>`), for the current generation only. */
+  private readonly deliveryCaches = new Map<string, Map<string, boolean>>();
+  /** One delivery authorizer per user key (it follows the generation itself), shared by that user's subscriptions. */
+  private readonly deliveryAuthorizers = new Map<string, DeliveryAuthorizer>();
 
   private constructor(
     private readonly rt: Runtime,
@@ -80,10 +113,131 @@ export class SecurityManager implements SecurityService {
     return this.rt.serverName;
   }
 
+  /**
+   * Bumped on any ACL, group, membership or user change: delivery authorizers compare it on every call and forget
+   * their cached topics when it moved, so a change applies to live subscriptions at once.
+   */
+  get generation(): number {
+    return this.gen;
+  }
+
   /** Decision cache and Basic credential cache are cleared on any ACL, group or user change. */
   invalidate(): void {
+    this.gen++;
+    this.deliveryCaches.clear();
     this.decisions.clear();
     this.basicCache.clear();
+  }
+
+  /**
+   * The engine subscription's `authorize` hook for `who`: subscribe on the delivered topic (or queue), decided once
+   * per topic and user and remembered (DELIVERY_CACHE_SIZE topics per user, first in first out, shared by all of the
+   * user's subscriptions: a fan-out to many subscriptions of one user reads one small map) until the generation
+   * moves. A user that no longer exists reads nothing. Undefined with authentication off (no hook at all).
+   */
+  deliveryAuthorizer(who: { uniqueId?: string; username?: string }): DeliveryAuthorizer | undefined {
+    if (!this.enabled) return undefined;
+    const key = who.uniqueId !== undefined ? `u:${who.uniqueId}` : `n:${who.username ?? ''}`;
+    const known = this.deliveryAuthorizers.get(key);
+    if (known !== undefined) return known;
+    let cache = this.deliveryCache(key);
+    let gen = this.gen;
+    const fn: DeliveryAuthorizer = (name) => {
+      if (gen !== this.gen) {
+        cache = this.deliveryCache(key);
+        gen = this.gen;
+      }
+      let v = cache.get(name);
+      if (v === undefined) {
+        v = this.mayRead(who, name, this.rt.engine?.isQueueName(name) === true);
+        if (cache.size >= DELIVERY_CACHE_SIZE) cache.delete(cache.keys().next().value!);
+        cache.set(name, v);
+      }
+      return v;
+    };
+    if (this.deliveryAuthorizers.size >= DELIVERY_CACHE_USERS) this.deliveryAuthorizers.clear(); // made again on use
+    this.deliveryAuthorizers.set(key, fn);
+    return fn;
+  }
+
+  private deliveryCache(key: string): Map<string, boolean> {
+    let c = this.deliveryCaches.get(key);
+    if (c === undefined) {
+      if (this.deliveryCaches.size >= DELIVERY_CACHE_USERS) this.deliveryCaches.clear();
+      c = new Map();
+      this.deliveryCaches.set(key, c);
+    }
+    return c;
+  }
+
+  private mayRead(who: { uniqueId?: string; username?: string }, name: string, queue: boolean): boolean {
+    if (!this.authorising) return true;
+    const u = who.uniqueId !== undefined ? this.identities.user(who.uniqueId) : who.username !== undefined ? this.identities.userByUsername(who.username) : undefined;
+    if (!u) return false;
+    return this.isAllowed(this.principalOf(u), 'subscribe', queue ? 'Queue' : 'Topic', name);
+  }
+
+  // ---- no escalation: nobody hands out (or takes away) more than they hold ----
+
+  /**
+   * A full administrator holds every Server permission on this server (the default `admins` group). Only a full
+   * administrator sets another user's password, and the no-escalation checks do not limit one. Authorisation off:
+   * everyone is.
+   */
+  isFullAdmin(p: Principal): boolean {
+    if (!this.authorising) return true;
+    for (const perm of SERVER_PERMISSIONS) if (!this.isAllowed(p, perm, 'Server', this.serverKey)) return false;
+    return true;
+  }
+
+  /** Does `actor` itself hold the grant? (`Server *` is read as this server.) */
+  private holds(actor: Principal, g: Grant): boolean {
+    return this.isAllowed(actor, g.permission, g.type, g.type === 'Server' && g.key === '*' ? this.serverKey : g.key);
+  }
+
+  /**
+   * Refuses (403, audited) an action that would hand out or take away a permission the actor does not hold itself.
+   * No actor (the server itself), authorisation off or a full administrator: allowed.
+   */
+  private refuseEscalation(actor: Principal | undefined, grants: Grant[], what: string): void {
+    if (!actor || !this.authorising || grants.length === 0 || this.isFullAdmin(actor)) return;
+    const missing: string[] = [];
+    const seen = new Set<string>();
+    for (const g of grants) {
+      const k = `${g.permission} on ${g.type} ${g.key}`;
+      if (seen.has(k)) continue;
+      seen.add(k);
+      if (!this.holds(actor, g)) missing.push(k);
+    }
+    if (missing.length === 0) return;
+    missing.sort((a, b) => Number(b.includes(' on Server ')) - Number(a.includes(' on Server '))); // the Server permissions first
+    this.audit.denied({ username: actor.username, action: what, missing: missing.slice(0, 20) }, `refused: ${what} needs permissions ${actor.username} does not hold`);
+    const list = missing.slice(0, 5).join(', ') + (missing.length > 5 ? ` and ${missing.length - 5} more` : '');
+    throw new ForbiddenError(`Access denied: ${what} would hand out or take away permissions ${actor.username} does not hold itself: ${list}`);
+  }
+
+  /** What a group's ACL entries allow (and with `denies`, deny) anywhere. */
+  private groupGrants(groupId: string, denies: boolean): Grant[] {
+    const out: Grant[] = [];
+    for (const { resourceType, resourceKey, entry } of this.acl.entriesOf(groupId)) {
+      for (const permission of entry.allow) out.push({ type: resourceType, key: resourceKey, permission });
+      if (denies) for (const permission of entry.deny) out.push({ type: resourceType, key: resourceKey, permission });
+    }
+    return out;
+  }
+
+  /** What a user effectively holds where its own or its groups' entries allow something. */
+  private userGrants(u: UserRecord): Grant[] {
+    const p = this.principalOf(u);
+    const ids = new Set([u.uniqueId, ...u.groups]);
+    const out: Grant[] = [];
+    for (const rec of this.acl.all()) {
+      for (const e of rec.entries) {
+        if (!ids.has(e.principalId)) continue;
+        for (const permission of e.allow) if (this.isAllowed(p, permission, rec.resourceType, rec.resourceKey)) out.push({ type: rec.resourceType, key: rec.resourceKey, permission });
+      }
+    }
+    return out;
   }
 
   principalOf(u: UserRecord): Principal {
@@ -259,11 +413,14 @@ export class SecurityManager implements SecurityService {
     checkPasswordPolicy(password, this.config);
   }
 
+  /** A new user joins `everyone` (when it exists), which the actor must be able to hand out. */
   async createUser(actor: Principal | undefined, username: string, password: string): Promise<UserRecord> {
     this.policyCheck(password);
+    const everyone = this.identities.groupByGroupName(EVERYONE);
+    if (everyone) this.refuseEscalation(actor, this.groupGrants(everyone.uniqueId, false), `creating a user (who joins group ${EVERYONE})`);
     const { passwordHash, scramSha256 } = await passwordCredentials(password);
-    const u = await this.identities.createUser(username, passwordHash, { scramSha256 });
-    this.audit.event('user.created', { by: actor?.username, username: u.username, uniqueId: u.uniqueId }, `user ${u.username} created`);
+    const u = await this.identities.createUser(username, passwordHash, { scramSha256, groups: everyone ? [everyone.uniqueId] : [] });
+    this.audit.event('user.created', { by: actor?.username, username: u.username, uniqueId: u.uniqueId, groups: everyone ? [EVERYONE] : [] }, `user ${u.username} created`);
     return u;
   }
 
@@ -271,6 +428,7 @@ export class SecurityManager implements SecurityService {
     const u = this.identities.requireUser(uniqueId);
     if (u.builtIn) throw new ConflictError(`The user ${u.username} is built in and cannot be deleted; remove its ACL entries or group memberships instead`);
     if (actor && actor.uniqueId === uniqueId) throw new ConflictError('You cannot delete your own account');
+    this.refuseEscalation(actor, this.userGrants(u), `deleting user ${u.username}`);
     await this.identities.deleteUser(uniqueId);
     await this.acl.removePrincipal(uniqueId);
     const loginSessions = await this.sessions.endAllFor(uniqueId);
@@ -290,14 +448,17 @@ export class SecurityManager implements SecurityService {
   }
 
   /**
-   * An administrator (manage_authentication) sets any password; anyone else only their own, proving the current
-   * one when the policy says so. Ends the user's other sessions and resets the lockout.
+   * A full administrator (every Server permission: see isFullAdmin) sets any password; anyone else only their own,
+   * proving the current one when the policy says so. Ends the user's other sessions and resets the lockout.
    */
   async changePassword(actor: Principal, targetId: string, newPassword: string, currentPassword: string | undefined, keepSession?: string): Promise<void> {
     const target = this.identities.requireUser(targetId);
-    const admin = this.isAllowed(actor, 'manage_authentication', 'Server', this.serverKey);
+    const admin = this.isFullAdmin(actor);
     if (!admin) {
-      if (actor.uniqueId !== targetId) throw new ForbiddenError("Access denied: changing another user's password needs manage_authentication on Server");
+      if (actor.uniqueId !== targetId) {
+        this.audit.denied({ username: actor.username, action: 'password change', target: target.username }, `refused: ${actor.username} may not set the password of ${target.username}`);
+        throw new ForbiddenError("Access denied: only a full administrator (every Server permission, e.g. the admins group) may change another user's password");
+      }
       if (this.config.requireCurrentPassword) {
         if (!currentPassword) throw new ValidationError('currentPassword is required to change your own password');
         if (!(await verifyPassword(currentPassword, target.passwordHash))) {
@@ -323,12 +484,18 @@ export class SecurityManager implements SecurityService {
   }
 
   async deleteGroup(actor: Principal | undefined, uniqueId: string): Promise<void> {
+    const g = this.identities.requireGroup(uniqueId);
+    this.refuseEscalation(actor, this.groupGrants(g.uniqueId, true), `deleting group ${g.name}`);
     const { group, members } = await this.identities.deleteGroup(uniqueId);
     await this.acl.removePrincipal(uniqueId);
     this.audit.event('group.deleted', { by: actor?.username, group: group.name, uniqueId, members: members.map((m) => m.username) }, `group ${group.name} deleted`);
   }
 
+  /** The actor must hold everything the group allows. */
   async addMember(actor: Principal | undefined, groupId: string, userId: string): Promise<{ user: UserRecord; group: GroupRecord; changed: boolean }> {
+    const g = this.identities.requireGroup(groupId);
+    const target = this.identities.requireUser(userId);
+    if (!target.groups.includes(g.uniqueId)) this.refuseEscalation(actor, this.groupGrants(g.uniqueId, false), `adding ${target.username} to group ${g.name}`);
     const changed = await this.identities.addMember(groupId, userId);
     const user = this.identities.requireUser(userId);
     const group = this.identities.requireGroup(groupId);
@@ -336,9 +503,11 @@ export class SecurityManager implements SecurityService {
     return { user, group, changed };
   }
 
+  /** The actor must hold everything the group allows (taken away) and denies (lifted). */
   async removeMember(actor: Principal | undefined, groupId: string, userId: string): Promise<{ user: UserRecord; group: GroupRecord; changed: boolean }> {
     const user = this.identities.requireUser(userId);
     const group = this.identities.requireGroup(groupId);
+    if (user.groups.includes(group.uniqueId)) this.refuseEscalation(actor, this.groupGrants(group.uniqueId, true), `removing ${user.username} from group ${group.name}`);
     const changed = await this.identities.removeMember(groupId, userId);
     if (changed) this.audit.event('group.member_removed', { by: actor?.username, group: group.name, username: user.username }, `${user.username} removed from ${group.name}`);
     return { user, group, changed };
@@ -388,6 +557,22 @@ export class SecurityManager implements SecurityService {
       if (!started || Date.now() > deadline) {
         throw new BrokerError(`ACL update not applied: it could not be applied within batchTimeoutMillis=${timeoutMs} ms (another update is in progress); nothing was changed`, 503);
       }
+      // every permission whose allow or deny changes for some principal must be held by the actor
+      const changed: Grant[] = [];
+      const old = new Map(this.acl.get(type, key).entries.map((e) => [e.principalId, e]));
+      const next = new Map(entries.map((e) => [e.principalId, e]));
+      for (const id of new Set([...old.keys(), ...next.keys()])) {
+        const a = old.get(id);
+        const b = next.get(id);
+        for (const list of [
+          [a?.allow ?? [], b?.allow ?? []],
+          [a?.deny ?? [], b?.deny ?? []],
+        ] as const) {
+          for (const p of list[0]) if (!list[1].includes(p)) changed.push({ type, key, permission: p });
+          for (const p of list[1]) if (!list[0].includes(p)) changed.push({ type, key, permission: p });
+        }
+      }
+      this.refuseEscalation(actor, changed, `changing the ACL of ${type} ${key}`);
       const before = this.acl.get(type, key).entries.length;
       await this.acl.replace(type, key, entries);
       this.audit.event(

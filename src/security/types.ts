@@ -84,12 +84,23 @@ export interface SecurityService {
   authenticate(username: string | undefined, password: string | Buffer | undefined, ctx: AuthContext): Promise<Principal>;
   /** The ACL decision; cheap (cached), synchronous, safe on a per-connection path (not per message where avoidable). */
   isAllowed(principal: Principal, permission: Permission, resourceType: ResourceType, resourceKey: string): boolean;
+  /**
+   * Delivery-side authorisation: a check `subscribe` on each delivered topic or queue for `who` (its uniqueId, or
+   * its username when only that is known, e.g. a restored MQTT session), for the engine subscription's `authorize`
+   * hook. Decisions are cached per topic and follow ACL, group and membership changes at once; the same function is
+   * returned for the same user (the engine asks it once per route for all of that user's subscriptions). Undefined
+   * (no hook, no cost) when every delivery is allowed.
+   */
+  deliveryAuthorizer?(who: { uniqueId?: string; username?: string }): DeliveryAuthorizer | undefined;
   /** The audit log (absent when security is off): `denied` lines are rate-limited. */
   readonly audit?: {
     event(event: string, fields: Record<string, unknown>, msg: string): void;
     denied(fields: Record<string, unknown>, msg: string): void;
   };
 }
+
+/** May a subscription receive a message published to `destinationName`? (The engine's `Subscription.authorize`.) */
+export type DeliveryAuthorizer = (destinationName: string) => boolean;
 
 /** Runtime event emitted (synchronously) when a user is deleted. */
 export const USER_DELETED = 'user.deleted';

@@ -45,7 +45,8 @@ describe('first boot and anonymous access', () => {
     const s = await (await fetch(`${base}/api/v1/session`)).json();
     assert.equal(s.username, 'anonymous');
     assert.equal(s.authenticationMethod, 'anonymous');
-    assert.equal((await fetch(`${base}/api/v1/server/details/stats`)).status, 200, 'everyone may view_stats');
+    assert.equal((await fetch(`${base}/api/v1/messaging/sse?destination=a/b`)).status, 200, 'everyone may connect and subscribe');
+    assert.equal((await fetch(`${base}/api/v1/server/details/stats`)).status, 403, 'server-wide views (view_stats) are for operators, not everyone');
     assert.equal((await fetch(`${base}/api/v1/auth/users`)).status, 403, 'but not manage users');
     assert.equal((await fetch(`${base}/api/v1/session`, { headers: { authorization: 'Basic YWRtaW46d3Jvbmc=' } })).status, 401, 'bad credentials are still refused');
     await b.stop();

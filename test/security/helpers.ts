@@ -16,6 +16,13 @@ export async function createUser(s: TestServer, username: string, password = 'co
   return { uuid, auth: basicAuth(username, password), password };
 }
 
+/** A user created over REST joins `everyone`; this takes it out again (for tests of a user without those rights). */
+export async function leaveEveryone(s: TestServer, uuid: string): Promise<void> {
+  const everyone = await groupId(s, 'everyone');
+  const r = await s.inject({ method: 'DELETE', url: `/api/v1/auth/groups/${everyone}/${uuid}` });
+  if (r.statusCode !== 200) throw new Error(`remove ${uuid} from everyone: ${r.statusCode} ${r.body}`);
+}
+
 export async function createGroup(s: TestServer, name: string): Promise<string> {
   const r = await s.inject({ method: 'POST', url: '/api/v1/auth/groups', headers: { 'content-type': 'text/plain' }, payload: name });
   if (r.statusCode !== 201) throw new Error(`create group ${name}: ${r.statusCode} ${r.body}`);

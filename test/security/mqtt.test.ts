@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import type { IClientOptions, MqttClient } from 'mqtt';
 import { endpointsOf } from '../../src/runtime/endpoints.service.js';
 import { startServer, waitUntil, type TestServer } from '../helpers.js';
-import { createGroup, createUser, groupId, mqttClients } from './helpers.js';
+import { createGroup, createUser, groupId, leaveEveryone, mqttClients } from './helpers.js';
 
 /** Real mqtt.js clients against the broker's MQTT endpoint on 127.0.0.1:<random>, with the ACLs of the security service. */
 describe('MQTT security', () => {
@@ -48,7 +48,7 @@ describe('MQTT security', () => {
   });
 
   test('mqtt - a user without connect is refused: v5 0x87, 3.1.1 return code 5', async () => {
-    await createUser(s, 'no-connect', 'no-connect-pass-1');
+    await leaveEveryone(s, (await createUser(s, 'no-connect', 'no-connect-pass-1')).uuid); // in no group: no connect
     await assert.rejects(connect({ protocolVersion: 5, username: 'no-connect', password: 'no-connect-pass-1' }), (err: Error & { code?: number }) => {
       assert.equal(err.code, 0x87);
       return true;
@@ -102,6 +102,7 @@ describe('MQTT security', () => {
     await c.publishAsync('keep/x', 'not retained', { qos: 1 }); // without retain it is allowed
 
     const plain = await createUser(s, 'no-wildcards', 'no-wildcards-pass-1', [team]);
+    await leaveEveryone(s, plain.uuid); // only team: no wildcard_subscription
     await s.inject({
       method: 'PUT',
       url: '/api/v1/auth/resources/acl',

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { basicAuth, startServer } from '../helpers.js';
-import { createUser } from './helpers.js';
+import { createUser, leaveEveryone } from './helpers.js';
 
 // With and without an asynchronous onSend hook (CORS headers), which delays the end of the refusal's response.
 for (const corsHeaders of [{}, { 'Access-Control-Allow-Origin': '*' }]) {
@@ -15,7 +15,7 @@ for (const corsHeaders of [{}, { 'Access-Control-Allow-Origin': '*' }]) {
       const anonymous = await s.app.inject({ method: 'POST', url: '/api/v1/messaging/publish', payload: body });
       assert.equal(anonymous.statusCode, 401);
       // a user in no group lacks connect on the Server, which the messaging routes need
-      await createUser(s, 'nobody-special', 'nobody-special-pw');
+      await leaveEveryone(s, (await createUser(s, 'nobody-special', 'nobody-special-pw')).uuid);
       const forbidden = await s.app.inject({ method: 'POST', url: '/api/v1/messaging/publish', headers: basicAuth('nobody-special', 'nobody-special-pw'), payload: body });
       assert.equal(forbidden.statusCode, 403);
       await new Promise((r) => setTimeout(r, 200));

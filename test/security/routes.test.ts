@@ -5,7 +5,7 @@ import { routePermission } from '../../src/api/plugins/auth.js';
 import { SERVER_PERMISSIONS } from '../../src/security/acl.js';
 import { Permissions, ResourceTypes, type Permission, type RoutePermission } from '../../src/security/types.js';
 import { basicAuth, routeTable, startServer, type TestServer } from '../helpers.js';
-import { auditLines, createGroup } from './helpers.js';
+import { auditLines, createGroup, leaveEveryone } from './helpers.js';
 
 /**
  * Walks the live route table (every route any module registers, including ones added later): without credentials
@@ -57,6 +57,7 @@ describe('route table enforcement', () => {
       const name = `lacks-${perm}`;
       const password = `password-of-${perm}`;
       const u = await s.inject({ method: 'POST', url: '/api/v1/auth/users', payload: { username: name, password } });
+      await leaveEveryone(s, u.json().uniqueId); // only the all-but group decides
       await s.inject({ method: 'POST', url: `/api/v1/auth/groups/${gid}/${u.json().uniqueId}` });
       lacking.set(perm, basicAuth(name, password));
     }

@@ -18,7 +18,8 @@ describe('users and groups', () => {
     assert.equal(r.json().status, 'User added successfully');
     const id = r.json().uniqueId;
     const one = await s.inject(`/api/v1/auth/users/${id}`);
-    assert.deepEqual(one.json(), { username: 'dora', uniqueId: id, groupList: [], attributes: {} });
+    const everyone = await groupId(s, 'everyone');
+    assert.deepEqual(one.json(), { username: 'dora', uniqueId: id, groupList: [{ name: 'everyone', uniqueId: everyone }], attributes: {} }, 'a new user joins everyone');
     const filtered = await s.inject(`/api/v1/auth/users?filter=${encodeURIComponent("username = 'dora'")}`);
     assert.deepEqual(filtered.json().map((u: { username: string }) => u.username), ['dora']);
     const badFilter = await s.inject(`/api/v1/auth/users?filter=${encodeURIComponent('username =')}`);
@@ -71,7 +72,7 @@ describe('users and groups', () => {
     assert.match(unknown.json().status, /User not found/);
   });
 
-  test('users - a user changes their own password only with the current one; another user\'s needs manage_authentication', async () => {
+  test('users - a user changes their own password only with the current one; another user\'s needs a full administrator', async () => {
     const everyone = await groupId(s, 'everyone');
     const eve = await createUser(s, 'eve', 'Eve-password-01', [everyone]);
     const mallory = await createUser(s, 'mallory', 'Mallory-password-1', [everyone]);
@@ -89,7 +90,7 @@ describe('users and groups', () => {
     assert.equal((await login(s, 'eve', 'Eve-password-02')).statusCode, 200);
     const other = await s.app.inject({ method: 'PUT', url, headers: mallory.auth, payload: { newPassword: 'Mallory-owns-you-1', currentPassword: 'Eve-password-02' } });
     assert.equal(other.statusCode, 403);
-    assert.match(other.json().status, /needs manage_authentication/);
+    assert.match(other.json().status, /only a full administrator/);
     const byAdmin = await s.inject({ method: 'PUT', url, payload: { newPassword: 'Admin-set-this-1' } });
     assert.equal(byAdmin.statusCode, 204, 'an administrator needs no current password');
     assert.equal((await s.app.inject({ url: '/api/v1/session', headers: basicAuth('eve', 'Admin-set-this-1') })).statusCode, 200);
@@ -109,14 +110,14 @@ describe('users and groups', () => {
   });
 
   test('groups - the POST body is the raw name; membership order is kept; deleting a group removes every membership', async () => {
-    const r = await s.inject({ method: 'POST', url: '/api/v1/auth/groups', headers: { 'content-type': 'text/plain' }, payload: 'operators' });
+    const r = await s.inject({ method: 'POST', url: '/api/v1/auth/groups', headers: { 'content-type': 'text/plain' }, payload: 'shift-ops' });
     assert.equal(r.statusCode, 201);
-    assert.equal(r.json().status, 'Successfully added group operators');
+    assert.equal(r.json().status, 'Successfully added group shift-ops');
     const ops = r.json().uniqueId;
     const viewers = await createGroup(s, 'viewers');
-    const dup = await s.inject({ method: 'POST', url: '/api/v1/auth/groups', headers: { 'content-type': 'text/plain' }, payload: 'operators' });
+    const dup = await s.inject({ method: 'POST', url: '/api/v1/auth/groups', headers: { 'content-type': 'text/plain' }, payload: 'shift-ops' });
     assert.equal(dup.statusCode, 409);
-    assert.equal(dup.json().status, 'Group operators already exists');
+    assert.equal(dup.json().status, 'Group shift-ops already exists');
     const empty = await s.inject({ method: 'POST', url: '/api/v1/auth/groups', headers: { 'content-type': 'text/plain' }, payload: '  ' });
     assert.equal(empty.statusCode, 400);
     assert.match(empty.json().status, /Group name is required/);
@@ -128,18 +129,18 @@ describe('users and groups', () => {
     assert.deepEqual(add.json(), { status: 'Successfully added user frank to group viewers' });
     await s.inject({ method: 'POST', url: `/api/v1/auth/groups/${ops}/${frank.uuid}` });
     const user = (await s.inject(`/api/v1/auth/users/${frank.uuid}`)).json();
-    assert.deepEqual(user.groupList.map((g: { name: string }) => g.name), ['viewers', 'operators'], 'membership order');
+    assert.deepEqual(user.groupList.map((g: { name: string }) => g.name), ['everyone', 'viewers', 'shift-ops'], 'membership order (a new user is in everyone first)');
     const group = (await s.inject(`/api/v1/auth/groups/${ops}`)).json();
     assert.deepEqual(group.usersList, [{ username: 'frank', uniqueId: frank.uuid }]);
     assert.equal((await s.inject({ method: 'POST', url: `/api/v1/auth/groups/${ops}/00000000-0000-4000-8000-000000000009` })).statusCode, 404);
 
     assert.equal((await s.inject({ method: 'DELETE', url: `/api/v1/auth/groups/${ops}` })).statusCode, 204);
-    assert.deepEqual((await s.inject(`/api/v1/auth/users/${frank.uuid}`)).json().groupList.map((g: { name: string }) => g.name), ['viewers']);
+    assert.deepEqual((await s.inject(`/api/v1/auth/users/${frank.uuid}`)).json().groupList.map((g: { name: string }) => g.name), ['everyone', 'viewers']);
     assert.equal((await s.inject(`/api/v1/auth/groups/${ops}`)).statusCode, 404);
     const rm = await s.inject({ method: 'DELETE', url: `/api/v1/auth/groups/${viewers}/${frank.uuid}` });
     assert.deepEqual(rm.json(), { status: 'User frank removed from group viewers' });
     const filtered = await s.inject(`/api/v1/auth/groups?filter=${encodeURIComponent("name = 'viewers'")}`);
     assert.deepEqual(filtered.json(), [{ name: 'viewers', uniqueId: viewers, usersList: [] }]);
-    await auditLines(s, (l) => l.event === 'group.deleted' && l.group === 'operators');
+    await auditLines(s, (l) => l.event === 'group.deleted' && l.group === 'shift-ops');
   });
 });

@@ -109,6 +109,8 @@ export class MqttBroker {
             noLocal: o.nl,
             retainAsPublished: o.rap,
             retainHandling: 2, // no retained messages for a restored subscription
+            // subscribe per delivered topic, for the user the session belongs to
+            authorize: this.host.security().deliveryAuthorizer?.({ username: rec.username }),
             durable: true,
             subscriptionId: o.id,
             oneCopyPerSession: true,

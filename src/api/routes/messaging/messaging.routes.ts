@@ -1,13 +1,13 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { Delivery } from '../../../engine/index.js';
-import { ConflictError, NotFoundError, ValidationError } from '../../../errors.js';
+import type { Delivery, SubscribeOptions } from '../../../engine/index.js';
+import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../../../errors.js';
 import type { ApiContext } from '../../context.js';
 import { restSubscribeOptions } from '../../../runtime/rest-sessions.service.js';
 import { fromDto, MessageIn, MessageOut, toDto } from '../../message-dto.js';
 import { RestSessions, type RestSession, type RestSubscription } from '../../rest-session.js';
 import { ErrorResponses, StatusResponse } from '../../schemas.js';
-import { requireDestination, requireDurable, requireSubscribe } from './access.js';
+import { principalOf, requireDestination, requireDurable, requireSubscribe } from './access.js';
 
 const name = (what: string) =>
   z
@@ -48,8 +48,11 @@ function clampDepth(depth: number | null | undefined): number {
   return Math.min(depth, 1000);
 }
 
-/** Subscribes the session (or updates an existing subscription of the same name); durable in a persistent session. */
-export function subscribeSession(session: RestSession, body: z.infer<typeof SubscriptionRequest>): RestSubscription {
+/**
+ * Subscribes the session (or updates an existing subscription of the same name); durable in a persistent session.
+ * `authorize`: the caller's subscribe check per delivered topic (a wildcard never delivers a denied topic).
+ */
+export function subscribeSession(session: RestSession, body: z.infer<typeof SubscriptionRequest>, authorize?: SubscribeOptions['authorize']): RestSubscription {
   const engine = session.engine;
   const dest = body.destinationName;
   const filter = body.namedSubscription ? `$share/${body.namedSubscription}/${dest}` : dest;
@@ -61,7 +64,7 @@ export function subscribeSession(session: RestSession, body: z.infer<typeof Subs
     restSubscribeOptions(
       session.engineSessionId,
       { name: dest, filter, selector, maxDepth: body.maxDepth ?? 1, transactional },
-      { durable: session.durable !== undefined, retainMessage: body.retainMessage === true },
+      { durable: session.durable !== undefined, retainMessage: body.retainMessage === true, authorize },
     ),
   );
   const rs: RestSubscription = { name: dest, sub, transactional, ...(selector !== undefined ? { selector } : {}) };
@@ -106,6 +109,8 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
       const engine = rt.engine;
       if (!engine) throw new ConflictError('The messaging engine is not running (server restarting)');
       const { destinationName, message, retain } = req.body;
+      // $SYS belongs to the server on every path (MQTT refuses it too): never published, never retained by a client
+      if (destinationName.startsWith('$SYS')) throw new ForbiddenError(`Access denied: ${destinationName} is a $SYS topic; only the server publishes there`);
       requireDestination(rt, req, 'publish', destinationName);
       if (retain) requireDestination(rt, req, 'retain', destinationName);
       const init = fromDto(message, Date.now());
@@ -136,7 +141,7 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
       requireSubscribe(rt, req, req.body.destinationName);
       const s = session(req);
       if (s.durable) requireDurable(rt, req, req.body.destinationName);
-      subscribeSession(s, req.body);
+      subscribeSession(s, req.body, rt.security.deliveryAuthorizer?.({ uniqueId: principalOf(req).uniqueId }));
       await sessions.changed(s); // a durable session's list is in the store before the answer (kill -9 keeps it)
       return { status: `Successfully subscribed to ${req.body.destinationName}` };
     },

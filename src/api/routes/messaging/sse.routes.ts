@@ -99,6 +99,8 @@ export const sseRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => 
         selector,
         maxDepth: q.maxDepth ?? 1,
         retainHandling: q.retainMessage === 'true' ? 0 : 2,
+        // subscribe per delivered topic, for the token's user
+        authorize: rt.security.deliveryAuthorizer?.({ uniqueId: req.principal.uniqueId }),
         sink,
       });
       const onDrain = () => sub.resume();

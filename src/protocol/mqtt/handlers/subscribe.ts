@@ -3,7 +3,9 @@
  * wildcard_subscription on the server for a wildcard filter, and durable on the topic or queue when the session is
  * persistent: its subscriptions are durable) and made in the engine with its options (QoS,
  * no local, retain as published, retain handling, subscription identifier). SUBACK lists one code per filter in
- * order [MQTT-3.8.4-6] and goes out before the retained messages the subscription causes.
+ * order [MQTT-3.8.4-6] and goes out before the retained messages the subscription causes. Each subscription also
+ * checks subscribe on every topic it delivers (the security service's delivery authorizer), so `#`, `+` and
+ * `$share/...` filters never deliver a topic the user is denied.
  */
 import { hasWildcard, parseSharedFilter, validateTopicFilter } from '../../../engine/index.js';
 import type { MqttConnection } from '../connection.js';
@@ -76,6 +78,8 @@ export function handleSubscribe(conn: MqttConnection, p: SubscribePacket): void 
         noLocal: opts.nl,
         retainAsPublished: opts.rap,
         retainHandling: opts.rh,
+        // per delivered topic: a wildcard or shared filter never delivers a topic this user may not read
+        authorize: security.deliveryAuthorizer?.({ uniqueId: conn.principal!.uniqueId }),
         durable: s.persistent,
         subscriptionId: subId,
         oneCopyPerSession: true, // overlapping subscriptions: one copy at the highest QoS, with every identifier [MQTT-3.3.4-2]
