@@ -4,8 +4,9 @@
 import { existsSync } from 'node:fs';
 
 const compiled = new URL('../dist/src/cli/main.js', import.meta.url);
+let cli;
 if (existsSync(compiled) && process.env.SWITCHYARD_FROM_SOURCE !== '1') {
-  await import(compiled.href);
+  cli = await import(compiled.href);
 } else {
   try {
     const { register } = await import('tsx/esm/api');
@@ -14,5 +15,6 @@ if (existsSync(compiled) && process.env.SWITCHYARD_FROM_SOURCE !== '1') {
     process.stderr.write('switchyard: dist/ is missing and tsx is not installed; run `npm ci` (or `npm run build`) first\n');
     process.exit(1);
   }
-  await import(new URL('../src/cli/main.ts', import.meta.url).href);
+  cli = await import(new URL('../src/cli/main.ts', import.meta.url).href);
 }
+cli.runCli(process.argv.slice(2));

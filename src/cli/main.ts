@@ -419,5 +419,3 @@ export function runCli(argv = process.argv.slice(2)): void {
     },
   );
 }
-
-runCli();

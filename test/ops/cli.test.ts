@@ -22,6 +22,23 @@ function sy(args: string[], env: Record<string, string> = {}, input?: string): P
   });
 }
 
+/** The same command in this process (help and config output only: nothing that opens a store or starts a broker). */
+async function inProcess(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const { cli } = await import('../../src/cli/main.js');
+  const { CliError } = await import('../../src/cli/output.js');
+  let stdout = '';
+  const write = process.stdout.write;
+  process.stdout.write = ((chunk: string) => ((stdout += chunk), true)) as typeof process.stdout.write;
+  try {
+    return { code: await cli(args), stdout, stderr: '' };
+  } catch (err) {
+    if (err instanceof CliError) return { code: err.code, stdout, stderr: err.message };
+    throw err;
+  } finally {
+    process.stdout.write = write;
+  }
+}
+
 async function login(port: number, username: string, password: string): Promise<number> {
   const r = await fetch(`http://127.0.0.1:${port}/api/v1/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username, password }) });
   return r.status;
@@ -66,17 +83,17 @@ describe('switchyard command', () => {
     const online = await sy(['user', 'add', 'dave', '--password', 'dave-password-1', '--url', url, '--auth', auth]);
     assert.equal(online.code, 0, online.stderr);
     assert.equal(await login(b.port, 'dave', 'dave-password-1'), 200);
-    const check = await sy(['acl', 'check', 'dave', 'subscribe', 'Topic', 'test/nosubscribe', '--url', url, '--auth', auth]);
+    const check = await inProcess(['acl', 'check', 'dave', 'subscribe', 'Topic', 'test/nosubscribe', '--url', url, '--auth', auth]);
     assert.equal(check.code, 7, 'DENY');
     assert.match(check.stdout, /^DENY/);
-    const st = await sy(['status', '--url', url, '--auth', auth]);
+    const st = await inProcess(['status', '--url', url, '--auth', auth]);
     assert.equal(st.code, 0, st.stderr);
     assert.match(st.stdout, /: ready \(health Ok\)/);
-    const badAuth = await sy(['user', 'list', '--url', url, '--auth', 'admin:nope']);
+    const badAuth = await inProcess(['user', 'list', '--url', url, '--auth', 'admin:nope']);
     assert.equal(badAuth.code, 5);
     assert.match(badAuth.stderr, /HTTP 401/);
     assert.equal(await b.stop('SIGTERM'), 0);
-    const unreachable = await sy(['status', '--url', url]);
+    const unreachable = await inProcess(['status', '--url', url]);
     assert.equal(unreachable.code, 4);
     assert.match(unreachable.stderr, /cannot reach the broker/);
   });
@@ -137,7 +154,7 @@ describe('switchyard command', () => {
   });
 
   test('cli - config check prints the effective sections, or one line and exit 2; --help everywhere', async () => {
-    const ok = await sy(['config', 'check', '--section', 'RestApi']);
+    const ok = await inProcess(['config', 'check', '--section', 'RestApi']);
     assert.equal(ok.code, 0, ok.stderr);
     assert.match(ok.stdout, /valid/);
     assert.match(ok.stdout, /RestApi:\n {2}enabled: true/);
@@ -147,12 +164,12 @@ describe('switchyard command', () => {
     const r = await sy(['config', 'check', '--config-dir', join(bad, 'c')]);
     assert.equal(r.code, 2);
     assert.match(r.stderr, /configuration error: .*RestApi.yaml: section 'RestApi', unknown key 'prot'/);
-    for (const args of [['--help'], ['user', 'passwd', '--help'], ['start', '--help']]) {
-      const h = await sy(args);
+    for (const args of [['--help'], ['user', 'add', '--help'], ['user', 'passwd', '--help'], ['user', 'delete', '--help'], ['user', 'list', '--help'], ['user', 'unlock', '--help'], ['acl', 'check', '--help'], ['config', 'check', '--help'], ['status', '--help'], ['start', '--help']]) {
+      const h = await inProcess(args);
       assert.equal(h.code, 0, args.join(' '));
       assert.match(h.stdout, /^(switchyard - |Usage: switchyard )/, args.join(' '));
     }
-    const unknown = await sy(['frobnicate']);
+    const unknown = await inProcess(['frobnicate']);
     assert.equal(unknown.code, 2);
     assert.match(unknown.stderr, /unknown command "frobnicate"/);
   });
