@@ -1,7 +1,8 @@
 /**
- * The network endpoints: one `endpoint:<name>` actor per configured endpoint under the `endpoints` supervisor,
- * the shared MQTT broker (sessions, connections), endpoint configuration changes (kept in the store's `config`
- * sublevel so they survive a restart) and the pure data views the interface and connection routes serve.
+ * The endpoint lifecycle: one `endpoint:<name>` actor per configured endpoint under the `endpoints` supervisor,
+ * commanded through the command helper, and endpoint configuration changes (kept in the store's `config` sublevel
+ * so they survive a restart). The MQTT broker the listeners carry is owned by mqtt-broker.service.ts; the read-only
+ * views the interface and connection routes serve are in endpoint-views.ts.
  */
 import { createHash } from 'node:crypto';
 import { fromPromise, type ActorRefFrom } from 'xstate';
@@ -11,7 +12,6 @@ import { BrokerError, ConflictError, NotFoundError, ValidationError } from '../e
 import { MqttBroker } from '../protocol/mqtt/broker.js';
 import { EndpointStats, type EndpointContext, type MqttConnection } from '../protocol/mqtt/connection.js';
 import { CloseReason, Reason } from '../protocol/mqtt/reason.js';
-import { USER_DELETED, type UserDeletion } from '../security/types.js';
 import { bindListener } from '../transport/listener.js';
 import { command, settle, type CommandTarget } from './command.js';
 import { EndpointViews } from './endpoint-views.js';
@@ -88,36 +88,18 @@ const isSettled = (snap: { value: unknown; status: string }) => {
 
 export class EndpointsService implements Service {
   readonly name = 'endpoints';
-  readonly dependsOn = ['security', 'messaging', 'restSessions'] as const;
-  broker: MqttBroker | undefined;
+  /** The listeners carry MQTT: the broker (sessions, connections) is owned by the mqttBroker service. */
+  readonly dependsOn = ['mqttBroker'] as const;
   readonly entries = new Map<string, EndpointEntry>();
   private rt!: Runtime;
 
-  /** A user was deleted: its MQTT connections and sessions end (counted into the audit line). */
-  private readonly onUserDeleted = (d: UserDeletion): void => {
-    const n = this.broker?.endUser(d.uniqueId, d.username);
-    if (n) {
-      d.ended.mqttConnections = n.connections;
-      d.ended.mqttSessions = n.sessions;
-    }
-  };
+  /** The shared MQTT broker (src/runtime/mqtt-broker.service.ts), while the server runs. */
+  get broker(): MqttBroker | undefined {
+    return this.rt?.service('mqttBroker')?.broker;
+  }
 
   async start(rt: Runtime): Promise<void> {
     this.rt = rt;
-    rt.on(USER_DELETED, this.onUserDeleted);
-    this.broker = new MqttBroker({
-      engine: () => rt.engine,
-      security: () => rt.security,
-      get serverName() {
-        return rt.serverName;
-      },
-      network: rt.network,
-      log: rt.log.child({ name: 'mqtt' }),
-      sessions: rt.store.sublevel('mqttSessions'), // not 'sessions': REST login sessions live there
-      maxQueuedMessages: rt.config.DestinationManager.maxQueuedMessages,
-    });
-    const restored = await this.broker.restore();
-    if (restored) rt.log.info({ sessions: restored }, 'persistent MQTT sessions restored');
     const overrides = new Map<string, EndPointServerConfig>();
     for await (const [key, value] of rt.store.entriesJson<unknown>('config')) {
       if (!key.startsWith(CONFIG_PREFIX)) continue;
@@ -186,12 +168,10 @@ export class EndpointsService implements Service {
   }
 
   async stop(): Promise<void> {
-    this.rt.off(USER_DELETED, this.onUserDeleted);
-    // the actors were stopped with the tree (their listeners close); wait for the sockets, then save sessions
+    // the actors were stopped with the tree (their listeners close); wait for the sockets. The broker service stops
+    // after this one (it is a dependency) and saves the sessions then.
     await Promise.all([...this.entries.values()].map((e) => e.handle?.close()));
     for (const e of this.entries.values()) e.handle = undefined;
-    await this.broker?.close();
-    this.broker = undefined;
   }
 
   // ------------------------------------------------------------------------------------------------------------

@@ -3,20 +3,25 @@ import { schemasService } from '../schemas/schemas.service.js';
 import { modelsService } from '../models/models.service.js';
 import { destinationsService } from './destinations.service.js';
 import { endpointsService } from './endpoints.service.js';
+import { mqttBrokerService } from './mqtt-broker.service.js';
 import { messagingService } from './messaging.service.js';
 import { restSessionsService } from './rest-sessions.service.js';
 import { subscriptionsService } from './subscriptions.service.js';
 import { sysTopicsService } from './sys-topics.js';
 import type { Runtime } from './runtime.js';
 
-/** Registers the services booted with the server tree, in start order (stopped in reverse). */
+/**
+ * Registers the services booted with the server tree. Each service names what it depends on (`dependsOn`); the
+ * runtime starts them dependencies first, in this registration order otherwise, and stops them in reverse.
+ */
 export function registerServices(rt: Runtime): void {
   rt.use(securityService); // first: rt.security must be in place before any protocol or route uses it
   rt.use(modelsService()); // ML model store under {data}/models (before messaging: selector model functions use it)
   rt.use(messagingService());
   rt.use(schemasService()); // schema registry: binds payload schemas to destinations, $schema/<destination> topics
   rt.use(restSessionsService()); // persistent REST messaging sessions, restored hibernated before any endpoint runs
-  rt.use(endpointsService()); // MQTT endpoints (one actor each, under the endpoints supervisor) and sessions
+  rt.use(mqttBrokerService()); // the MQTT broker: sessions (restored at boot) and connections
+  rt.use(endpointsService()); // network endpoints (one actor each, under the endpoints supervisor)
   rt.use(subscriptionsService()); // one actor per durable subscription, under the subscriptions supervisor
   rt.use(destinationsService()); // one actor per destination, under the destinations supervisor
   rt.use(sysTopicsService()); // $SYS topics into the engine
