@@ -233,4 +233,22 @@ describe('schemas switched off', () => {
       await s.close();
     }
   });
+
+  test('schemas - DestinationManager.data[].schemaEnforcement overrides the schema label and the default', async () => {
+    const s = await startServer({
+      auth: false,
+      overrides: { DestinationManager: { schemaEnforcement: 'warn', data: [{ name: 'declared/strict', schemaEnforcement: 'reject' }] } },
+    });
+    try {
+      const add = await s.inject({ method: 'POST', url: '/api/v1/server/schemas', payload: schemaPost({ uniqueId: 'num', format: 'native', schema: { type: 'number' } }, 'declared/#') });
+      assert.equal(add.statusCode, 200, add.body);
+      const pub = (d: string) => s.inject({ method: 'POST', url: '/api/v1/messaging/publish', payload: { destinationName: d, message: { payload: b64(Buffer.from('NaN?')) } } });
+      assert.equal((await pub('declared/strict')).statusCode, 400, 'the destination says reject');
+      assert.equal((await pub('declared/other')).statusCode, 200, 'the section default says warn');
+      const d = (await s.inject('/api/v1/server/destination/detail?destinationName=declared/other')).json();
+      assert.deepEqual(d.schemaValidation, { schemaId: 'num', enforcement: 'warn', valid: 0, invalid: 1, rejected: 0 });
+    } finally {
+      await s.close();
+    }
+  });
 });
