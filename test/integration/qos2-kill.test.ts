@@ -382,7 +382,7 @@ async function until(pred: () => boolean, what: string, ms: number): Promise<voi
 }
 
 describe('qos 2 across SIGKILL', () => {
-  test('kill - QoS 2 exactly once and QoS 1 at least once while the broker is SIGKILLed at random acknowledgements', { timeout: 600_000 }, async (t) => {
+  test('kill - QoS 2 exactly once and QoS 1 at least once while the broker is SIGKILLed at random acknowledgements', { timeout: Math.max(600_000, ROUNDS * 60_000) }, async (t) => {
     const data = tempDir();
     const cfg = tempDir('switchyard-cfg-');
     dirs.push(data, cfg);
@@ -422,7 +422,7 @@ describe('qos 2 across SIGKILL', () => {
         pub2.target += 200;
         pub2.pump();
       }
-      if (Date.now() - started > 400_000) {
+      if (Date.now() - started > Math.max(400_000, ROUNDS * 40_000)) {
         throw new Error(`publishing did not finish: ${JSON.stringify({ q2: [pub2.completed.size, pub2.target, pub2.inflight.size], q1: [pub1.completed.size, pub1.target], kills: broker.kills })}`);
       }
       await new Promise((r) => setTimeout(r, 50));
@@ -439,7 +439,7 @@ describe('qos 2 across SIGKILL', () => {
     consumer.peer.stopped = false;
     await consumer.peer.open(false);
     const all = () => consumer.delivered[2].size >= expected2 && consumer.delivered[1].size >= expected1 && consumer.pendingRel.size === 0;
-    await until(all, `consumed (${consumer.delivered[2].size}/${expected2} QoS 2, ${consumer.delivered[1].size}/${expected1} QoS 1)`, 300_000);
+    await until(all, `consumed (${consumer.delivered[2].size}/${expected2} QoS 2, ${consumer.delivered[1].size}/${expected1} QoS 1)`, Math.max(300_000, ROUNDS * 30_000));
     // a little longer: anything delivered twice after the last one would show now
     await new Promise((r) => setTimeout(r, 1000));
     consumer.peer.close();
