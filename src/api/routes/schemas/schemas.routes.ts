@@ -252,7 +252,7 @@ export const schemaRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) 
       reply.header('etag', etag).header('cache-control', a.versioned ? 'public, max-age=31536000' : 'no-cache');
       const inm = req.headers['if-none-match'];
       if (inm !== undefined && inm.split(',').some((t) => t.trim().replace(/^W\//, '') === etag || t.trim() === a.etag || t.trim() === '*')) {
-        return reply.code(304).send();
+        return reply.code(304).send(undefined as unknown as null); // no body (null would be serialised as "null")
       }
       return reply.type(a.mediaType).header('content-length', a.body.length).send(a.body);
     },
