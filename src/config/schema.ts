@@ -21,6 +21,11 @@ export const MessageDaemonSchema = z
     enableSystemTopicAverages: z.boolean().default(true),
     systemTopicInterval: z.number().int().min(100).default(10000).describe('ms between $SYS updates'),
     shutdownTimeout: z.number().int().min(100).max(600000).default(10000).describe('ms a graceful shutdown may take'),
+    logMaxSize: z
+      .string()
+      .regex(/^\d+[KMG]$/, "a size like '100M' (K, M or G)")
+      .default('100M')
+      .describe('messaging.log and audit.log are rotated when they reach this size, as well as daily'),
     modelStore: z
       .object({
         enabled: z.boolean().default(true).describe('the ML model store and the model functions of selectors (false: 406 as MAPS without ML)'),
@@ -80,6 +85,14 @@ export const RestApiSchema = z
     bodyLimit: z.number().int().min(1024).max(1073741824).default(1048576).describe('largest request body in bytes'),
     sseTokenLifetime: z.number().int().min(1000).default(60000),
     corsHeaders: z.record(z.string(), z.string()).default({}),
+    metricsAuthentication: z.boolean().default(false).describe('GET /metrics needs credentials and view_stats (default: open, as Prometheus scrapes)'),
+    metricsTopDestinations: z
+      .number()
+      .int()
+      .min(0)
+      .max(1000)
+      .default(20)
+      .describe('per-destination series on /metrics for at most this many destinations (the most published to); 0 = none'),
   })
   .strict();
 
