@@ -115,3 +115,24 @@ describe('interface management switch', () => {
     assert.equal((await s.inject('/api/v1/server/status')).statusCode, 200);
   });
 });
+
+describe('command helper without REST', () => {
+  test('command - an actor that does not settle in time is a 503 saying what it is still doing (never a 500)', async () => {
+    const { createActor, setup } = await import('xstate');
+    const { command } = await import('../../src/runtime/command.js');
+    const m = setup({}).createMachine({ id: 'slow', initial: 'idle', states: { idle: { on: { go: 'starting' } }, starting: {} } });
+    const ref = createActor(m).start();
+    const records: string[] = [];
+    const target = { ref, label: 'Thing "x"', systemId: 'thing:x', stateName: (s: { value: unknown }) => String(s.value), accepts: () => ['go'] };
+    await assert.rejects(
+      command((r) => records.push(r.outcome), target, { event: { type: 'go' }, already: () => false, settled: (s) => s.value !== 'starting', timeoutMs: 50 }),
+      (err: Error & { statusCode?: number }) => err.statusCode === 503 && /Thing "x" took "go" but is still starting after 50 ms/.test(err.message),
+    );
+    assert.deepEqual(records, ['sent', 'timeout']);
+    await assert.rejects(
+      command((r) => records.push(r.outcome), target, { event: { type: 'go' }, already: () => false, settled: () => true }),
+      (err: Error & { statusCode?: number }) => err.statusCode === 409 && /Thing "x" is starting; it cannot take "go" now \(it accepts: go\)/.test(err.message),
+    );
+    ref.stop();
+  });
+});
