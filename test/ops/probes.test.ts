@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { copyFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
-import { CONFIG_DIR, removeDir, spawnBroker, tempDir, waitUntil, type BrokerProcess } from '../helpers.js';
+import { fromCallback } from 'xstate';
+import { CONFIG_DIR, removeDir, spawnBroker, startServer, tempDir, waitUntil, type BrokerProcess } from '../helpers.js';
 
 /** /livez and /readyz as Kubernetes, Docker and load balancers see them (status codes, no credentials). */
 describe('probes', () => {
@@ -74,5 +75,30 @@ describe('probes', () => {
     assert.equal(r.status, 200);
     assert.equal(r.headers.get('cache-control'), 'no-store');
     assert.equal(await b.stop('SIGTERM'), 0);
+  });
+
+  test('probes - /readyz is 503 naming a supervisor that spent its restart budget; /livez stays 200', async () => {
+    const s = await startServer({
+      overrides: { MessageDaemon: { supervisor: { intensity: 1, period: 60000, backoffInitial: 10, backoffMax: 20 } } },
+      extraChildren: {
+        devices: [
+          {
+            id: 'device:broken',
+            logic: fromCallback(() => {
+              throw new Error('cannot open device');
+            }),
+          },
+        ],
+      },
+    });
+    try {
+      await waitUntil(async () => (await s.app.inject('/readyz')).statusCode === 503, 10000, '/readyz 503');
+      const body = (await s.app.inject('/readyz')).json() as { reasons: string[] };
+      assert.ok(body.reasons.some((r) => /devices/.test(r)), JSON.stringify(body));
+      assert.equal((await s.app.inject('/livez')).statusCode, 200);
+      assert.match((await s.app.inject('/metrics')).body, /^switchyard_ready 0$/m);
+    } finally {
+      await s.close();
+    }
   });
 });

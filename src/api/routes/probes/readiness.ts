@@ -18,14 +18,17 @@ export interface Readiness {
  */
 export function readiness(rt: Runtime): Readiness {
   const reasons: string[] = [];
-  if (rt.state !== 'running') reasons.push(`server is ${rt.state}`);
+  // degraded: a supervisor spent its restart budget and the server gave its subtree up (the rest keeps serving)
+  const serving = rt.state === 'running' || rt.state === 'degraded';
+  if (!serving) reasons.push(`server is ${rt.state}`);
   if (rt.store.status !== 'open') reasons.push(`store is ${rt.store.status}`);
-  if (rt.state === 'running') {
+  if (serving) {
     for (const name of SUPERVISORS) {
       const s = supervisorStatus(name, rt.supervisor(name));
       if (s.status === 'ERROR') reasons.push(`supervisor ${name} failed: ${s.comment}`);
       else if (s.status === 'STOPPED') reasons.push(`supervisor ${name} is not running`);
     }
+    if (rt.state === 'degraded' && !reasons.some((r) => r.startsWith('supervisor '))) reasons.push('server is degraded: a supervisor gave up its subtree (see GET /api/v1/server/status)');
     let eps: ReturnType<typeof endpointsOf> | undefined;
     try {
       eps = endpointsOf(rt);
