@@ -4,7 +4,7 @@ import { RestSessions } from '../../src/api/rest-session.js';
 import { durableRestSessionId, restSessionsOf } from '../../src/runtime/rest-sessions.service.js';
 import { startServer, tempDir, removeDir, type TestServer } from '../helpers.js';
 import { b64, RestClient, unb64 } from '../rest-client.js';
-import { createUser, groupId } from '../security/helpers.js';
+import { createUser, groupId, leaveEveryone } from '../security/helpers.js';
 
 /** REST messaging state of a persistent login (LoginRequest.persistent / sessionId), as a REST user sees it. */
 describe('persistent REST sessions', () => {
@@ -17,7 +17,8 @@ describe('persistent REST sessions', () => {
     const everyone = await groupId(s, 'everyone');
     alice = await createUser(s, 'alice', 'alice-password-1', [everyone]);
     bob = await createUser(s, 'bob', 'bob-password-12', [everyone]);
-    dave = await createUser(s, 'dave', 'dave-password-1'); // no group: no persistent_session
+    dave = await createUser(s, 'dave', 'dave-password-1');
+    await leaveEveryone(s, dave.uuid); // no group: no persistent_session
   });
   after(async () => s.close());
 

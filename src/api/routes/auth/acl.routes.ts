@@ -80,7 +80,8 @@ export const aclRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => 
         summary: 'Replace the ACL for a specific resource',
         description:
           'Replaces every entry of the resource in one atomic write; an empty entries list removes the ACL. Permission names and resource types in any case. ' +
-          'The update is applied within batchTimeoutMillis (default 5000) or refused with 503 and nothing changed.',
+          'The update is applied within batchTimeoutMillis (default 5000) or refused with 503 and nothing changed. ' +
+          'The caller must hold, on this resource, every permission whose allow or deny changes for any principal (403 naming them otherwise; a full administrator may always).',
         querystring: z.object({
           batchTimeoutMillis: z.coerce
             .number({ error: 'batchTimeoutMillis must be a number of milliseconds' })

@@ -75,7 +75,7 @@ export const groupRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
       schema: {
         tags,
         summary: 'Delete a group',
-        description: 'Removes every membership of the group and its ACL entries.',
+        description: 'Removes every membership of the group and its ACL entries. The caller must hold everything the group allows or denies (403 otherwise; a full administrator may always).',
         params: z.object({ groupUuid: uuidParam('groupUuid') }),
         response: { 204: z.null(), ...ErrorResponses },
       },
@@ -93,7 +93,7 @@ export const groupRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
       schema: {
         tags,
         summary: 'Add user to group',
-        description: 'The group goes last in the user\'s membership order (the order ACL evaluation tries groups).',
+        description: 'The group goes last in the user\'s membership order (the order ACL evaluation tries groups). The caller must hold everything the group allows (403 otherwise; a full administrator may always).',
         params: Membership,
         response: { 200: StatusResponse, ...ErrorResponses },
       },
@@ -108,7 +108,13 @@ export const groupRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
     '/api/v1/auth/groups/:groupUuid/:userUuid',
     {
       config: manageAuthentication,
-      schema: { tags, summary: 'Removes a user from group', params: Membership, response: { 200: StatusResponse, ...ErrorResponses } },
+      schema: {
+        tags,
+        summary: 'Removes a user from group',
+        description: 'The caller must hold everything the group allows (taken away) or denies (lifted); 403 otherwise (a full administrator may always).',
+        params: Membership,
+        response: { 200: StatusResponse, ...ErrorResponses },
+      },
     },
     async (req) => {
       const { user, group, changed } = await securityOf(rt).removeMember(req.principal, req.params.groupUuid, req.params.userUuid);

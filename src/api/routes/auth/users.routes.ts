@@ -54,7 +54,9 @@ export const userRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =>
       schema: {
         tags,
         summary: 'Add a new user',
-        description: 'The password must satisfy the AuthManager password policy (minimumPasswordLength, requireUpperCase, ...); a 400 names the rule that failed.',
+        description:
+          'The password must satisfy the AuthManager password policy (minimumPasswordLength, requireUpperCase, ...); a 400 names the rule that failed. ' +
+          'The new user joins the group everyone (log in, connect, own session and password, messaging); the caller must hold what everyone allows (403 otherwise).',
         body: z.object({ username: z.string({ error: 'username is required' }), password: z.string({ error: 'password is required' }) }).meta({ id: 'NewUserDTO' }),
         response: { 201: StatusResponse.extend({ uniqueId: z.string() }), 409: StatusResponse, ...ErrorResponses },
       },
@@ -74,7 +76,7 @@ export const userRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =>
         tags,
         summary: 'Delete a user',
         description:
-          'Also removes its ACL entries, forgets its failed logins and ends what it has open: login sessions, REST messaging sessions (persistent ones too), MQTT connections (v5: DISCONNECT 0x98) and MQTT sessions (persistent ones too). The built-in anonymous user and your own account cannot be deleted (409).',
+          'Also removes its ACL entries, forgets its failed logins and ends what it has open: login sessions, REST messaging sessions (persistent ones too), MQTT connections (v5: DISCONNECT 0x98) and MQTT sessions (persistent ones too). The built-in anonymous user and your own account cannot be deleted (409); a user holding a permission the caller does not hold cannot be deleted by it (403).',
         params: z.object({ userUuid: uuidParam('userUuid') }),
         response: { 204: z.null(), 409: StatusResponse, ...ErrorResponses },
       },
@@ -93,7 +95,7 @@ export const userRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =>
         tags,
         summary: 'Change user password',
         description:
-          'An administrator (manage_authentication on Server) sets any user\'s password. A user changes only their own, giving currentPassword when AuthManager.requireCurrentPassword is true. ' +
+          'A full administrator (every Server permission, e.g. the admins group) sets any user\'s password. A user changes only their own, giving currentPassword when AuthManager.requireCurrentPassword is true. ' +
           'The new password must satisfy the password policy. The user\'s other sessions end and its failed logins are forgotten.',
         params: z.object({ userUuid: uuidParam('userUuid') }),
         body: z
