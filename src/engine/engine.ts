@@ -427,7 +427,7 @@ export class Engine implements SubscriptionHost {
       let full: Subscription | undefined;
       let room = false;
       for (const s of r.members) {
-        if (s.closed || (s.selector !== undefined && !this.select(s, msg, dest))) continue;
+        if (s.closed || (s.authorize !== undefined && !s.authorize(dest.name)) || (s.selector !== undefined && !this.select(s, msg, dest))) continue;
         if (s.refuseWhenFull && s.qos !== 0 && s.held.size + s.inFlight.size >= s.maxDepth) full ??= s;
         else {
           room = true;
@@ -448,6 +448,7 @@ export class Engine implements SubscriptionHost {
       s.qos !== 0 &&
       !s.closed &&
       s.held.size + s.inFlight.size >= s.maxDepth &&
+      (s.authorize === undefined || s.authorize(dest.name)) && // a subscription that may not read it never gets it
       (s.selector === undefined || this.select(s, msg, dest))
     );
   }
