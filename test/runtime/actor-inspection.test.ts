@@ -86,6 +86,28 @@ describe('actor inspection', () => {
     assert.equal(reused.statusCode, 403, 'a token is single use');
   });
 
+  test('actors - SSE: a client that falls behind loses the oldest transitions and is told how many', async () => {
+    const token = (await s.inject('/api/v1/server/actors/sse')).body;
+    const c = new SseClient(`${base}/api/v1/server/actors/sse/stream/${token}?kind=flood`);
+    await c.started;
+    try {
+      await waitUntil(() => c.comments.includes('connected'), 5000, 'stream open');
+      // 5 000 transitions in one go: the stream cannot send any of them before the last is queued
+      for (let i = 0; i < 5000; i++) s.rt.emit('actor.transition', { systemId: `flood:${i}`, kind: 'flood', from: 'a', to: 'b', event: 'e', at: i });
+      await c.waitFor((evs) => evs.some((e) => e.event === 'actorTransition' && JSON.parse(e.data).systemId === 'flood:4999'), 10000);
+      // the first one may already be on its way when the flood starts; everything after it is capped at 1 000
+      const i = c.events.findIndex((e) => e.event === 'actorTransitionsLost');
+      assert.ok(i >= 0, 'told that transitions were dropped');
+      const lost = JSON.parse(c.events[i]!.data).lost as number;
+      const kept = c.events.slice(i + 1).filter((e) => e.event === 'actorTransition').map((e) => JSON.parse(e.data).systemId);
+      assert.equal(kept.length, 1000, 'at most 1 000 queued for the client');
+      assert.equal(kept[0], 'flood:4000', 'the oldest were dropped, the newest kept');
+      assert.equal(lost + kept.length + c.events.slice(0, i).filter((e) => e.event === 'actorTransition').length, 5000, 'every transition is either delivered or counted as lost');
+    } finally {
+      c.close();
+    }
+  });
+
   test('actors - the whole tree stays available for small trees, children paged', async () => {
     const tree = (await s.inject('/api/v1/server/actors/tree?limit=3')).json();
     assert.equal(tree.machine, 'server');
