@@ -207,6 +207,11 @@ export const supervisorMachine = setup({
       if (event.type !== 'child.start') return;
       const { spec } = event;
       if (context.specs.has(spec.id)) enqueue.stopChild(spec.id);
+      if (context.pending.includes(spec.id)) {
+        // a restart was pending for the old one: the new spec replaces it (two actors may not share a systemId)
+        enqueue.cancel(`restart:${spec.id}`);
+        enqueue.assign({ pending: context.pending.filter((p) => p !== spec.id) });
+      }
       context.specs.set(spec.id, spec);
       context.attempts.set(spec.id, 0);
       context.childCount = context.specs.size;

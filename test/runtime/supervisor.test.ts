@@ -157,3 +157,24 @@ describe('sharded supervisor', () => {
     sup.stop();
   });
 });
+
+describe('supervisor and the registry', () => {
+  test('supervisor - a child started again while its restart is pending replaces it (no second actor with its systemId)', async () => {
+    let crashes = 0;
+    const crashOnce = fromCallback(() => {
+      if (crashes++ === 0) throw new Error('first start fails');
+    });
+    const quiet = fromCallback(() => {});
+    const sup = createActor(supervisorMachine, {
+      input: { name: 't', intensity: 5, period: 60000, backoffInitial: 50, backoffMax: 50, children: [{ id: 'thing:a', logic: crashOnce }] },
+    }).start();
+    await waitUntil(() => crashes === 1, 5000, 'first crash');
+    sup.send({ type: 'child.start', spec: { id: 'thing:a', logic: quiet } });
+    await new Promise((r) => setTimeout(r, 120));
+    assert.equal(sup.getSnapshot().status, 'active', 'the supervisor did not crash on a duplicate systemId');
+    assert.equal(sup.getSnapshot().value, 'running');
+    assert.equal(crashes, 1, 'the pending restart of the old spec was cancelled');
+    assert.ok(sup.system.get('thing:a'), 'the new child is registered');
+    sup.stop();
+  });
+});
