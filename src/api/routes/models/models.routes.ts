@@ -120,13 +120,12 @@ export const modelRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
 
   // A model name of several segments ('../../etc/passwd' as sent by a client that does not normalise the path) is
   // refused like any other invalid name, rather than falling through to a 404.
-  app.route({
-    method: ['GET', 'POST', 'DELETE'],
-    url: '/api/v1/server/models/*',
-    config: view,
-    schema: { tags, summary: 'Invalid model names (several path segments)', hide: true, response: { 400: StatusResponse, 401: StatusResponse, 403: StatusResponse } },
-    handler: async () => {
-      throw new ValidationError("Invalid model name: a model name is one path segment (no '/')");
-    },
-  });
+  // (one route per method, with the permission of the named route of that method)
+  const invalid = async (): Promise<never> => {
+    throw new ValidationError("Invalid model name: a model name is one path segment (no '/')");
+  };
+  const hidden = { tags, summary: 'Invalid model names (several path segments)', hide: true, response: { 400: StatusResponse, 401: StatusResponse, 403: StatusResponse } };
+  app.get('/api/v1/server/models/*', { config: view, schema: hidden }, invalid);
+  app.post('/api/v1/server/models/*', { config: manage, schema: hidden }, invalid);
+  app.delete('/api/v1/server/models/*', { config: manage, schema: hidden }, invalid);
 };
