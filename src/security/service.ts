@@ -25,13 +25,12 @@ import {
 } from './types.js';
 
 /**
- * Topics remembered per user by the delivery authorizers (one cache shared by all of that user's subscriptions); when
- * full, the oldest remembered topic is forgotten (first in, first out), so a `#` subscription over many topics costs
- * at most this many entries. At most DELIVERY_CACHE_USERS users' caches are kept; beyond that they are all dropped
- * and rebuilt on use.
+ * Delivery decisions remembered (topic × user), in all; when full they are all forgotten and decided again on use
+ * (each costs one ACL walk). Kept by topic: a fan-out asks one small map per message, however many users it reaches.
  */
-export const DELIVERY_CACHE_SIZE = 4096;
-export const DELIVERY_CACHE_USERS = 10_000;
+export const DELIVERY_CACHE_ENTRIES = 500_000;
+/** Delivery authorizers kept for reuse (one per user); beyond that they are dropped and made again on use. */
+export const DELIVERY_AUTHORIZERS = 10_000;
 
 /** One permission on one resource, as the no-escalation checks compare them. */
 interface Grant {
@@ -55,8 +54,12 @@ export class SecurityManager implements SecurityService {
   private readonly basicCache = new Map<string, { uniqueId: string; expires: number }>();
   private readonly basicKey = randomBytes(32);
   private gen = 0;
-  /** Delivery decisions per user (by `u:<uniqueId>` or `n:<username>`), for the current generation only. */
-  private readonly deliveryCaches = new Map<string, Map<string, boolean>>();
+  /** Delivery decisions of the current generation: topic → user key (`u:<uniqueId>`, `n:<username>`) → allowed. */
+  private readonly deliveryByTopic = new Map<string, Map<string, boolean>>();
+  private deliveryEntries = 0;
+  /** The topic map asked last (a fan-out asks the same topic for every subscription). */
+  private lastTopic: string | undefined = undefined;
+  private lastTopicMap: Map<string, boolean> | undefined = undefined;
   /** One delivery authorizer per user key (it follows the generation itself), shared by that user's subscriptions. */
   private readonly deliveryAuthorizers = new Map<string, DeliveryAuthorizer>();
 
@@ -124,50 +127,59 @@ export class SecurityManager implements SecurityService {
   /** Decision cache and Basic credential cache are cleared on any ACL, group or user change. */
   invalidate(): void {
     this.gen++;
-    this.deliveryCaches.clear();
+    this.forgetDeliveries();
     this.decisions.clear();
     this.basicCache.clear();
   }
 
   /**
    * The engine subscription's `authorize` hook for `who`: subscribe on the delivered topic (or queue), decided once
-   * per topic and user and remembered (DELIVERY_CACHE_SIZE topics per user, first in first out, shared by all of the
-   * user's subscriptions: a fan-out to many subscriptions of one user reads one small map) until the generation
-   * moves. A user that no longer exists reads nothing. Undefined with authentication off (no hook at all).
+   * per topic and user and remembered until the next ACL, group, membership or user change (invalidate: the
+   * generation moves and every decision is forgotten), at most DELIVERY_CACHE_ENTRIES in all. One function per user,
+   * shared by all of that user's subscriptions (the engine asks it once per routed message); decisions are kept by
+   * topic, so a fan-out to many users reads one small map. A user that no longer exists reads nothing. Undefined with
+   * authentication off (no hook at all).
    */
   deliveryAuthorizer(who: { uniqueId?: string; username?: string }): DeliveryAuthorizer | undefined {
     if (!this.enabled) return undefined;
     const key = who.uniqueId !== undefined ? `u:${who.uniqueId}` : `n:${who.username ?? ''}`;
     const known = this.deliveryAuthorizers.get(key);
     if (known !== undefined) return known;
-    let cache = this.deliveryCache(key);
-    let gen = this.gen;
     const fn: DeliveryAuthorizer = (name) => {
-      if (gen !== this.gen) {
-        cache = this.deliveryCache(key);
-        gen = this.gen;
-      }
-      let v = cache.get(name);
+      let t = name === this.lastTopic ? this.lastTopicMap! : this.topicDecisions(name);
+      let v = t.get(key);
       if (v === undefined) {
         v = this.mayRead(who, name, this.rt.engine?.isQueueName(name) === true);
-        if (cache.size >= DELIVERY_CACHE_SIZE) cache.delete(cache.keys().next().value!);
-        cache.set(name, v);
+        if (this.deliveryEntries >= DELIVERY_CACHE_ENTRIES) {
+          this.forgetDeliveries();
+          t = this.topicDecisions(name);
+        }
+        t.set(key, v);
+        this.deliveryEntries++;
       }
       return v;
     };
-    if (this.deliveryAuthorizers.size >= DELIVERY_CACHE_USERS) this.deliveryAuthorizers.clear(); // made again on use
+    if (this.deliveryAuthorizers.size >= DELIVERY_AUTHORIZERS) this.deliveryAuthorizers.clear(); // made again on use
     this.deliveryAuthorizers.set(key, fn);
     return fn;
   }
 
-  private deliveryCache(key: string): Map<string, boolean> {
-    let c = this.deliveryCaches.get(key);
-    if (c === undefined) {
-      if (this.deliveryCaches.size >= DELIVERY_CACHE_USERS) this.deliveryCaches.clear();
-      c = new Map();
-      this.deliveryCaches.set(key, c);
+  private topicDecisions(name: string): Map<string, boolean> {
+    let t = this.deliveryByTopic.get(name);
+    if (t === undefined) {
+      t = new Map();
+      this.deliveryByTopic.set(name, t);
     }
-    return c;
+    this.lastTopic = name;
+    this.lastTopicMap = t;
+    return t;
+  }
+
+  private forgetDeliveries(): void {
+    this.deliveryByTopic.clear();
+    this.deliveryEntries = 0;
+    this.lastTopic = undefined;
+    this.lastTopicMap = undefined;
   }
 
   private mayRead(who: { uniqueId?: string; username?: string }, name: string, queue: boolean): boolean {
