@@ -5,7 +5,8 @@
  */
 import type { AnyActorRef } from 'xstate';
 import { Runtime, type RuntimeOptions } from '../runtime/runtime.js';
-import { forgetGeneratedPassword } from '../security/admin-password.js';
+import { existsSync } from 'node:fs';
+import { forgetGeneratedPassword, generatedPasswordFile } from '../security/admin-password.js';
 import { parsePermission, parseResourceKey, parseResourceType } from '../security/acl.js';
 import { passwordCredentials } from '../security/passwords.js';
 import { SecurityManager } from '../security/service.js';
@@ -34,7 +35,12 @@ export async function openOffline(options: RuntimeOptions): Promise<Offline> {
     await rt.stop();
     throw new CliError('authentication is off in this configuration (AuthManager.authenticationEnabled: false): there are no users to manage', EXIT_CLI.USAGE);
   }
+  const fileBefore = existsSync(generatedPasswordFile(rt));
+  const hadUsers = !(await isEmpty(rt));
   const sm = await SecurityManager.open(rt, noActors);
+  if (!hadUsers && !fileBefore && existsSync(generatedPasswordFile(rt))) {
+    process.stderr.write(`switchyard: a new data directory: made the first-boot defaults; admin's password is in ${generatedPasswordFile(rt)}\n`);
+  }
   return {
     rt,
     sm,
@@ -43,6 +49,12 @@ export async function openOffline(options: RuntimeOptions): Promise<Offline> {
       await rt.stop();
     },
   };
+}
+
+/** No user in the store yet (a data directory that never booted with authentication on). */
+async function isEmpty(rt: Runtime): Promise<boolean> {
+  for await (const _ of rt.store.entriesJson('users')) return false;
+  return true;
 }
 
 export function requireUser(sm: SecurityManager, name: string): UserRecord {
