@@ -152,6 +152,24 @@ export class MqttBroker {
   private async restoreState(engine: Engine): Promise<void> {
     const bySession = new Map<string, MqttSession>();
     for (const s of this.sessions.values()) bySession.set(s.sessionId, s);
+    // ids of the messages each restored subscription holds (all of them are held: the subscriptions are offline)
+    const held = new Map<Subscription, Set<number>>();
+    const heldIds = (sub: Subscription): Set<number> => {
+      let ids = held.get(sub);
+      if (ids === undefined) {
+        const found = new Set<number>();
+        sub.held.removeWhere(
+          (m) => {
+            found.add(m.id);
+            return false;
+          },
+          () => {},
+        );
+        for (const id of sub.inFlight.keys()) found.add(id);
+        held.set(sub, (ids = found));
+      }
+      return ids;
+    };
     let orphans = 0;
     for await (const [key, value] of engine.stateEntries()) {
       const k = parseStateKey(key);
@@ -180,8 +198,8 @@ export class MqttBroker {
         continue;
       }
       const sub = rec.f === undefined ? undefined : s.subs.get(rec.f)?.sub;
-      if (sub === undefined || rec.m === undefined) {
-        void engine.delState(key);
+      if (sub === undefined || rec.m === undefined || !heldIds(sub).has(rec.m)) {
+        void engine.delState(key); // its subscription or its message (expired, acknowledged) is gone: the id is free
         continue;
       }
       s.reserved.add(k.pid);
