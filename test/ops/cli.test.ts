@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ROOT, adminPasswordOf, basicAuth, removeDir, spawnBroker, tempDir, waitUntil, type BrokerProcess } from '../helpers.js';
+import { ROOT, adminPasswordOf, basicAuth, removeDir, spawnBroker, startServer, tempDir, type BrokerProcess } from '../helpers.js';
 
 /** The `switchyard` command as an operator runs it (bin/switchyard.js, from the sources here). */
 function sy(args: string[], env: Record<string, string> = {}, input?: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -100,10 +100,10 @@ describe('switchyard command', () => {
 
   test('cli - a lost admin password is recovered offline; the first-boot file goes when the password changes', async () => {
     const data = dir();
-    const first = await broker({ SWITCHYARD_DATA_DIR: data });
-    const lost = adminPasswordOf(data);
+    const first = await startServer({ dataDir: data }); // first boot (in process: the broker process is tested below)
+    const lost = first.adminPassword;
     assert.ok(lost);
-    assert.equal(await first.stop('SIGTERM'), 0);
+    await first.close();
 
     const recovered = await sy(['user', 'passwd', 'admin', '--generate', '--data-dir', data]);
     assert.equal(recovered.code, 0, recovered.stderr);
@@ -135,22 +135,13 @@ describe('switchyard command', () => {
     assert.ok(weak instanceof Error && /exited with 2/.test(weak.message), String(weak));
     assert.match(weak.message, /SWITCHYARD_ADMIN_PASSWORD: Password is too short/);
 
-    const generated = dir();
-    const g = await broker({ SWITCHYARD_DATA_DIR: generated });
-    const pw = adminPasswordOf(generated);
-    const session = (await (await fetch(`http://127.0.0.1:${g.port}/api/v1/session`, { headers: basicAuth('admin', pw) })).json()) as Record<string, unknown>;
-    const uuid = String(session.uniqueId ?? (session.user as Record<string, unknown> | undefined)?.uniqueId ?? '');
-    const users = (await (await fetch(`http://127.0.0.1:${g.port}/api/v1/auth/users`, { headers: basicAuth('admin', pw) })).json()) as Array<{ username: string; uniqueId: string }>;
-    const id = uuid || users.find((u) => u.username === 'admin')!.uniqueId;
-    const put = await fetch(`http://127.0.0.1:${g.port}/api/v1/auth/users/${id}/password`, {
-      method: 'PUT',
-      headers: { ...basicAuth('admin', pw), 'content-type': 'application/json' },
-      body: JSON.stringify({ newPassword: 'changed-admin-password-1' }),
-    });
-    assert.ok(put.ok, `${put.status} ${await put.text()}`);
-    assert.equal(existsSync(join(generated, 'admin_password')), false);
-    await waitUntil(() => /deleted the file of its first-boot password/.test(g.stdout()), 5000, 'log line');
-    assert.equal(await g.stop('SIGTERM'), 0);
+    const g = await startServer();
+    const users = (await g.inject('/api/v1/auth/users')).json() as Array<{ username: string; uniqueId: string }>;
+    const put = await g.inject({ method: 'PUT', url: `/api/v1/auth/users/${users.find((u) => u.username === 'admin')!.uniqueId}/password`, payload: { newPassword: 'changed-admin-password-1' } });
+    assert.ok(put.statusCode < 300, put.body);
+    assert.equal(existsSync(join(g.dataDir, 'admin_password')), false);
+    assert.ok(g.rt.logs.monitor.entries().some((e) => /deleted the file of its first-boot password/.test(e.message)), 'log line');
+    await g.close();
   });
 
   test('cli - config check prints the effective sections, or one line and exit 2; --help everywhere', async () => {
@@ -161,7 +152,7 @@ describe('switchyard command', () => {
     const bad = dir();
     mkdirSync(join(bad, 'c'));
     writeFileSync(join(bad, 'c', 'RestApi.yaml'), 'RestApi:\n  prot: 8080\n');
-    const r = await sy(['config', 'check', '--config-dir', join(bad, 'c')]);
+    const r = await inProcess(['config', 'check', '--config-dir', join(bad, 'c')]);
     assert.equal(r.code, 2);
     assert.match(r.stderr, /configuration error: .*RestApi.yaml: section 'RestApi', unknown key 'prot'/);
     for (const args of [['--help'], ['user', 'add', '--help'], ['user', 'passwd', '--help'], ['user', 'delete', '--help'], ['user', 'list', '--help'], ['user', 'unlock', '--help'], ['acl', 'check', '--help'], ['config', 'check', '--help'], ['status', '--help'], ['start', '--help']]) {
