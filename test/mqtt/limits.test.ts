@@ -5,6 +5,7 @@ import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import mqtt, { type MqttClient } from 'mqtt';
 import mqttPacket from 'mqtt-packet';
+import WebSocket from 'ws';
 import { CONFIG_DIR, removeDir, spawnBroker, tempDir, type BrokerProcess } from '../helpers.js';
 import { RawClient, rest } from './helpers.js';
 
@@ -70,6 +71,7 @@ describe('mqtt connection limits', () => {
   let dataDir: string;
   let configDir: string;
   let port: number;
+  let wsPort: number;
   let password: string;
   const sockets: Socket[] = [];
   const clients: MqttClient[] = [];
@@ -79,11 +81,16 @@ describe('mqtt connection limits', () => {
     configDir = tempDir('switchyard-config-');
     for (const f of readdirSync(CONFIG_DIR)) if (f.endsWith('.yaml')) copyFileSync(join(CONFIG_DIR, f), join(configDir, f));
     const mqttCfg = `{ type: mqtt, writeStallTimeout: ${STALL_MS}, maxIdleKeepAliveZero: ${IDLE_S}, maxPreAuthBytes: ${PRE_AUTH}, serverReceiveMaximum: 65535 }`;
-    writeFileSync(join(configDir, 'NetworkManager.yaml'), `NetworkManager:\n  data:\n    - name: MQTT Interface\n      url: tcp://127.0.0.1:0/\n      protocolConfigs: [${mqttCfg}]\n`);
+    writeFileSync(
+      join(configDir, 'NetworkManager.yaml'),
+      `NetworkManager:\n  data:\n    - name: MQTT Interface\n      url: tcp://127.0.0.1:0/\n      protocolConfigs: [${mqttCfg}]\n` +
+        `    - name: MQTT WebSocket Interface\n      url: ws://127.0.0.1:0/mqtt\n      protocolConfigs: [${mqttCfg}, { type: ws }]\n`,
+    );
     broker = await spawnBroker({ SWITCHYARD_DATA_DIR: dataDir, SWITCHYARD_CONFIG_DIR: configDir });
     password = readFileSync(join(dataDir, 'admin_password'), 'utf8').trim();
     const list = await rest(broker.port, broker.auth(), 'GET', '/api/v1/server/interfaces');
     port = (list.json as Array<{ name: string; port: number }>).find((i) => i.name === 'MQTT Interface')!.port;
+    wsPort = (list.json as Array<{ name: string; port: number }>).find((i) => i.name === 'MQTT WebSocket Interface')!.port;
   });
   after(async () => {
     for (const c of clients) c.end(true);
@@ -177,6 +184,53 @@ describe('mqtt connection limits', () => {
     assert.notEqual(closedAfter, undefined, 'the non-reading publisher is disconnected');
     assert.ok(r.peak - r.base < RSS_BOUND_MB, `RSS grew ${(r.peak - r.base).toFixed(0)} MB`);
     assert.ok(rt.connected && rt.n > 0, 'the other client kept working');
+  });
+
+  test('limits - over WebSocket too: a client that never reads is paused, then disconnected after writeStallTimeout', async () => {
+    const rss = rssSampler();
+    const ws = new WebSocket(`ws://127.0.0.1:${wsPort}/mqtt`, 'mqtt');
+    ws.binaryType = 'nodebuffer';
+    await new Promise<void>((res, rej) => {
+      ws.once('open', () => res());
+      ws.once('error', rej);
+    });
+    const closed = new Promise<number>((res) => {
+      const t0 = Date.now();
+      ws.once('close', () => res(Date.now() - t0));
+    });
+    const first = new Promise<Buffer>((res) => ws.once('message', (d: Buffer) => res(d)));
+    ws.send(mqttPacket.generate({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 4, clean: true, clientId: 'ws-nonreader', keepalive: 60, username: 'admin', password: Buffer.from(password) } as never));
+    assert.equal((await first)[3], 0, 'CONNACK 0');
+    ws.send(mqttPacket.generate({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: 'flood/ws', qos: 0 }] } as never));
+    await new Promise((r) => setTimeout(r, 200));
+    (ws as unknown as { _socket: Socket })._socket.pause(); // never read again
+    const payload = Buffer.alloc(512, 1);
+    let pid = 0;
+    let sent = 0;
+    const t0 = Date.now();
+    let open = true;
+    void closed.then(() => (open = false));
+    while (open && Date.now() - t0 < 30000) {
+      if (ws.bufferedAmount > 4 * 1048576) {
+        await new Promise((r) => setTimeout(r, 50)); // our own send buffer is full: the broker stopped reading
+        continue;
+      }
+      const bufs: Buffer[] = [];
+      for (let i = 0; i < 64; i++) {
+        pid = (pid % 65535) + 1;
+        bufs.push(mqttPacket.generate({ cmd: 'publish', topic: 'flood/ws', payload, qos: 1, messageId: pid, retain: false, dup: false } as never));
+      }
+      const b = Buffer.concat(bufs);
+      sent += b.length;
+      ws.send(b);
+      await new Promise((r) => setImmediate(r));
+    }
+    const after = await Promise.race([closed, new Promise<undefined>((r) => setTimeout(() => r(undefined), 1000))]);
+    const r = rss.stop();
+    ws.terminate();
+    console.log(`# WebSocket non-reading client: wrote ${(sent / 1048576).toFixed(1)} MiB, disconnected after ${after} ms; broker RSS ${r.base.toFixed(0)} MB -> peak ${r.peak.toFixed(0)} MB`);
+    assert.notEqual(after, undefined, 'the WebSocket client is disconnected');
+    assert.ok(r.peak - r.base < RSS_BOUND_MB, `RSS grew ${(r.peak - r.base).toFixed(0)} MB`);
   });
 
   test('limits - 3.1.1 clients with keep alive 0 that stay silent are closed after maxIdleKeepAliveZero; one that pings stays', async () => {
