@@ -217,6 +217,7 @@ export class Engine implements SubscriptionHost {
   private readonly rates: RateMeter<RateKey>;
   private nextSubId = 1;
   /** `authorized`'s memo within one route: the last hook asked, for which destination, and its answer. */
+  private routing = false;
   private authFn: Authorizer | undefined = undefined;
   private authDest: Destination | undefined = undefined;
   private authOk = false;
@@ -359,17 +360,24 @@ export class Engine implements SubscriptionHost {
 
   /** Fan a topic message out to every matching subscription / shared group. */
   private route(dest: Destination, msg: Message): void {
-    this.authFn = undefined; // the memo of `authorized` lives for one route only (an ACL may change in between)
     const routes = this.routesOf(dest);
     let accepted = 0;
-    if (dest.overlaps) accepted = this.routeOnce(dest, msg, routes);
-    else {
-      for (let i = 0; i < routes.length; i++) {
-        const r = routes[i]!;
-        if (r.isGroup ? this.offerGroup(r, dest, msg) : this.offer(r, dest, msg, false)) accepted++;
-      }
-    }
+    // the memo of `authorized` lives for one route only (an ACL may change in between; a sink may publish again)
+    const outer = this.routing;
+    this.routing = true;
     this.authFn = undefined;
+    try {
+      if (dest.overlaps) accepted = this.routeOnce(dest, msg, routes);
+      else {
+        for (let i = 0; i < routes.length; i++) {
+          const r = routes[i]!;
+          if (r.isGroup ? this.offerGroup(r, dest, msg) : this.offer(r, dest, msg, false)) accepted++;
+        }
+      }
+    } finally {
+      this.routing = outer;
+      this.authFn = undefined;
+    }
     if (accepted === 0) {
       dest.counters.noInterest++;
       this.totals.totalNoInterestMessages++;
@@ -384,6 +392,7 @@ export class Engine implements SubscriptionHost {
   private authorized(sub: Subscription, dest: Destination): boolean {
     const fn = sub.authorize;
     if (fn === undefined) return true;
+    if (!this.routing) return fn(dest.name);
     if (fn === this.authFn && dest === this.authDest) return this.authOk;
     const ok = fn(dest.name);
     this.authFn = fn;
@@ -1078,7 +1087,6 @@ export class Engine implements SubscriptionHost {
   }
 
   private sendRetained(sub: Subscription): void {
-    this.authFn = undefined;
     if (this.retainedIndex.size === 0) return;
     const found = this.retainedIndex.match(sub.topicFilter, []);
     const now = this.now();
