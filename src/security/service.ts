@@ -55,11 +55,13 @@ export class SecurityManager implements SecurityService {
   private readonly basicKey = randomBytes(32);
   private gen = 0;
   /** Delivery decisions of the current generation: topic → user key (`u:<uniqueId>`, `n:<username>`) → allowed. */
-  private readonly deliveryByTopic = new Map<string, Map<string, boolean>>();
+  private readonly deliveryByTopic = new Map<string, Map<number, boolean>>();
+  /** Each delivery authorizer's own number, its key in the per-topic maps (cheaper than a string); never reused. */
+  private nextDeliveryId = 0;
   private deliveryEntries = 0;
   /** The topic map asked last (a fan-out asks the same topic for every subscription). */
   private lastTopic: string | undefined = undefined;
-  private lastTopicMap: Map<string, boolean> | undefined = undefined;
+  private lastTopicMap: Map<number, boolean> | undefined = undefined;
   /** One delivery authorizer per user key (it follows the generation itself), shared by that user's subscriptions. */
   private readonly deliveryAuthorizers = new Map<string, DeliveryAuthorizer>();
 
@@ -145,16 +147,17 @@ export class SecurityManager implements SecurityService {
     const key = who.uniqueId !== undefined ? `u:${who.uniqueId}` : `n:${who.username ?? ''}`;
     const known = this.deliveryAuthorizers.get(key);
     if (known !== undefined) return known;
+    const id = this.nextDeliveryId++;
     const fn: DeliveryAuthorizer = (name) => {
       let t = name === this.lastTopic ? this.lastTopicMap! : this.topicDecisions(name);
-      let v = t.get(key);
+      let v = t.get(id);
       if (v === undefined) {
         v = this.mayRead(who, name, this.rt.engine?.isQueueName(name) === true);
         if (this.deliveryEntries >= DELIVERY_CACHE_ENTRIES) {
           this.forgetDeliveries();
           t = this.topicDecisions(name);
         }
-        t.set(key, v);
+        t.set(id, v);
         this.deliveryEntries++;
       }
       return v;
@@ -164,7 +167,7 @@ export class SecurityManager implements SecurityService {
     return fn;
   }
 
-  private topicDecisions(name: string): Map<string, boolean> {
+  private topicDecisions(name: string): Map<number, boolean> {
     let t = this.deliveryByTopic.get(name);
     if (t === undefined) {
       t = new Map();
