@@ -1,0 +1,113 @@
+/**
+ * Idle destinations (issue 11): N distinct topics (default 1 000 000, BENCH_TOPICS) are published once each with
+ * nobody subscribed, then left idle. Each publish creates a topic in the engine and a `destination:<name>` actor
+ * under the sharded destinations supervisor; after DestinationManager.idleTimeout (BENCH_IDLE_MS, default 20 s)
+ * the idle-topic sweep removes both. Reported: destination actors, engine destinations, RSS and V8 heap before,
+ * at the peak (sampled every 50 000 publishes and at the end of publishing) and after the idle period (after a
+ * full GC when run with --expose-gc). Run with
+ *   node --expose-gc --max-old-space-size=8192 --import tsx bench/idle-destinations.ts
+ * A topic that expires while publishing is still going on is removed then, so the peak is the highest level seen.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { Runtime } from '../src/runtime/runtime.js';
+import { registerServices } from '../src/runtime/services.js';
+import { fmt, isMain, printReport, type BenchReport } from './report.js';
+
+const TOPICS = Number(process.env.BENCH_TOPICS ?? 1_000_000);
+const IDLE_MS = Number(process.env.BENCH_IDLE_MS ?? 20_000);
+const CONFIG_DIR = resolve(import.meta.dirname ?? new URL('.', import.meta.url).pathname, '..', 'config');
+
+const mib = (n: number) => `${fmt(n / 1048576, 1)} MiB`;
+
+function gc(): void {
+  const g = (globalThis as { gc?: () => void }).gc;
+  if (g) {
+    g();
+    g();
+  }
+}
+
+interface Sample {
+  actors: number;
+  destinations: number;
+  rss: number;
+  heap: number;
+}
+
+function sample(rt: Runtime): Sample {
+  const m = process.memoryUsage();
+  return { actors: rt.childActors('destinations').length, destinations: rt.destinationCount(), rss: m.rss, heap: m.heapUsed };
+}
+
+export async function run(): Promise<BenchReport> {
+  const dir = await mkdtemp(join(tmpdir(), 'switchyard-bench-idle-'));
+  const rt = await Runtime.create({
+    configDir: CONFIG_DIR,
+    stdoutLogs: false,
+    overrides: {
+      MessageDaemon: { dataDirectory: dir, logLevel: 'warn', enableSystemTopics: false },
+      NetworkManager: { data: [] },
+      RestApi: { port: 0, hostnames: '127.0.0.1' },
+      DestinationManager: { idleTimeout: IDLE_MS },
+    },
+  } as never);
+  registerServices(rt);
+  await rt.start();
+  try {
+    const engine = rt.engine!;
+    gc();
+    const before = sample(rt);
+    const peak: Sample = { ...before };
+    const note = (s: Sample) => {
+      peak.actors = Math.max(peak.actors, s.actors);
+      peak.destinations = Math.max(peak.destinations, s.destinations);
+      peak.rss = Math.max(peak.rss, s.rss);
+      peak.heap = Math.max(peak.heap, s.heap);
+    };
+    const payload = Buffer.from('x');
+    const t0 = Date.now();
+    for (let i = 0; i < TOPICS; i++) {
+      void engine.publish(`bench/idle/${i}`, { payload });
+      if (i % 10_000 === 9_999) await new Promise((r) => setImmediate(r));
+      if (i % 50_000 === 49_999) note(sample(rt));
+    }
+    const publishMs = Date.now() - t0;
+    note(sample(rt));
+    const t1 = Date.now();
+    const deadline = t1 + IDLE_MS * 3 + 120_000;
+    while (Date.now() < deadline) {
+      const s = sample(rt);
+      if (s.actors <= before.actors && s.destinations <= before.destinations) break;
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    const cleanupMs = Date.now() - t1;
+    await new Promise((r) => setTimeout(r, 500));
+    gc();
+    const after = sample(rt);
+    const row = (label: string, s: Sample): Array<[string, string]> => [
+      [`${label}: destination actors`, fmt(s.actors)],
+      [`${label}: engine destinations`, fmt(s.destinations)],
+      [`${label}: RSS`, mib(s.rss)],
+      [`${label}: V8 heap used`, mib(s.heap)],
+    ];
+    return {
+      title: `Idle destinations: ${fmt(TOPICS)} distinct topics published once, then idle (idleTimeout ${fmt(IDLE_MS)} ms${(globalThis as { gc?: unknown }).gc ? '' : ', no --expose-gc'})`,
+      rows: [
+        ...row('before', before),
+        ...row('peak', peak),
+        ...row('after idle', after),
+        ['publish time', `${fmt(publishMs)} ms (${fmt((TOPICS / publishMs) * 1000)} topics/s)`],
+        ['time from last publish to cleanup', `${fmt(cleanupMs)} ms`],
+      ],
+      target: 'actor count back to the start after the idle period; RSS back near the start',
+      met: after.actors <= before.actors && after.destinations <= before.destinations,
+    };
+  } finally {
+    await rt.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+if (isMain(import.meta.url)) printReport(await run());
