@@ -161,7 +161,7 @@ export const destinationRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, 
       const page = pageOf(entries, pageSize, pageNumber);
       const etag = pageEtag(prefix, page);
       reply.header('etag', etag);
-      if (etagMatches(req.headers['if-none-match'], etag)) return reply.code(304).send(null);
+      if (etagMatches(req.headers['if-none-match'], etag)) return reply.code(304).send(undefined as unknown as null); // no body (null would be serialised as "null")
       return page;
     },
   );
