@@ -22,15 +22,28 @@
  */
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { DecisionTreeClassifier } from 'ml-cart';
-import { IsolationForest } from 'ml-isolation-forest';
-import { kmeans } from 'ml-kmeans';
-import { GaussianNB } from 'ml-naivebayes';
-import { PCA } from 'ml-pca';
-import MLR from 'ml-regression-multivariate-linear';
+import { createRequire } from 'node:module';
+import type * as mlCart from 'ml-cart';
+import type * as mlIsolationForest from 'ml-isolation-forest';
+import type * as mlKmeans from 'ml-kmeans';
+import type * as mlNaiveBayes from 'ml-naivebayes';
+import type * as mlPca from 'ml-pca';
+import type MLR from 'ml-regression-multivariate-linear';
 import { registerSelectorFunction, type SelectorFunction, type SelectorValue } from '../engine/selector/selector.js';
 import type { ModelStore } from './store.js';
 import { checkModelName } from './store.js';
+
+// The mljs libraries are loaded when a model is first trained or loaded (synchronously, through require: all of them
+// ship CommonJS), not at start: an idle broker whose selectors use no model function never needs their code or heap.
+const requireLazily = createRequire(import.meta.url);
+const ml = {
+  cart: () => requireLazily('ml-cart') as typeof mlCart,
+  isolationForest: () => requireLazily('ml-isolation-forest') as typeof mlIsolationForest,
+  kmeans: () => requireLazily('ml-kmeans') as typeof mlKmeans,
+  naiveBayes: () => requireLazily('ml-naivebayes') as typeof mlNaiveBayes,
+  pca: () => requireLazily('ml-pca') as typeof mlPca,
+  mlr: () => requireLazily('ml-regression-multivariate-linear') as typeof MLR,
+};
 
 export const MODEL_KINDS = ['k_means', 'linear_regression', 'decision_tree', 'naive_bayes', 'pca', 'isolation_forest'] as const;
 export type ModelKind = (typeof MODEL_KINDS)[number];
@@ -77,7 +90,7 @@ function compactTree(n: TreeNodeLike): CompactTree {
 let treeProto: object | undefined;
 function treeNodeProto(): object {
   if (!treeProto) {
-    const f = new IsolationForest({ nEstimators: 1 });
+    const f = new (ml.isolationForest().IsolationForest)({ nEstimators: 1 });
     f.train([[0], [1]]);
     treeProto = Object.getPrototypeOf(f.forest[0]) as object;
   }
@@ -100,7 +113,7 @@ function restoreTree(c: CompactTree): TreeNodeLike {
  * broker scores with `flatForest`, which gives the same scores (test/models/model-functions.test.ts compares them).
  */
 export function libraryForest(stored: { n: number; trees: CompactTree[] }): (x: number[]) => number {
-  const f = new IsolationForest({ nEstimators: stored.trees.length });
+  const f = new (ml.isolationForest().IsolationForest)({ nEstimators: stored.trees.length });
   f.trainingSet = { length: stored.n };
   f.forest = stored.trees.map(restoreTree);
   return (x) => f.predict([x])[0]!;
@@ -169,28 +182,28 @@ function flatForest(trees: CompactTree[], n: number): Predictor {
 function train(kind: ModelKind, samples: number[][], labels: Array<string | number>): { stored: Record<string, unknown>; predict: Predictor } {
   switch (kind) {
     case 'k_means': {
-      const r = kmeans(samples, Math.min(K_MEANS_CLUSTERS, samples.length), { initialization: 'kmeans++', seed: 42 });
+      const r = ml.kmeans().kmeans(samples, Math.min(K_MEANS_CLUSTERS, samples.length), { initialization: 'kmeans++', seed: 42 });
       return { stored: { centroids: r.centroids }, predict: load(kind, { centroids: r.centroids }) };
     }
     case 'linear_regression': {
-      const m = new MLR(samples, labels.map((y) => [Number(y)]));
+      const m = new (ml.mlr())(samples, labels.map((y) => [Number(y)]));
       return { stored: { model: m.toJSON() }, predict: load(kind, { model: m.toJSON() }) };
     }
     case 'decision_tree':
     case 'naive_bayes': {
       const classes = [...new Set(labels)];
       const y = labels.map((l) => classes.indexOf(l));
-      const m = kind === 'decision_tree' ? new DecisionTreeClassifier() : new GaussianNB();
+      const m = kind === 'decision_tree' ? new (ml.cart().DecisionTreeClassifier)() : new (ml.naiveBayes().GaussianNB)();
       m.train(samples, y);
       const stored = { classes, model: m.toJSON() };
       return { stored, predict: load(kind, stored) };
     }
     case 'pca': {
-      const m = new PCA(samples);
+      const m = new (ml.pca().PCA)(samples);
       return { stored: { model: m.toJSON() }, predict: load(kind, { model: m.toJSON() }) };
     }
     case 'isolation_forest': {
-      const f = new IsolationForest({ nEstimators: 100 });
+      const f = new (ml.isolationForest().IsolationForest)({ nEstimators: 100 });
       f.train(samples);
       const stored = { n: samples.length, trees: f.forest.map((t) => compactTree(t as TreeNodeLike)) };
       return { stored, predict: load(kind, stored) };
@@ -219,20 +232,20 @@ function load(kind: ModelKind, stored: Record<string, unknown>): Predictor {
       };
     }
     case 'linear_regression': {
-      const m = MLR.load(stored.model as never);
+      const m = ml.mlr().load(stored.model as never);
       return (x) => m.predict(x)[0] ?? null;
     }
     case 'decision_tree':
     case 'naive_bayes': {
       const classes = stored.classes as Array<string | number>;
-      const m = kind === 'decision_tree' ? DecisionTreeClassifier.load(stored.model) : GaussianNB.load(stored.model);
+      const m = kind === 'decision_tree' ? ml.cart().DecisionTreeClassifier.load(stored.model) : ml.naiveBayes().GaussianNB.load(stored.model);
       return (x) => {
         const i = m.predict([x])[0];
         return i === undefined ? null : (classes[i] ?? null);
       };
     }
     case 'pca': {
-      const m = PCA.load(stored.model as never);
+      const m = ml.pca().PCA.load(stored.model as never);
       return (x) => m.predict([x], { nComponents: 1 }).get(0, 0);
     }
     case 'isolation_forest': {

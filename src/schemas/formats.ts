@@ -18,16 +18,31 @@
  * XML is checked for well-formedness and the root element only: no XSD validator is available for Node without a
  * native library, so an XSD in `schema` is refused rather than silently ignored.
  */
-import { Ajv2020 } from 'ajv/dist/2020.js';
-import AjvDraft7 from 'ajv';
-import addFormats from 'ajv-formats';
+import { createRequire } from 'node:module';
+import type { Ajv2020 } from 'ajv/dist/2020.js';
+import type AjvDraft7 from 'ajv';
+import type addFormats from 'ajv-formats';
 import type { ValidateFunction, ErrorObject } from 'ajv';
-import avro from 'avsc';
-import protobuf from 'protobufjs';
-import { XMLParser, XMLValidator } from 'fast-xml-parser';
-import { decode as cborDecode } from 'cbor-x';
-import { decode as msgpackDecode } from '@msgpack/msgpack';
+import type avro from 'avsc';
+import type protobuf from 'protobufjs';
+import type * as fastXmlParser from 'fast-xml-parser';
+import type * as cborX from 'cbor-x';
+import type * as msgpack from '@msgpack/msgpack';
 import { ValidationError } from '../errors.js';
+
+// The format libraries are loaded on first use (synchronously, through require: all of them ship CommonJS), not at
+// start: together they are several MiB of heap and code an idle broker without schemas never needs.
+const requireLazily = createRequire(import.meta.url);
+const lib = {
+  ajv2020: () => (requireLazily('ajv/dist/2020.js') as { Ajv2020: typeof Ajv2020 }).Ajv2020,
+  ajv07: () => requireLazily('ajv') as typeof AjvDraft7,
+  addFormats: () => requireLazily('ajv-formats') as typeof addFormats,
+  avro: () => requireLazily('avsc') as typeof avro,
+  protobuf: () => requireLazily('protobufjs') as typeof protobuf,
+  xml: () => requireLazily('fast-xml-parser') as typeof fastXmlParser,
+  cbor: () => requireLazily('cbor-x') as typeof cborX,
+  msgpack: () => requireLazily('@msgpack/msgpack') as typeof msgpack,
+};
 
 export const SCHEMA_FORMATS = ['json', 'protobuf', 'avro', 'xml', 'csv', 'cbor', 'messagepack', 'native', 'raw'] as const;
 export type SchemaFormat = (typeof SCHEMA_FORMATS)[number];
@@ -78,14 +93,14 @@ function ajvFor(schema: Record<string, unknown>): Ajv2020 | AjvDraft7.default {
   const draft = typeof schema.$schema === 'string' ? schema.$schema : '';
   if (/draft-0[467]/.test(draft)) {
     if (!ajv07) {
-      ajv07 = new AjvDraft7.default({ strict: false, allErrors: false, addUsedSchema: false });
-      addFormats.default(ajv07 as never);
+      ajv07 = new (lib.ajv07().default)({ strict: false, allErrors: false, addUsedSchema: false });
+      lib.addFormats().default(ajv07 as never);
     }
     return ajv07;
   }
   if (!ajv2020) {
-    ajv2020 = new Ajv2020({ strict: false, allErrors: false, addUsedSchema: false });
-    addFormats.default(ajv2020 as never);
+    ajv2020 = new (lib.ajv2020())({ strict: false, allErrors: false, addUsedSchema: false });
+    lib.addFormats().default(ajv2020 as never);
   }
   return ajv2020;
 }
@@ -238,7 +253,7 @@ export function compileChecker(format: SchemaFormat, schema: unknown): PayloadCh
       if (typeof messageName !== 'string' || messageName.trim() === '') throw new SchemaCompileError('Invalid schema: a protobuf schema needs "messageName"');
       let type: protobuf.Type;
       try {
-        const root = protobuf.parse(proto, { keepCase: true }).root;
+        const root = lib.protobuf().parse(proto, { keepCase: true }).root;
         root.resolveAll();
         type = root.lookupType(messageName);
       } catch (err) {
@@ -257,7 +272,7 @@ export function compileChecker(format: SchemaFormat, schema: unknown): PayloadCh
       if (schema === undefined || schema === null) throw new SchemaCompileError('Invalid schema: an avro schema needs the Avro schema in "schema"');
       let type: avro.Type;
       try {
-        type = avro.Type.forSchema(schema as avro.Schema);
+        type = lib.avro().Type.forSchema(schema as avro.Schema);
       } catch (err) {
         throw new SchemaCompileError(`Invalid schema: the Avro schema does not compile: ${clip((err as Error).message)}`);
       }
@@ -277,6 +292,7 @@ export function compileChecker(format: SchemaFormat, schema: unknown): PayloadCh
       if (s.xsd !== undefined) throw new SchemaCompileError('Invalid schema: XSD validation is not supported; xml schemas check well-formedness and "rootElement"');
       const root = s.rootElement;
       if (root !== undefined && (typeof root !== 'string' || root === '')) throw new SchemaCompileError('Invalid schema: "rootElement" must be a non-empty string');
+      const { XMLParser, XMLValidator } = lib.xml();
       const parser = new XMLParser({ ignoreAttributes: true, processEntities: false, ignoreDeclaration: true, ignorePiTags: true });
       return (payload) => {
         const t = text(payload);
@@ -334,7 +350,7 @@ export function compileChecker(format: SchemaFormat, schema: unknown): PayloadCh
     case 'cbor':
     case 'messagepack': {
       const check = valueChecker(schema, 'the JSON Schema of the decoded value');
-      const decode = format === 'cbor' ? (b: Buffer) => cborDecode(b) as unknown : (b: Buffer) => msgpackDecode(b);
+      const decode: (b: Buffer) => unknown = format === 'cbor' ? lib.cbor().decode : lib.msgpack().decode;
       return (payload) => {
         if (payload.length === 0) return `an empty payload is not ${format === 'cbor' ? 'CBOR' : 'MessagePack'}`;
         let value: unknown;
