@@ -19,8 +19,9 @@ const PAIRS = 8;
 /**
  * Node flags of both Node brokers: the ones `npm start` uses (a 32 MiB young generation: the message path allocates
  * many short-lived objects; measured +25–30 % QoS 0 throughput for Switchyard). Aedes gets the same, to be fair.
+ * `BENCH_NODE_FLAGS="--max-semi-space-size=4"` (space-separated; empty for V8's defaults) replaces them.
  */
-const NODE_FLAGS = ['--max-semi-space-size=32'];
+const NODE_FLAGS = process.env.BENCH_NODE_FLAGS !== undefined ? process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean) : ['--max-semi-space-size=32'];
 
 interface Broker {
   name: string;
