@@ -57,9 +57,12 @@ async function untilConnects(port: number, t0: number, proc: ChildProcess): Prom
   }
 }
 
-function switchyard(compiled: boolean, flags: string[] = []): Subject {
+/** The Node flags of `npm start` (package.json `scripts.start`: `exec node <flags> dist/src/main.js`). */
+const NPM_START_FLAGS = (/node((?: --\S+)*) dist\/src\/main\.js/.exec(JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.start)?.[1] ?? '').split(' ').filter(Boolean);
+
+function switchyard(compiled: boolean, flags: string[] = [], label?: string): Subject {
   return {
-    name: compiled ? `Switchyard (compiled${flags.length ? ', ' + flags.join(' ') : ', npm start'})` : 'Switchyard (tsx, before)',
+    name: compiled ? `Switchyard (compiled, ${label ?? (flags.join(' ') || 'V8 defaults')})` : 'Switchyard (tsx, before)',
     async start(tmp) {
       const configDir = join(tmp, 'sy-config');
       mkdirSync(configDir, { recursive: true });
@@ -157,8 +160,8 @@ export interface FootprintRow {
 
 export async function runFootprintBench(): Promise<FootprintRow[]> {
   if (!existsSync(join(ROOT, 'dist/src/main.js'))) throw new Error('dist/ is missing: run npm run build (npm ci does) first');
-  // the second row: a smaller V8 young generation (NODE_OPTIONS=--max-semi-space-size=4), traded against throughput
-  const all = [switchyard(true), switchyard(true, ['--max-semi-space-size=4']), switchyard(false), aedes, mosquitto];
+  // the second row: the compiled code with V8's default young generation (16 MiB semi-spaces), for comparison
+  const all = [switchyard(true, NPM_START_FLAGS, 'npm start'), switchyard(true, []), switchyard(false), aedes, mosquitto];
   const only = process.env.FOOTPRINT_ONLY;
   const subjects = only ? all.filter((s) => s.name.toLowerCase().includes(only.toLowerCase())) : all;
   const rows: FootprintRow[] = [];
