@@ -22,7 +22,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import type { FastifyInstance, HTTPMethods, InjectOptions, LightMyRequestResponse } from 'fastify';
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import { buildApp } from '../src/api/app.js';
 import type { SectionName } from '../src/config/schema.js';
 import { Runtime, type RuntimeOptions } from '../src/runtime/runtime.js';
@@ -182,14 +182,18 @@ export function supervisedActors(node: ActorTreeNode): ActorTreeNode[] {
 }
 
 /** Every (method, route) of the live route table once, without HEAD/OPTIONS, with the route's config. */
-export function routeTable(app: FastifyInstance): Array<{ method: HTTPMethods; url: string; config: unknown }> {
+/** The methods the route table uses: a type every inject() accepts (Fastify's HTTPMethods also has TRACE, which
+ * light-my-request's does not). */
+export type RouteMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+export function routeTable(app: FastifyInstance): Array<{ method: RouteMethod; url: string; config: unknown }> {
   const seen = new Set<string>();
-  const out: Array<{ method: HTTPMethods; url: string; config: unknown }> = [];
+  const out: Array<{ method: RouteMethod; url: string; config: unknown }> = [];
   for (const r of app.apiContext.routes) {
     for (const m of Array.isArray(r.method) ? r.method : [r.method]) {
       if (m === 'HEAD' || m === 'OPTIONS' || seen.has(`${m} ${r.url}`)) continue;
       seen.add(`${m} ${r.url}`);
-      out.push({ method: m as HTTPMethods, url: r.url, config: r.config });
+      out.push({ method: m as RouteMethod, url: r.url, config: r.config });
     }
   }
   return out;

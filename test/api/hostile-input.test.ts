@@ -1,7 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { HTTPMethods } from 'fastify';
-import { routeTable, startServer, type TestServer } from '../helpers.js';
+import { routeTable, startServer, type TestServer, type RouteMethod } from '../helpers.js';
 
 /**
  * Walks the live route table as admin and throws malformed and hostile input at every route: odd path parameters,
@@ -45,7 +44,7 @@ const BODIES: Array<{ type: string; payload: string }> = [
 
 describe('hostile input', () => {
   let s: TestServer;
-  let routes: Array<{ method: HTTPMethods; url: string }>;
+  let routes: Array<{ method: RouteMethod; url: string }>;
   before(async () => {
     s = await startServer({ overrides: { AuthManager: { loginRateLimit: 100000 } } });
     routes = routeTable(s.app).filter((r) => !r.url.startsWith('/swagger-ui'));

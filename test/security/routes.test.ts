@@ -1,10 +1,9 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { HTTPMethods } from 'fastify';
 import { routePermission } from '../../src/api/plugins/auth.js';
 import { SERVER_PERMISSIONS } from '../../src/security/acl.js';
 import { Permissions, ResourceTypes, type Permission, type RoutePermission } from '../../src/security/types.js';
-import { basicAuth, routeTable, startServer, type TestServer } from '../helpers.js';
+import { basicAuth, routeTable, startServer, type TestServer, type RouteMethod } from '../helpers.js';
 import { auditLines, createGroup, leaveEveryone } from './helpers.js';
 
 /**
@@ -19,6 +18,7 @@ const PUBLIC = new Set([
   'POST /api/v1/login',
   'GET /openapi.json',
   'GET /openapi.yaml',
+  'GET /api/v1/server/actors/sse/stream/:token',
   'GET /api/v1/server/log/sse/stream/:token',
   'GET /api/v1/messaging/sse/stream/:token',
   // probes and Prometheus scraping (docs/operations.md); /metrics needs view_stats with RestApi.metricsAuthentication
@@ -30,7 +30,7 @@ const FILLER = '00000000-0000-4000-8000-00000000abcd';
 
 describe('route table enforcement', () => {
   let s: TestServer;
-  let routes: Array<{ method: HTTPMethods; url: string; path: string; need: RoutePermission | undefined }>;
+  let routes: Array<{ method: RouteMethod; url: string; path: string; need: RoutePermission | undefined }>;
   const lacking = new Map<Permission, { authorization: string }>();
 
   before(async () => {
