@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AnyActorRef } from 'xstate';
+import { stateString } from './inspector.js';
 import { SUPERVISORS, type Runtime } from './runtime.js';
 
 /**
@@ -28,15 +29,6 @@ function snap(ref: AnyActorRef): SnapshotLike {
   return ref.getSnapshot() as SnapshotLike;
 }
 
-function stateString(value: unknown): string {
-  if (typeof value === 'string') return value;
-  if (value && typeof value === 'object') {
-    return Object.entries(value as Record<string, unknown>)
-      .map(([k, v]) => (v && (typeof v === 'string' || typeof v === 'object') ? `${k}.${stateString(v)}` : k))
-      .join(',');
-  }
-  return String(value ?? '');
-}
 
 function title(name: string): string {
   return name.charAt(0).toUpperCase() + name.slice(1);
