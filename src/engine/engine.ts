@@ -419,7 +419,7 @@ export class Engine implements SubscriptionHost {
   private wouldOverflow(dest: Destination, msg: Message, now: number): boolean {
     if (now - this.fullPrunedAt >= 200) {
       this.fullPrunedAt = now;
-      for (const s of this.fullSubs) if (s.closed || s.held.size + s.inFlight.size < s.maxDepth) this.fullSubs.delete(s);
+      for (const s of this.fullSubs) if (s.closed || !s.isFull()) this.fullSubs.delete(s);
       if (this.fullSubs.size === 0) return false;
     }
     if (dest.paused) return false;
@@ -437,7 +437,7 @@ export class Engine implements SubscriptionHost {
       let room = false;
       for (const s of r.members) {
         if (s.closed || (s.authorize !== undefined && !s.authorize(dest.name)) || (s.selector !== undefined && !this.select(s, msg, dest))) continue;
-        if (s.refuseWhenFull && s.qos !== 0 && s.held.size + s.inFlight.size >= s.maxDepth) full ??= s;
+        if (s.refuseWhenFull && s.qos !== 0 && s.isFull()) full ??= s;
         else {
           room = true;
           break;
@@ -456,7 +456,7 @@ export class Engine implements SubscriptionHost {
       s.refuseWhenFull &&
       s.qos !== 0 &&
       !s.closed &&
-      s.held.size + s.inFlight.size >= s.maxDepth &&
+      s.isFull() &&
       (s.authorize === undefined || s.authorize(dest.name)) && // a subscription that may not read it never gets it
       (s.selector === undefined || this.select(s, msg, dest))
     );
@@ -464,7 +464,7 @@ export class Engine implements SubscriptionHost {
 
   /** Note a `refuseWhenFull` subscription that reached its cap (publish then checks it). */
   private noteFull(sub: Subscription): void {
-    if (sub.refuseWhenFull && sub.held.size + sub.inFlight.size >= sub.maxDepth) this.fullSubs.add(sub);
+    if (sub.refuseWhenFull && sub.isFull()) this.fullSubs.add(sub);
   }
 
   /**
@@ -595,7 +595,7 @@ export class Engine implements SubscriptionHost {
       this.sent(sub, dest);
       if (ack) {
         if (sub.durable && sub.inFlight.has(msg.id)) this.persistHeld(sub, dest, msg);
-        if (sub.inFlight.size >= sub.maxDepth - sub.held.size) this.noteFull(sub);
+        this.noteFull(sub);
       }
       return true;
     }
@@ -630,7 +630,7 @@ export class Engine implements SubscriptionHost {
     dest.counters.subscribed++;
     this.totals.totalSubscribedMessages++;
     if (sub.durable) this.persistHeld(sub, dest, msg);
-    if (sub.refuseWhenFull && sub.held.size + sub.inFlight.size >= sub.maxDepth) this.fullSubs.add(sub);
+    this.noteFull(sub);
     const sink = sub.sink;
     if (sink !== undefined && sink.kind === 'pull' && sub.held.size === 1 && sink.notify !== undefined) sink.notify(sub);
     return true;

@@ -312,6 +312,11 @@ export class Subscription {
     this.oneCopyPerSession = opts.oneCopyPerSession === true;
     this.sink = opts.sink;
   }
+  /** Holds its maximum (queued + in flight): `maxDepth` reached. */
+  isFull(): boolean {
+    return this.held.size + this.inFlight.size >= this.maxDepth;
+  }
+
 
   get isPull(): boolean {
     return this.sink !== undefined && this.sink.kind === 'pull';

@@ -5,7 +5,7 @@ import { connect } from 'node:net';
 import mqttPacket from 'mqtt-packet';
 import WebSocket from 'ws';
 import { removeDir, spawnBroker, tempDir, type BrokerProcess } from '../helpers.js';
-import { rest } from './helpers.js';
+import { rest, varInt } from './helpers.js';
 
 /**
  * MQTT fuzzer against a broker process: every input goes on its own connection, either as the first bytes or after a
@@ -66,17 +66,7 @@ const CONNECTS: Gen[] = [
   (v) => connectPacket(v, '', { clean: true, keepalive: 0 }),
 ];
 
-/** Remaining-length varint. */
-function varint(n: number): Buffer {
-  const out: number[] = [];
-  do {
-    let b = n % 128;
-    n = Math.floor(n / 128);
-    if (n > 0) b |= 0x80;
-    out.push(b);
-  } while (n > 0);
-  return Buffer.from(out);
-}
+const varint = (n: number): Buffer => Buffer.from(varInt(n));
 
 /** Fixed header length of a valid packet (1 + varint bytes). */
 function headerLength(b: Buffer): number {

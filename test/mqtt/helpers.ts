@@ -3,6 +3,18 @@ import { connect, type Socket } from 'node:net';
 import mqttPacket from 'mqtt-packet';
 import type { TestServer } from '../helpers.js';
 
+/** MQTT variable byte integer (remaining length, property lengths), as bytes. */
+export function varInt(n: number): number[] {
+  const out: number[] = [];
+  do {
+    let b = n % 128;
+    n = Math.floor(n / 128);
+    if (n > 0) b |= 0x80;
+    out.push(b);
+  } while (n > 0);
+  return out;
+}
+
 export interface InterfaceInfo {
   name: string;
   uniqueId: string;

@@ -1,23 +1,13 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer, type TestServer } from '../helpers.js';
-import { RawClient, mqttPort } from './helpers.js';
+import { RawClient, mqttPort, varInt } from './helpers.js';
 
 /**
  * Normative statements of MQTT 3.1.1 / 5.0 probed with raw packets (the ones mqtt-packet lets through): what the
  * client sees, and that another connection is unaffected.
  */
 
-function varInt(n: number): number[] {
-  const out: number[] = [];
-  do {
-    let b = n % 128;
-    n = Math.floor(n / 128);
-    if (n > 0) b |= 0x80;
-    out.push(b);
-  } while (n > 0);
-  return out;
-}
 function packet(first: number, ...body: Buffer[]): Buffer {
   const b = Buffer.concat(body);
   return Buffer.concat([Buffer.from([first, ...varInt(b.length)]), b]);
