@@ -19,7 +19,7 @@
  * - MQTT clients: `{ username: 'admin', password: s.adminPassword }`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
@@ -31,6 +31,30 @@ import type { ActorNode } from '../src/runtime/monitor.js';
 
 export const ROOT = resolve(import.meta.dirname ?? new URL('..', import.meta.url).pathname, '..');
 export const CONFIG_DIR = join(ROOT, 'config');
+
+/**
+ * A config folder: the shipped sections, and a NetworkManager with two MQTT endpoints, `main` on a free port and
+ * `contested` on `port` (one the test holds), retrying the bind every 200-400 ms.
+ */
+export function writeContestedConfig(configDir: string, port: number): void {
+  for (const f of readdirSync(CONFIG_DIR)) if (f.endsWith('.yaml') && f !== 'NetworkManager.yaml') copyFileSync(join(CONFIG_DIR, f), join(configDir, f));
+  writeFileSync(
+    join(configDir, 'NetworkManager.yaml'),
+    [
+      'NetworkManager:',
+      '  retryInitial: 200',
+      '  retryMax: 400',
+      '  data:',
+      '    - name: main',
+      '      url: tcp://127.0.0.1:0/',
+      '      protocolConfigs: [{ type: mqtt }]',
+      '    - name: contested',
+      `      url: tcp://127.0.0.1:${port}/`,
+      '      protocolConfigs: [{ type: mqtt }]',
+      '',
+    ].join('\n'),
+  );
+}
 
 export function tempDir(prefix = 'switchyard-test-'): string {
   return mkdtempSync(join(tmpdir(), prefix));

@@ -1,10 +1,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { copyFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
-import { join } from 'node:path';
 import mqtt, { type MqttClient } from 'mqtt';
-import { CONFIG_DIR, adminPasswordOf, removeDir, spawnBroker, tempDir, waitUntil, type BrokerProcess } from '../helpers.js';
+import { writeContestedConfig, adminPasswordOf, removeDir, spawnBroker, tempDir, waitUntil, type BrokerProcess } from '../helpers.js';
 import { RawClient, rest } from '../mqtt/helpers.js';
 
 /** Endpoint lifecycles driven over REST and observed by real MQTT clients, against the broker process. */
@@ -68,23 +66,7 @@ describe('mqtt endpoint lifecycle over REST', () => {
     blocker = createServer();
     await new Promise<void>((res) => blocker.listen(0, '127.0.0.1', res));
     blockedPort = (blocker.address() as { port: number }).port;
-    for (const f of readdirSync(CONFIG_DIR)) if (f.endsWith('.yaml') && f !== 'NetworkManager.yaml') copyFileSync(join(CONFIG_DIR, f), join(configDir, f));
-    writeFileSync(
-      join(configDir, 'NetworkManager.yaml'),
-      [
-        'NetworkManager:',
-        '  retryInitial: 200',
-        '  retryMax: 400',
-        '  data:',
-        '    - name: main',
-        '      url: tcp://127.0.0.1:0/',
-        '      protocolConfigs: [{ type: mqtt }]',
-        '    - name: contested',
-        `      url: tcp://127.0.0.1:${blockedPort}/`,
-        '      protocolConfigs: [{ type: mqtt }]',
-        '',
-      ].join('\n'),
-    );
+    writeContestedConfig(configDir, blockedPort);
     await boot();
   });
   after(async () => {

@@ -1,10 +1,8 @@
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { copyFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
-import { join } from 'node:path';
 import { fromCallback } from 'xstate';
-import { CONFIG_DIR, removeDir, spawnBroker, startServer, tempDir, waitUntil, type BrokerProcess } from '../helpers.js';
+import { writeContestedConfig, removeDir, spawnBroker, startServer, tempDir, waitUntil, type BrokerProcess } from '../helpers.js';
 
 /** /livez and /readyz as Kubernetes, Docker and load balancers see them (status codes, no credentials). */
 describe('probes', () => {
@@ -24,23 +22,7 @@ describe('probes', () => {
     blocker = createServer();
     await new Promise<void>((res) => blocker!.listen(0, '127.0.0.1', res));
     const taken = (blocker.address() as { port: number }).port;
-    for (const f of readdirSync(CONFIG_DIR)) if (f.endsWith('.yaml') && f !== 'NetworkManager.yaml') copyFileSync(join(CONFIG_DIR, f), join(configDir, f));
-    writeFileSync(
-      join(configDir, 'NetworkManager.yaml'),
-      [
-        'NetworkManager:',
-        '  retryInitial: 200',
-        '  retryMax: 400',
-        '  data:',
-        '    - name: main',
-        '      url: tcp://127.0.0.1:0/',
-        '      protocolConfigs: [{ type: mqtt }]',
-        '    - name: contested',
-        `      url: tcp://127.0.0.1:${taken}/`,
-        '      protocolConfigs: [{ type: mqtt }]',
-        '',
-      ].join('\n'),
-    );
+    writeContestedConfig(configDir, taken);
     const b = await spawnBroker({ SWITCHYARD_DATA_DIR: dataDir, SWITCHYARD_CONFIG_DIR: configDir });
     procs.push(b);
     const base = `http://127.0.0.1:${b.port}`;
