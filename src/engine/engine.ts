@@ -33,25 +33,20 @@ import { ConflictError, NotFoundError, QuotaExceededError, ValidationError } fro
 import { RateMeter, ServerTotals } from './counters.js';
 import { Destination, DestinationType, isDestinationType, isQueueName, type PayloadSchema } from './destination.js';
 import type { EngineStore } from './engine-store.js';
-import {
-  DURABLE_PREFIX,
-  QUEUE_PREFIX,
-  RETAINED_PREFIX,
-  STATE_PREFIX,
-  decodeHeld,
-  encodeHeld,
-  padId,
-  parseDurableKey,
-  parseQueueKey,
-  queueKey,
-  retainedKey,
-} from './engine-store.js';
+import { DURABLE_PREFIX, STATE_PREFIX, encodeHeld, padId, queueKey, retainedKey } from './engine-store.js';
 import { GroupCommit } from './group-commit.js';
 import type { Message, MessageInit } from './message.js';
-import { MessageIdGenerator, createMessage, decodeMessage, encodeMessage } from './message.js';
+import { MessageIdGenerator, createMessage, encodeMessage } from './message.js';
+import type { RecoveryResult } from './recovery.js';
+import { isSysTopic, loadFromStore } from './recovery.js';
 import type { Authorizer, Delivery, PushSink, Route, Sink, SubscribeOptions, SubscriptionHost, SubscriptionStateDTO } from './subscription.js';
 import { SharedGroup, Subscription, subscriptionKey } from './subscription.js';
 import { TopicTree, TopicTrie, hasWildcard, parseSharedFilter, validateTopicFilter, validateTopicName } from './topic-trie.js';
+import type { DestinationDTO, EngineStats, RateKey } from './views.js';
+import { RATE_KEYS, browseDestination, destinationDto, engineStats, subscriptionStatesOf } from './views.js';
+
+export type { DestinationDTO, EngineStats } from './views.js';
+export type { RecoveryResult } from './recovery.js';
 
 /** Lifecycle and threshold notices; never called per message. */
 export interface EngineEvents {
@@ -92,55 +87,6 @@ export interface PublishOptions {
   create?: boolean;
 }
 
-/** MAPS DestinationDTO. */
-export interface DestinationDTO {
-  name: string;
-  type: DestinationType;
-  storedMessages: number;
-  delayedMessages: number;
-  pendingMessages: number;
-  schemaId: string;
-  noInterestMessages: number;
-  publishedMessages: number;
-  retrievedMessages: number;
-  expiredMessages: number;
-  deliveredMessages: number;
-  readTimeAveNs: number;
-  writeTimeAveNs: number;
-  deleteTimeAveNs: number;
-}
-
-/** Server totals (MAPS ServerStatisticsDTO names) and per-second rates. */
-export interface EngineStats {
-  totalPublishedMessages: number;
-  totalDeliveredMessages: number;
-  totalSubscribedMessages: number;
-  totalNoInterestMessages: number;
-  totalRetrievedMessages: number;
-  totalExpiredMessages: number;
-  totalDroppedMessages: number;
-  /** QoS >= 1 publishes refused by flow control (a subscription they would reach was full). */
-  totalRefusedMessages: number;
-  publishedPerSecond: number;
-  subscribedPerSecond: number;
-  noInterestPerSecond: number;
-  deliveredPerSecond: number;
-  retrievedPerSecond: number;
-  expiredPerSecond: number;
-  destinations: number;
-  subscriptions: number;
-  storeBatches: number;
-  storeOperations: number;
-}
-
-export interface RecoveryResult {
-  queued: number;
-  retained: number;
-  held: number;
-  expired: number;
-  corrupt: number;
-}
-
 const RESOLVED: Promise<void> = Promise.resolve();
 function noop(): void {}
 
@@ -154,14 +100,11 @@ export const QUOTA_EXCEEDED: Promise<void> = Promise.reject(
 );
 QUOTA_EXCEEDED.catch(noop);
 
-/**
- * `$SYS/...` topics carry server statistics that the server regenerates at boot (src/runtime/sys-topics.ts), so
- * their retained messages live in memory only: writing them to the store would only add a write every interval
- * and bring back stale figures after a restart.
+/*
+ * `$SYS/...` topics (isSysTopic, recovery.ts) carry server statistics that the server regenerates at boot
+ * (src/runtime/sys-topics.ts), so their retained messages live in memory only: writing them to the store would
+ * only add a write every interval and bring back stale figures after a restart.
  */
-function isSysTopic(name: string): boolean {
-  return name.startsWith('$SYS/');
-}
 
 /** Whether one session has two or more `oneCopyPerSession` subscriptions among these routes (computed per trie generation). */
 function overlapping(routes: Route[]): boolean {
@@ -175,18 +118,8 @@ function overlapping(routes: Route[]): boolean {
   return false;
 }
 
-const RATE_KEYS = [
-  'totalPublishedMessages',
-  'totalSubscribedMessages',
-  'totalNoInterestMessages',
-  'totalDeliveredMessages',
-  'totalRetrievedMessages',
-  'totalExpiredMessages',
-] as const;
-type RateKey = (typeof RATE_KEYS)[number];
-
-export class Engine implements SubscriptionHost {
-  readonly totals = new ServerTotals();
+export class Engine {
+  private readonly totals = new ServerTotals();
   private readonly store: EngineStore | undefined;
   private readonly commit: GroupCommit | undefined;
   private readonly now: () => number;
@@ -238,6 +171,19 @@ export class Engine implements SubscriptionHost {
 
   /** The queue naming convention (configurable prefixes). */
   readonly isQueueName: (name: string) => boolean = isQueueName;
+
+  /**
+   * What a Subscription calls back into (its take/ack/commit/rollback/resume/hibernate/attach methods): the
+   * engine's internals stay private, only this object reaches them.
+   */
+  private readonly host: SubscriptionHost = {
+    take: (sub, n) => this.take(sub, n),
+    settle: (sub, ids, commit) => this.settle(sub, ids, commit),
+    resume: (sub) => this.resumeSub(sub),
+    hibernate: (sub) => this.hibernate(sub),
+    attach: (sub, sink) => this.attach(sub, sink),
+    unsubscribe: (sub) => this.unsubscribe(sub),
+  };
 
   constructor(opts: EngineOptions = {}) {
     this.store = opts.store;
@@ -821,8 +767,7 @@ export class Engine implements SubscriptionHost {
   // SubscriptionHost (called through Subscription methods)
   // ------------------------------------------------------------------------------------------------------------
 
-  /** @internal */
-  _take(sub: Subscription, n: number): Delivery[] {
+  private take(sub: Subscription, n: number): Delivery[] {
     if (sub.closed || !(n > 0)) return [];
     const out: Delivery[] = [];
     const now = this.now();
@@ -852,8 +797,8 @@ export class Engine implements SubscriptionHost {
     return out;
   }
 
-  /** @internal commit (ack) or abort (roll back) in-flight messages; every id counts. */
-  _settle(sub: Subscription, ids: readonly number[], commit: boolean): number {
+  /** Commit (ack) or abort (roll back) in-flight messages; every id counts. */
+  private settle(sub: Subscription, ids: readonly number[], commit: boolean): number {
     let n = 0;
     let returned: Array<{ msg: Message; dest: Destination }> | undefined;
     for (let i = 0; i < ids.length; i++) {
@@ -889,16 +834,14 @@ export class Engine implements SubscriptionHost {
     return n;
   }
 
-  /** @internal */
-  _resume(sub: Subscription): void {
+  private resumeSub(sub: Subscription): void {
     if (sub.closed) return;
     sub.blocked = false;
     if (sub.queue !== undefined) this.dispatch(sub.queue);
     else this.drain(sub);
   }
 
-  /** @internal */
-  _hibernate(sub: Subscription): void {
+  private hibernate(sub: Subscription): void {
     if (sub.closed || sub.hibernating) return;
     sub.hibernating = true;
     sub.blocked = false;
@@ -921,8 +864,7 @@ export class Engine implements SubscriptionHost {
     }
   }
 
-  /** @internal */
-  _attach(sub: Subscription, sink: Sink): void {
+  private attach(sub: Subscription, sink: Sink): void {
     if (sub.closed) return;
     const wasHibernating = sub.hibernating;
     sub.sink = sink;
@@ -1037,7 +979,7 @@ export class Engine implements SubscriptionHost {
       );
     }
 
-    const sub = new Subscription(this, this.nextSubId++, opts.sessionId, opts, topicFilter, shared?.group, maxDepth);
+    const sub = new Subscription(this.host, this.nextSubId++, opts.sessionId, opts, topicFilter, shared?.group, maxDepth);
     this.subs.set(sub.key, sub);
     let set = this.sessions.get(sub.sessionId);
     if (set === undefined) this.sessions.set(sub.sessionId, (set = new Set()));
@@ -1081,7 +1023,7 @@ export class Engine implements SubscriptionHost {
     sub.retainHandling = opts.retainHandling ?? 0;
     sub.retainAsPublished = opts.retainAsPublished === true;
     sub.subscriptionId = opts.subscriptionId;
-    if (sub.sink !== opts.sink || sub.hibernating) this._attach(sub, opts.sink);
+    if (sub.sink !== opts.sink || sub.hibernating) this.attach(sub, opts.sink);
     // retainHandling 0 resends retained messages on a repeated subscribe [MQTT-3.3.1-9]; 1 only on a new one [MQTT-3.3.1-10]
     if (sub.queue === undefined && sub.group === undefined && sub.retainHandling === 0) this.sendRetained(sub);
   }
@@ -1322,11 +1264,11 @@ export class Engine implements SubscriptionHost {
         throw new ConflictError(`destination "${name}" already exists as a ${existing.type}, not a ${type}`);
       }
       existing.declared = true;
-      return this.dto(existing);
+      return destinationDto(existing);
     }
     const created = this.createDest(name, type, opts?.owner);
     created.declared = true; // declared destinations are never removed for being idle
-    return this.dto(created);
+    return destinationDto(created);
   }
 
   /** Declare a queue whatever its name (configuration). */
@@ -1340,7 +1282,7 @@ export class Engine implements SubscriptionHost {
 
   destinations(): DestinationDTO[] {
     const out: DestinationDTO[] = [];
-    for (const d of this.dests.values()) out.push(this.dto(d));
+    for (const d of this.dests.values()) out.push(destinationDto(d));
     return out;
   }
 
@@ -1350,12 +1292,12 @@ export class Engine implements SubscriptionHost {
 
   destination(name: string): DestinationDTO | undefined {
     const d = this.dests.get(name);
-    return d === undefined ? undefined : this.dto(d);
+    return d === undefined ? undefined : destinationDto(d);
   }
 
   /** DestinationDTO of an existing destination; NotFoundError otherwise. */
   destinationDto(name: string): DestinationDTO {
-    return this.dto(this.require(name));
+    return destinationDto(this.require(name));
   }
 
   isPaused(name: string): boolean {
@@ -1367,53 +1309,14 @@ export class Engine implements SubscriptionHost {
     return this.dests.get(name)?.highWater === true;
   }
 
-  private dto(d: Destination): DestinationDTO {
-    const q = d.queue;
-    const c = d.counters;
-    return {
-      name: d.name,
-      type: d.type,
-      storedMessages: q !== undefined ? q.size + d.outstanding : d.retained !== undefined ? 1 : 0,
-      delayedMessages: q !== undefined ? (d.paused ? q.size : 0) : d.held.length,
-      pendingMessages: q !== undefined ? (d.paused ? 0 : q.size) : d.pendingCopies,
-      schemaId: d.schemaId,
-      noInterestMessages: c.noInterest,
-      publishedMessages: c.published,
-      retrievedMessages: c.retrieved,
-      expiredMessages: c.expired,
-      deliveredMessages: c.delivered,
-      readTimeAveNs: d.timings.readTimeAveNs,
-      writeTimeAveNs: d.timings.writeTimeAveNs,
-      deleteTimeAveNs: d.timings.deleteTimeAveNs,
-    };
-  }
-
   /** SubscriptionStateDTO of every subscription receiving from the destination (queue consumers or matching filters). */
   subscriptionStates(name: string): SubscriptionStateDTO[] {
-    const d = this.require(name);
-    const out: SubscriptionStateDTO[] = [];
-    if (d.isQueue) {
-      for (const c of d.consumers) out.push(c.state());
-      return out;
-    }
-    for (const r of this.trie.match(d.levels, [])) {
-      if (r.isGroup) for (const m of r.members) out.push(m.state());
-      else out.push(r.state());
-    }
-    return out;
+    return subscriptionStatesOf(this.require(name), this.trie);
   }
 
   /** Messages waiting in a queue, in delivery order (or the retained message of a topic), without consuming them. */
   browse(name: string, limit = 100): Message[] {
-    const d = this.require(name);
-    const out: Message[] = [];
-    if (d.queue !== undefined) {
-      for (const m of d.queue) {
-        if (out.length >= limit) break;
-        out.push(m);
-      }
-    } else if (d.retained !== undefined && limit > 0) out.push(d.retained);
-    return out;
+    return browseDestination(this.require(name), limit);
   }
 
   /** The retained message of a topic, if any. */
@@ -1552,28 +1455,12 @@ export class Engine implements SubscriptionHost {
   }
 
   stats(): EngineStats {
-    const t = this.totals;
-    const r = this.rates.update(t, this.now());
-    return {
-      totalPublishedMessages: t.totalPublishedMessages,
-      totalDeliveredMessages: t.totalDeliveredMessages,
-      totalSubscribedMessages: t.totalSubscribedMessages,
-      totalNoInterestMessages: t.totalNoInterestMessages,
-      totalRetrievedMessages: t.totalRetrievedMessages,
-      totalExpiredMessages: t.totalExpiredMessages,
-      totalDroppedMessages: t.totalDroppedMessages,
-      totalRefusedMessages: t.totalRefusedMessages,
-      publishedPerSecond: r.totalPublishedMessages,
-      subscribedPerSecond: r.totalSubscribedMessages,
-      noInterestPerSecond: r.totalNoInterestMessages,
-      deliveredPerSecond: r.totalDeliveredMessages,
-      retrievedPerSecond: r.totalRetrievedMessages,
-      expiredPerSecond: r.totalExpiredMessages,
+    return engineStats(this.totals, this.rates, this.now(), {
       destinations: this.dests.size,
       subscriptions: this.subs.size,
       storeBatches: this.commit?.batches ?? 0,
       storeOperations: this.commit?.opsWritten ?? 0,
-    };
+    });
   }
 
   /**
@@ -1581,97 +1468,24 @@ export class Engine implements SubscriptionHost {
    * start-up, before publishing. Expired messages are deleted instead of loaded.
    */
   async recover(): Promise<RecoveryResult> {
-    const result: RecoveryResult = { queued: 0, retained: 0, held: 0, expired: 0, corrupt: 0 };
     if (this.recovered) throw new ConflictError('recover() was already called');
     this.recovered = true;
-    const store = this.store;
-    if (store === undefined) return result;
-    const now = this.now();
-    let maxId = 0;
-    let last = process.hrtime.bigint();
-    const readTime = (d: Destination): void => {
-      const t = process.hrtime.bigint();
-      d.timings.readNs += Number(t - last);
-      d.timings.reads++;
-      last = t;
-    };
-    const expired = (key: string, m: Message, d: Destination | undefined): boolean => {
-      if (m.expiresAt === 0 || m.expiresAt > now) return false;
-      result.expired++;
-      if (d !== undefined) d.counters.expired++;
-      this.totals.totalExpiredMessages++;
-      this.commit!.del(key);
-      return true;
-    };
-
-    for await (const [key, value] of store.iterate(QUEUE_PREFIX)) {
-      const parsed = parseQueueKey(key);
-      let msg: Message;
-      try {
-        if (parsed === null) throw new Error('bad key');
-        msg = decodeMessage(value);
-      } catch {
-        result.corrupt++;
-        continue;
-      }
-      if (msg.id > maxId) maxId = msg.id;
-      let d = this.dests.get(parsed.destination);
-      if (d === undefined) d = this.createDest(parsed.destination, DestinationType.Queue);
-      if (!d.isQueue || !d.persistent) {
-        result.corrupt++;
-        continue;
-      }
-      readTime(d);
-      if (expired(key, msg, d)) continue;
-      d.queue!.push(msg);
-      result.queued++;
-    }
-
-    for await (const [key, value] of store.iterate(RETAINED_PREFIX)) {
-      const topic = key.slice(RETAINED_PREFIX.length);
-      if (isSysTopic(topic)) {
-        this.commit!.del(key); // written by an older version; $SYS figures are regenerated, never recovered
-        continue;
-      }
-      let msg: Message;
-      try {
-        msg = decodeMessage(value);
-      } catch {
-        result.corrupt++;
-        continue;
-      }
-      if (msg.id > maxId) maxId = msg.id;
-      let d = this.dests.get(topic);
-      if (d === undefined) d = this.createDest(topic, DestinationType.Topic);
-      if (d.isQueue) {
-        result.corrupt++;
-        continue;
-      }
-      readTime(d);
-      if (expired(key, msg, d)) continue;
-      if (d.retained === undefined) this.retainedIndex.set(topic, d);
-      d.retained = msg;
-      result.retained++;
-    }
-
-    for await (const [key, value] of store.iterate(DURABLE_PREFIX)) {
-      const parsed = parseDurableKey(key);
-      let held: { destination: string; msg: Message };
-      try {
-        if (parsed === null) throw new Error('bad key');
-        held = decodeHeld(value);
-      } catch {
-        result.corrupt++;
-        continue;
-      }
-      if (held.msg.id > maxId) maxId = held.msg.id;
-      if (expired(key, held.msg, this.dests.get(held.destination))) continue;
-      let list = this.recoveredHeld.get(parsed.storeKey);
-      if (list === undefined) this.recoveredHeld.set(parsed.storeKey, (list = []));
-      list.push([held.destination, held.msg]);
-      result.held++;
-    }
-
+    if (this.store === undefined) return { queued: 0, retained: 0, held: 0, expired: 0, corrupt: 0 };
+    const { result, maxId } = await loadFromStore(this.store, this.now(), {
+      commit: this.commit!,
+      totals: this.totals,
+      existing: (name) => this.dests.get(name),
+      destination: (name, type) => this.dests.get(name) ?? this.createDest(name, type),
+      retain: (d, msg) => {
+        if (d.retained === undefined) this.retainedIndex.set(d.name, d);
+        d.retained = msg;
+      },
+      held: (storeKey, destination, msg) => {
+        let list = this.recoveredHeld.get(storeKey);
+        if (list === undefined) this.recoveredHeld.set(storeKey, (list = []));
+        list.push([destination, msg]);
+      },
+    });
     this.ids.observe(maxId);
     for (const d of this.dests.values()) {
       if (d.queue === undefined) continue;

@@ -1,6 +1,8 @@
 /** Public surface of the messaging engine. */
 export { Engine, QUOTA_EXCEEDED } from './engine.js';
-export type { DestinationDTO, EngineEvents, EngineOptions, EngineStats, PublishOptions, RecoveryResult } from './engine.js';
+export type { EngineEvents, EngineOptions, PublishOptions } from './engine.js';
+export type { DestinationDTO, EngineStats } from './views.js';
+export type { RecoveryResult } from './recovery.js';
 export { DestinationType, isQueueName, isQueueType, isTemporaryType } from './destination.js';
 export type { Delivery, PullSink, PushSink, Selector, Sink, SubscribeOptions, SubscriptionStateDTO } from './subscription.js';
 export { Subscription } from './subscription.js';

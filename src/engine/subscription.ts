@@ -119,13 +119,13 @@ export interface SubscriptionStateDTO {
   messagesRefused: number;
 }
 
-/** The engine side of a subscription (implemented by Engine). */
+/** The engine side of a subscription (a private object of the Engine, so these are not Engine methods). */
 export interface SubscriptionHost {
-  _take(sub: Subscription, n: number): Delivery[];
-  _settle(sub: Subscription, ids: readonly number[], commit: boolean): number;
-  _resume(sub: Subscription): void;
-  _hibernate(sub: Subscription): void;
-  _attach(sub: Subscription, sink: Sink): void;
+  take(sub: Subscription, n: number): Delivery[];
+  settle(sub: Subscription, ids: readonly number[], commit: boolean): number;
+  resume(sub: Subscription): void;
+  hibernate(sub: Subscription): void;
+  attach(sub: Subscription, sink: Sink): void;
   unsubscribe(sub: Subscription): boolean;
 }
 
@@ -324,37 +324,37 @@ export class Subscription {
 
   /** Pull: take up to `n` held messages (in flight afterwards when transactional, consumed otherwise). */
   take(n: number): Delivery[] {
-    return this.host._take(this, n);
+    return this.host.take(this, n);
   }
 
   /** Acknowledge / commit every listed event id. Returns how many were in flight. */
   commit(ids: readonly number[]): number {
-    return this.host._settle(this, ids, true);
+    return this.host.settle(this, ids, true);
   }
 
   /** Roll back every listed event id: the messages become deliverable again. Returns how many were in flight. */
   abort(ids: readonly number[]): number {
-    return this.host._settle(this, ids, false);
+    return this.host.settle(this, ids, false);
   }
 
   /** Push, QoS ≥ 1: the client acknowledged `msgId` (PUBACK / PUBCOMP). */
   ack(msgId: number): boolean {
-    return this.host._settle(this, [msgId], true) === 1;
+    return this.host.settle(this, [msgId], true) === 1;
   }
 
   /** Push: credit is back, deliver what is held. */
   resume(): void {
-    this.host._resume(this);
+    this.host.resume(this);
   }
 
   /** Session went offline: keep the subscription and hold messages (in-flight ones are delivered again later). */
   hibernate(): void {
-    this.host._hibernate(this);
+    this.host.hibernate(this);
   }
 
   /** Session is back: deliver through `sink`. */
   attach(sink: Sink): void {
-    this.host._attach(this, sink);
+    this.host.attach(this, sink);
   }
 
   unsubscribe(): boolean {
