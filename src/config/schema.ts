@@ -1,4 +1,8 @@
 import { z } from 'zod';
+import { DiscoveryManagerSchema } from '../discovery/config.js';
+import { DeviceManagerSchema } from '../devices/config.js';
+import { NetworkConnectionManagerSchema } from '../links/link-config.js';
+import { LoRaDeviceManagerSchema } from '../devices/lora/config.js';
 
 /**
  * Configuration sections, named as in MAPS. Each section is a strict zod schema with defaults, so an unknown key
@@ -174,7 +178,65 @@ export const WsConfigSchema = z
   })
   .strict();
 
-export const ProtocolConfigSchema = z.discriminatedUnion('type', [MqttConfigSchema, WsConfigSchema]);
+/** SerialConfigDTO's `serialDevice`: one serial port (docs/devices.md "Serial endpoints and GPS"). MAPS field names. */
+export const SerialDeviceSchema = z
+  .object({
+    serialNo: z.string().max(256).optional().describe('the device serial number (informational)'),
+    port: z
+      .string()
+      .min(1)
+      .max(1024)
+      .regex(/^[^\s\u0000]+$/, 'a serial port is a device name or path without whitespace')
+      .optional()
+      .describe('device: a path (/dev/ttyUSB0, /dev/serial0) or a name under /dev (ttyUSB0); absent: taken from the endpoint URL'),
+    baudRate: z.number().int().min(50).max(4000000).default(9600),
+    dataBits: z.union([z.literal(5), z.literal(6), z.literal(7), z.literal(8)]).default(8),
+    stopBits: z.union([z.literal(1), z.literal(1.5), z.literal(2)]).default(1),
+    parity: z
+      .string()
+      .transform((v) => v.trim().toLowerCase())
+      .pipe(z.enum(['n', 'e', 'o', 'm', 's', 'none', 'even', 'odd', 'mark', 'space'], 'parity is none, even, odd, mark or space (or n, e, o, m, s)'))
+      .default('none'),
+    flowControl: z
+      .union([z.enum(['none', 'rtscts', 'xonxoff', 'NONE', 'RTSCTS', 'XONXOFF']), z.literal(0), z.literal(1), z.literal(2)])
+      .default('none')
+      .describe('none (0), rtscts (1: RTS/CTS hardware) or xonxoff (2: XON/XOFF software)'),
+    readTimeOut: z.number().int().min(0).max(3600000).default(60000).describe('ms; accepted for MAPS compatibility (reads are event driven)'),
+    writeTimeOut: z.number().int().min(0).max(3600000).default(60000).describe('ms; accepted for MAPS compatibility (an MQTT connection whose writes stall is closed after its writeStallTimeout)'),
+    bufferSize: z.number().int().min(1024).max(16777216).default(262144).describe('bytes queued toward the port before writers wait (high-water mark)'),
+  })
+  .strict();
+export type SerialDevice = z.output<typeof SerialDeviceSchema>;
+
+/**
+ * The `NMEA-0183` protocol entry: sentences read from a serial endpoint (a GPS) are checked and published as JSON,
+ * one topic per sentence type (`<topicPrefix>/<talker><type>`, e.g. `nmea/GPGGA`).
+ */
+export const NmeaConfigSchema = z
+  .object({
+    type: z.literal('NMEA-0183'),
+    proxyProtocol: z.boolean().default(false),
+    serial: SerialDeviceSchema.optional().describe("the port's settings when endPointConfig.serialDevice is absent (MAPS NmeaConfigDTO.serial)"),
+    topicPrefix: z
+      .string()
+      .min(1)
+      .max(1000)
+      .refine((v) => !/[+#\u0000]/.test(v) && !v.endsWith('/'), 'must not contain + or # nor end with /')
+      .default('nmea')
+      .describe('sentences are published to <topicPrefix>/<talker><type>, e.g. nmea/GPGGA'),
+    sentences: z
+      .array(z.string().regex(/^[A-Z0-9]{3,6}$/, 'a sentence type such as GGA or GPGGA'))
+      .max(100)
+      .optional()
+      .describe('publish only these types (GGA matches every talker, GPGGA only GP); absent: every valid sentence'),
+    maxLineLength: z.number().int().min(82).max(4096).default(256).describe('bytes; a longer line is dropped and counted (NMEA allows 82)'),
+    qos: z.number().int().min(0).max(1).default(0).describe('QoS of the published messages'),
+    retain: z.boolean().default(true).describe('publish retained, so a new subscriber gets the last fix at once'),
+  })
+  .strict();
+export type NmeaConfig = z.output<typeof NmeaConfigSchema>;
+
+export const ProtocolConfigSchema = z.discriminatedUnion('type', [MqttConfigSchema, WsConfigSchema, NmeaConfigSchema]);
 
 /** SslConfigDTO, with PEM files (keyFile, certFile, caFile) as Node's TLS uses them. */
 export const SslConfigSchema = z
@@ -192,7 +254,7 @@ export const SslConfigSchema = z
 /** EndPointConfigDTO / TcpConfigDTO / TlsConfigDTO. */
 export const EndPointConfigSchema = z
   .object({
-    type: z.enum(['tcp', 'ssl', 'ws', 'wss']).optional().describe('defaults to the URL scheme'),
+    type: z.enum(['tcp', 'ssl', 'ws', 'wss', 'serial']).optional().describe('defaults to the URL scheme'),
     discoverable: z.boolean().default(false),
     selectorThreadCount: z.number().int().min(1).default(2),
     serverReadBufferSize: z.number().int().min(1).default(10240),
@@ -206,6 +268,7 @@ export const EndPointConfigSchema = z
     backlog: z.number().int().min(1).max(10000).default(100),
     soLingerDelaySec: z.number().int().min(0).default(10),
     sslConfig: SslConfigSchema.optional().describe('required for ssl:// and wss://'),
+    serialDevice: SerialDeviceSchema.optional().describe('serial:// endpoints: the port and its line settings (SerialConfigDTO)'),
   })
   .strict();
 
@@ -365,6 +428,10 @@ export const sectionSchemas = {
   NetworkManager: NetworkManagerSchema,
   AuthManager: AuthManagerSchema,
   DestinationManager: DestinationManagerSchema,
+  DiscoveryManager: DiscoveryManagerSchema, // mDNS / NATS discovery (src/discovery/config.ts)
+  NetworkConnectionManager: NetworkConnectionManagerSchema, // integration links (src/links/link-config.ts)
+  DeviceManager: DeviceManagerSchema, // I²C sensors (src/devices/config.ts, docs/devices.md); default: no buses
+  LoRaDeviceManager: LoRaDeviceManagerSchema, // LoRa radios on serial ports (src/devices/lora/config.ts, docs/devices.md); default: none
 } as const;
 
 export type SectionName = keyof typeof sectionSchemas;
@@ -382,6 +449,14 @@ export const sectionAliases: Record<string, SectionName> = {
   authmanagerconfig: 'AuthManager',
   destinations: 'DestinationManager',
   destinationmanagerconfig: 'DestinationManager',
+  discovery: 'DiscoveryManager',
+  discoverymanagerconfig: 'DiscoveryManager',
+  integrations: 'NetworkConnectionManager',
+  networkconnectionmanagerconfig: 'NetworkConnectionManager',
+  hardware: 'DeviceManager',
+  devicemanagerconfig: 'DeviceManager',
+  lora: 'LoRaDeviceManager',
+  loradevicemanagerconfig: 'LoRaDeviceManager',
 };
 
 export type Config = { [K in SectionName]: z.output<(typeof sectionSchemas)[K]> };

@@ -3,6 +3,7 @@ import { NotFoundError } from '../errors.js';
 import type { MqttBroker } from '../protocol/mqtt/broker.js';
 import type { MqttConnection } from '../protocol/mqtt/connection.js';
 import { CloseReason, Reason } from '../protocol/mqtt/reason.js';
+import { isSerialEndpoint, serialDevicePath } from '../transport/serial-config.js';
 import type { EndpointEntry, EndpointState } from './endpoints.service.js';
 
 /**
@@ -26,14 +27,17 @@ export class EndpointViews {
   }
 
   interfaceInfo(entry: EndpointEntry) {
-    const addr = parseEndpointUrl(entry.config.url);
     const state = this.host.state(entry);
     const live = state === 'Started' || state === 'Paused';
+    // a serial endpoint has a device, not a port: `host` is serial://<device path> and `port` 0
+    const serial = isSerialEndpoint(entry.config);
+    const addr = serial ? { scheme: 'serial', host: serialDevicePath(entry.config), port: 0 } : parseEndpointUrl(entry.config.url);
+    const port = live && entry.handle ? entry.handle.port : addr.port;
     return {
       schemaLoadingVersion: 0,
       uniqueId: entry.uniqueId,
       name: entry.name,
-      port: live && entry.handle ? entry.handle.port : addr.port,
+      port: Number.isInteger(port) ? port : 0,
       host: `${addr.scheme}://${addr.host}`,
       state,
       config: entry.config as unknown as Record<string, unknown>,
@@ -70,7 +74,8 @@ export class EndpointViews {
     return {
       id: c.id,
       adapter: c.wire.transport,
-      name: `${c.wire.transport}_/${c.wire.remoteAddress}:${c.wire.remotePort}`,
+      // a serial line: serial_/dev/ttyUSB0 (its device path), not an address and port
+      name: c.wire.transport === 'serial' ? `serial_${c.wire.remoteAddress}` : `${c.wire.transport}_/${c.wire.remoteAddress}:${c.wire.remotePort}`,
       user: c.principal && !c.principal.anonymous ? c.principal.username : 'anonymous',
       protocolName: c.state === 'new' ? 'Not Detected' : 'MQTT',
       protocolVersion: c.state === 'new' ? 'N/A' : c.v5 ? '5.0' : c.protocolVersion === 4 ? '3.1.1' : '3.1',

@@ -13,6 +13,8 @@ import { MqttBroker } from '../protocol/mqtt/broker.js';
 import { EndpointStats, type EndpointContext, type MqttConnection } from '../protocol/mqtt/connection.js';
 import { CloseReason, Reason } from '../protocol/mqtt/reason.js';
 import { bindListener } from '../transport/listener.js';
+import { bindSerialEndpoint } from '../transport/serial.js';
+import { isSerialEndpoint } from '../transport/serial-config.js';
 import { command, settle, type CommandTarget } from './command.js';
 import { EndpointViews } from './endpoint-views.js';
 import type { CommandRecord } from './events.js';
@@ -132,7 +134,9 @@ export class EndpointsService implements Service {
           if (!entry || !this.broker) throw new Error(`endpoint "${input.name}" is not configured`);
           let handle;
           try {
-            handle = await bindListener({ config: entry.config, broker: this.broker, endpoint: entry.ctx });
+            const bindOpts = { config: entry.config, broker: this.broker, endpoint: entry.ctx };
+            // serial:// opens a device (src/transport/serial.ts); the actor runs it as it runs a socket listener
+            handle = isSerialEndpoint(entry.config) ? await bindSerialEndpoint({ ...bindOpts, log: this.rt.log }) : await bindListener(bindOpts);
           } catch (err) {
             entry.stats.errors++;
             this.rt.log.warn({ endpoint: entry.name, url: entry.config.url, err: (err as Error).message }, 'endpoint could not bind; retrying with backoff');
@@ -143,7 +147,8 @@ export class EndpointsService implements Service {
             throw new Error('start cancelled');
           }
           entry.handle = handle;
-          this.rt.log.info({ endpoint: entry.name, transport: handle.transport, host: handle.host, port: handle.port }, `endpoint ${entry.name} listening on ${handle.transport}://${handle.host}:${handle.port}`);
+          const where = handle.transport === 'serial' ? `serial://${handle.host}` : `${handle.transport}://${handle.host}:${handle.port}`;
+          this.rt.log.info({ endpoint: entry.name, transport: handle.transport, host: handle.host, port: handle.port }, `endpoint ${entry.name} listening on ${where}`);
           return handle;
         }),
       },
