@@ -255,8 +255,12 @@ describe('serial - NMEA-0183 from a GPS', () => {
     gps = undefined;
     await pair!.stop();
     await waitState(s, 'gps', 'Failed');
+    const down = await s.inject({ method: 'GET', url: '/readyz' });
+    assert.equal(down.statusCode, 503);
+    assert.match(down.body, /gps/);
     pair = await ptyPair(pair!.a, pair!.b);
     await waitState(s, 'gps', 'Started');
+    assert.equal((await s.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
     const got = collect(sub!);
     gps = await openEnd(pair.b);
     gps.write(`${nmeaSentence('GNGGA,235959.50,3345.1234,S,15112.5000,W,2,11,0.7,12.0,M,-20.1,M,,')}\r\n`);
