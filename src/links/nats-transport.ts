@@ -1,0 +1,626 @@
+/**
+ * The NATS transport of an integration link (`url: nats://host:port` or `tls://host:port`): one NATS connection per
+ * connection attempt (the link actor owns reconnecting and backoff, so the client's own reconnect is off and a lost
+ * connection is reported as `disconnected`).
+ *
+ * Subjects: a topic (already in the remote namespace) becomes a subject as nats-server maps MQTT topics
+ * (subject-mapping.ts); a topic with none is refused (`NatsRefusedError`, counted in `counters().refused`).
+ *
+ * QoS 0 is a core NATS publish. QoS >= 1 is a JetStream publish: send() resolves only after the PubAck (a retried
+ * send with the same `LinkMessage.id` is stored once: `Nats-Msg-Id`, the stream's duplicate window is 2 min).
+ * Streams: one per first level of the subject space, created when absent, named `SY_<level>` (characters other than
+ * letters, digits, `_` and `-` become `_`, followed by a short hash of the level when any was replaced), subjects
+ * `<level>` and `<level>.>`, file storage, limits retention: at most `maxAgeSeconds` (default 86 400) old and
+ * `maxBytes` (default 1 GiB) in all, the oldest discarded first. Both brokers of a federation derive the same name
+ * for the same level; a stream created beforehand by an operator that captures the subjects is used as it is.
+ * A JetStream stream stores every message published on its subjects, core publishes included, so a QoS >= 1 pull
+ * also receives QoS 0 pushes (delivered with their own QoS, carried in a header).
+ *
+ * receive(): QoS 0 is a core subscription (a queue subscription for a shared group); QoS >= 1 a durable pull
+ * consumer (`durableName`, or `SY_share_<group>_<hash of filter>` for a shared group, one for all brokers), explicit
+ * acks, each message acknowledged only after the handler resolved (a rejection naks it for redelivery in 1 s). At
+ * most `maxInflight` (default 256) messages are in the handler at once; the handler is called in stream order. A
+ * redelivered message whose id was handed over already (the last 65 536 ids are remembered) is acked and dropped.
+ *
+ * Retained messages: a retained send is also stored in the stream `SY_RETAINED` (subjects `$SY.retained.>`,
+ * `max_msgs_per_subject` 1, so it keeps the last value of every subject; at most 1 GiB). When receive() starts it
+ * first hands the handler the retained set under its filter (retain = true; an empty payload clears), then live
+ * messages.
+ *
+ * Headers (nats.js MsgHdrs): `Content-Type`, `Sy-Correlation-Data` (base64), `Sy-User-Properties` (JSON object),
+ * `Sy-Priority`, `Sy-Expires-At` (epoch ms), `Sy-Response-Topic`, `Sy-Origin` (server id), `Sy-Hops`, `Sy-Qos`,
+ * `Sy-Retain` (`1`), and `Nats-Msg-Id` for JetStream. A message from a plain NATS client has none of them: QoS 0 (1
+ * through JetStream), no origin, 0 hops.
+ *
+ * protocolConfigs: an entry `{ type: nats, ... }` may set `maxAgeSeconds`, `maxBytes`, `ackWaitSeconds` (10),
+ * `maxInflight` (256), `stream` (one stream name for every subject of this link, created with `subjects` or the
+ * derived ones).
+ */
+import { createHash } from 'node:crypto';
+import { connect, headers as natsHeaders, nanos, type MsgHdrs, type NatsConnection, type Subscription, type Msg } from '@nats-io/transport-node';
+import {
+  AckPolicy,
+  DeliverPolicy,
+  DiscardPolicy,
+  RetentionPolicy,
+  StorageType,
+  jetstream,
+  jetstreamManager,
+  type ConsumerMessages,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+} from '@nats-io/jetstream';
+import { filterToSubject, SubjectMappingError, subjectToTopic, topicToSubject } from './subject-mapping.js';
+import type { LinkMessage, LinkTransport, ReceiveHandler, ReceiveOptions, TransportEvent } from './transport.js';
+
+/** A LinkMessage with the optional outbox id (`LinkMessage.id` in newer transport.ts; kept local so either fits). */
+export type NatsLinkMessage = LinkMessage & { id?: string };
+
+/** The part of a link's configuration this transport reads (any NetworkConnectionManager entry fits). */
+export interface NatsLinkConfig {
+  name: string;
+  url: string;
+  authConfig?: { username?: string; password?: string; tokenConfig?: Record<string, unknown> };
+  protocolConfigs?: Array<{ type: string; [key: string]: unknown }>;
+}
+
+export interface NatsTransportContext {
+  serverId: string;
+  log: { info(obj: unknown, msg?: string): void; warn(obj: unknown, msg?: string): void; debug?(obj: unknown, msg?: string): void };
+  connectTimeout?: number;
+}
+
+/**
+ * send() rejects with this when a message can never be taken (no subject form): drop and count, do not retry.
+ * `code` 0x90 (MQTT 5 "Topic Name invalid") so the link treats it as a refusal by the remote side.
+ */
+export class NatsRefusedError extends Error {
+  readonly permanent = true;
+  readonly code = 0x90;
+  constructor(message: string) {
+    super(message);
+    this.name = 'NatsRefusedError';
+  }
+}
+
+export const RETAINED_STREAM = 'SY_RETAINED';
+export const RETAINED_PREFIX = '$SY.retained.';
+const GiB = 1024 * 1024 * 1024;
+const DEDUP_IDS = 65536;
+const MAX_STREAMS = 100;
+
+export const H = {
+  contentType: 'Content-Type',
+  correlation: 'Sy-Correlation-Data',
+  userProps: 'Sy-User-Properties',
+  priority: 'Sy-Priority',
+  expiresAt: 'Sy-Expires-At',
+  responseTopic: 'Sy-Response-Topic',
+  origin: 'Sy-Origin',
+  hops: 'Sy-Hops',
+  qos: 'Sy-Qos',
+  retain: 'Sy-Retain',
+  msgId: 'Nats-Msg-Id',
+} as const;
+
+function shortHash(s: string): string {
+  return createHash('sha256').update(s).digest('hex').slice(0, 8);
+}
+
+/** A name usable as a JetStream stream or consumer name. */
+export function jsName(prefix: string, raw: string): string {
+  const clean = raw.replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 100);
+  return clean === raw ? `${prefix}${clean}` : `${prefix}${clean}_${shortHash(raw)}`;
+}
+
+/** The stream name derived for a first subject token (`fed` -> `SY_fed`). */
+export function streamNameFor(token: string): string {
+  return jsName('SY_', token);
+}
+
+function firstToken(subject: string): string {
+  const i = subject.indexOf('.');
+  return i < 0 ? subject : subject.slice(0, i);
+}
+
+/** Is every subject `sub` matches also matched by `filter`? (NATS wildcards `*`, `>`.) */
+export function subjectSubsetOf(sub: string, filter: string): boolean {
+  const a = sub.split('.');
+  const b = filter.split('.');
+  for (let i = 0; i < b.length; i++) {
+    if (b[i] === '>') return i < a.length;
+    if (i >= a.length) return false;
+    if (b[i] === '*') {
+      if (a[i] === '>') return false;
+      continue;
+    }
+    if (a[i] !== b[i]) return false;
+  }
+  return a.length === b.length;
+}
+
+export function buildHeaders(msg: LinkMessage): MsgHdrs {
+  const h = natsHeaders();
+  if (msg.contentType) h.set(H.contentType, msg.contentType);
+  if (msg.correlationData && msg.correlationData.length > 0) h.set(H.correlation, msg.correlationData.toString('base64'));
+  if (msg.userProperties && Object.keys(msg.userProperties).length > 0) h.set(H.userProps, JSON.stringify(msg.userProperties));
+  if (msg.priority !== undefined) h.set(H.priority, String(msg.priority));
+  if (msg.expiresAt) h.set(H.expiresAt, String(msg.expiresAt));
+  if (msg.responseTopic) h.set(H.responseTopic, msg.responseTopic);
+  h.set(H.origin, msg.originServer);
+  h.set(H.hops, String(msg.hops));
+  h.set(H.qos, String(msg.qos));
+  if (msg.retain) h.set(H.retain, '1');
+  return h;
+}
+
+/** A received NATS message as a LinkMessage (throws SubjectMappingError when the subject is no MQTT topic name). */
+export function decodeMessage(subject: string, data: Uint8Array, h: MsgHdrs | undefined, viaJetStream: boolean): NatsLinkMessage {
+  const topic = subjectToTopic(subject);
+  const get = (k: string): string | undefined => {
+    if (!h) return undefined;
+    const v = h.get(k);
+    return v === '' ? undefined : v;
+  };
+  const qosH = get(H.qos);
+  const qos = qosH === '0' || qosH === '1' || qosH === '2' ? (Number(qosH) as 0 | 1 | 2) : viaJetStream ? 1 : 0;
+  const msg: NatsLinkMessage = {
+    topic,
+    payload: Buffer.from(data.buffer, data.byteOffset, data.byteLength),
+    qos,
+    retain: get(H.retain) === '1',
+    originServer: get(H.origin) ?? '',
+    hops: Number(get(H.hops) ?? 0) || 0,
+  };
+  const ct = get(H.contentType);
+  if (ct) msg.contentType = ct;
+  const cd = get(H.correlation);
+  if (cd) msg.correlationData = Buffer.from(cd, 'base64');
+  const up = get(H.userProps);
+  if (up) {
+    try {
+      const parsed = JSON.parse(up) as unknown;
+      if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) msg.userProperties = parsed as Record<string, string | string[]>;
+    } catch {
+      /* a foreign header that is not JSON: ignored */
+    }
+  }
+  const pr = get(H.priority);
+  if (pr !== undefined && /^\d+$/.test(pr)) msg.priority = Math.min(10, Number(pr));
+  const ex = get(H.expiresAt);
+  if (ex !== undefined && /^\d+$/.test(ex)) msg.expiresAt = Number(ex);
+  const rt = get(H.responseTopic);
+  if (rt) msg.responseTopic = rt;
+  const id = get(H.msgId);
+  if (id) msg.id = id;
+  return msg;
+}
+
+function num(v: unknown, dflt: number, min: number, max: number): number {
+  return typeof v === 'number' && Number.isFinite(v) ? Math.min(max, Math.max(min, v)) : dflt;
+}
+
+/** The `nats` entry of protocolConfigs, with defaults. */
+export function natsOptions(link: NatsLinkConfig) {
+  const pc = (link.protocolConfigs ?? []).find((p) => p.type.toLowerCase() === 'nats') ?? { type: 'nats' };
+  return {
+    maxAgeSeconds: num(pc.maxAgeSeconds, 86400, 1, 365 * 86400),
+    maxBytes: num(pc.maxBytes, GiB, 1024 * 1024, 1024 * GiB),
+    ackWaitSeconds: num(pc.ackWaitSeconds, 10, 1, 3600),
+    maxInflight: num(pc.maxInflight, 256, 1, 65535),
+    stream: typeof pc.stream === 'string' && pc.stream.length > 0 ? jsName('', pc.stream) : undefined,
+    subjects: Array.isArray(pc.subjects) ? pc.subjects.filter((s): s is string => typeof s === 'string') : undefined,
+  };
+}
+
+/** A readable reason from a nats.js error. */
+function reasonOf(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const cause = (err as { cause?: unknown }).cause;
+  const base = err.message || err.name;
+  if (cause instanceof Error && cause.message && !base.includes(cause.message)) return `${base}: ${cause.message}`;
+  if (/CONNECTION_REFUSED|ECONNREFUSED/i.test(base)) return 'connection refused';
+  return base;
+}
+
+interface ActiveReceive {
+  stop(): Promise<void>;
+}
+
+export class NatsTransport implements LinkTransport {
+  private nc?: NatsConnection;
+  private js?: JetStreamClient;
+  private jsm?: JetStreamManager;
+  private closing = false;
+  private lostReported = false;
+  private readonly listeners: Array<(e: TransportEvent) => void> = [];
+  private readonly receives: ActiveReceive[] = [];
+  /** first subject token -> stream name (ensured on this connection). */
+  private readonly streams = new Map<string, Promise<string>>();
+  private retainedStream?: Promise<string>;
+  private readonly opts: ReturnType<typeof natsOptions>;
+  private readonly stats = { refused: 0, duplicatesDropped: 0 };
+  private readonly clientName: string;
+
+  constructor(
+    private readonly link: NatsLinkConfig,
+    private readonly ctx: NatsTransportContext,
+  ) {
+    this.opts = natsOptions(link);
+    this.clientName = `switchyard:${ctx.serverId}:${link.name}`;
+  }
+
+  async connect(): Promise<void> {
+    if (this.nc) return;
+    const url = this.link.url;
+    const auth = this.link.authConfig ?? {};
+    const token =
+      typeof auth.tokenConfig?.token === 'string' ? auth.tokenConfig.token : !auth.username && auth.password ? auth.password : undefined;
+    try {
+      this.nc = await connect({
+        servers: url,
+        name: this.clientName,
+        reconnect: false,
+        timeout: this.ctx.connectTimeout ?? 10000,
+        pingInterval: 10000,
+        maxPingOut: 2,
+        ...(auth.username ? { user: auth.username, pass: auth.password ?? '' } : {}),
+        ...(token ? { token } : {}),
+        ...(/^tls:/i.test(url) ? { tls: {} } : {}),
+      });
+    } catch (err) {
+      throw new Error(`NATS ${url}: ${reasonOf(err)}`);
+    }
+    if (this.closing) {
+      await this.nc.close().catch(() => undefined);
+      throw new Error(`NATS ${url}: closed while connecting`);
+    }
+    this.js = jetstream(this.nc, { timeout: 5000 });
+    this.watch(this.nc);
+  }
+
+  private watch(nc: NatsConnection): void {
+    void (async () => {
+      try {
+        for await (const s of nc.status()) {
+          if (s.type === 'disconnect') this.reportLost('disconnected from the NATS server');
+          else if (s.type === 'error') this.emit({ type: 'error', reason: reasonOf(s.error) });
+        }
+      } catch {
+        /* status iterator ends with the connection */
+      }
+    })();
+    void nc.closed().then((err) => this.reportLost(err ? reasonOf(err) : 'connection closed'));
+  }
+
+  private reportLost(reason: string): void {
+    if (this.closing || this.lostReported) return;
+    this.lostReported = true;
+    this.emit({ type: 'disconnected', reason });
+  }
+
+  private emit(e: TransportEvent): void {
+    for (const l of this.listeners) {
+      try {
+        l(e);
+      } catch (err) {
+        this.ctx.log.warn({ err }, 'link transport event listener threw');
+      }
+    }
+  }
+
+  onEvent(listener: (e: TransportEvent) => void): void {
+    this.listeners.push(listener);
+  }
+
+  counters(): { refused: number; duplicatesDropped: number } {
+    return { ...this.stats };
+  }
+
+  describe(): { protocolName: string; protocolVersion: string; clientId: string; remoteAddress?: string } {
+    return {
+      protocolName: 'NATS',
+      protocolVersion: this.nc?.info?.version ?? '',
+      clientId: this.clientName,
+      remoteAddress: this.nc && !this.nc.isClosed() ? this.nc.getServer() : undefined,
+    };
+  }
+
+  private conn(): NatsConnection {
+    if (!this.nc || this.nc.isClosed() || this.closing) throw new Error('NATS connection is closed');
+    return this.nc;
+  }
+
+  private async manager(): Promise<JetStreamManager> {
+    this.conn();
+    if (!this.jsm) {
+      try {
+        this.jsm = await jetstreamManager(this.nc!, { timeout: 5000 });
+      } catch (err) {
+        throw new Error(`JetStream is not available on ${this.link.url} (start nats-server with -js): ${reasonOf(err)}`);
+      }
+    }
+    return this.jsm;
+  }
+
+  private async ensureStream(name: string, subjects: string[], extra: Record<string, unknown> = {}): Promise<string> {
+    const jsm = await this.manager();
+    try {
+      await jsm.streams.info(name);
+      return name;
+    } catch (err) {
+      if (!/not found/i.test(reasonOf(err))) throw err;
+    }
+    try {
+      await jsm.streams.add({
+        name,
+        subjects,
+        storage: StorageType.File,
+        retention: RetentionPolicy.Limits,
+        discard: DiscardPolicy.Old,
+        max_age: nanos(this.opts.maxAgeSeconds * 1000),
+        max_bytes: this.opts.maxBytes,
+        duplicate_window: nanos(120_000),
+        ...extra,
+      });
+      this.ctx.log.info({ stream: name, subjects }, 'created JetStream stream');
+      return name;
+    } catch (err) {
+      // created meanwhile by the other broker, or an operator's stream already captures these subjects
+      try {
+        await jsm.streams.info(name);
+        return name;
+      } catch {
+        /* fall through */
+      }
+      try {
+        return await jsm.streams.find(subjects[subjects.length - 1]);
+      } catch {
+        throw new Error(`cannot create JetStream stream ${name} for ${subjects.join(', ')}: ${reasonOf(err)}`);
+      }
+    }
+  }
+
+  /** The stream that holds `subject` (a literal subject or a filter with a literal first token). */
+  private streamFor(subject: string): Promise<string> {
+    if (this.opts.stream) {
+      const key = '\u0000';
+      let p = this.streams.get(key);
+      if (!p) {
+        p = this.ensureStream(this.opts.stream, this.opts.subjects ?? ['>']);
+        this.streams.set(key, p);
+        p.catch(() => this.streams.delete(key));
+      }
+      return p;
+    }
+    const token = firstToken(subject);
+    if (token === '*' || token === '>') {
+      return Promise.reject(
+        new Error(`QoS >= 1 over NATS needs a literal first level in the remote namespace (got subject ${subject}); or set protocolConfigs stream/subjects`),
+      );
+    }
+    let p = this.streams.get(token);
+    if (!p) {
+      if (this.streams.size >= MAX_STREAMS) return Promise.reject(new NatsRefusedError(`more than ${MAX_STREAMS} JetStream streams for one link`));
+      p = this.ensureStream(streamNameFor(token), [token, `${token}.>`]);
+      this.streams.set(token, p);
+      p.catch(() => this.streams.delete(token));
+    }
+    return p;
+  }
+
+  private retained(): Promise<string> {
+    if (!this.retainedStream) {
+      this.retainedStream = this.ensureStream(RETAINED_STREAM, [`${RETAINED_PREFIX}>`], { max_msgs_per_subject: 1, max_age: 0 });
+      this.retainedStream.catch(() => (this.retainedStream = undefined));
+    }
+    return this.retainedStream;
+  }
+
+  async send(message: LinkMessage): Promise<void> {
+    const msg = message as NatsLinkMessage;
+    let subject: string;
+    try {
+      subject = topicToSubject(msg.topic);
+    } catch (err) {
+      this.stats.refused++;
+      throw new NatsRefusedError((err as Error).message);
+    }
+    const nc = this.conn();
+    const h = buildHeaders(msg);
+    if (msg.retain) await this.storeRetained(subject, msg, h);
+    if (msg.qos === 0) {
+      nc.publish(subject, msg.payload, { headers: h });
+      return;
+    }
+    await this.streamFor(subject);
+    const ack = await this.js!.publish(subject, msg.payload, {
+      headers: h,
+      ...(msg.id ? { msgID: msg.id } : {}),
+      timeout: 5000,
+    });
+    if (!ack.stream) throw new Error(`JetStream did not store ${subject}`);
+  }
+
+  private async storeRetained(subject: string, msg: NatsLinkMessage, h: MsgHdrs): Promise<void> {
+    await this.retained();
+    await this.js!.publish(RETAINED_PREFIX + subject, msg.payload, { headers: h, timeout: 5000, ...(msg.id ? { msgID: `r:${msg.id}` } : {}) });
+  }
+
+  async receive(opts: ReceiveOptions, handler: ReceiveHandler): Promise<void> {
+    let filter: string;
+    try {
+      filter = filterToSubject(opts.filter);
+    } catch (err) {
+      this.stats.refused++;
+      throw new NatsRefusedError(`pull filter ${JSON.stringify(opts.filter)}: ${(err as Error).message}`);
+    }
+    this.conn();
+    // the retained set first (when JetStream is there); a failure here does not stop live traffic
+    try {
+      await this.pullRetained(filter, handler);
+    } catch (err) {
+      this.ctx.log.warn({ err: reasonOf(err), filter }, 'could not read the retained messages from NATS');
+    }
+    if (opts.qos === 0) this.receiveCore(filter, opts, handler);
+    else await this.receiveJetStream(filter, opts, handler);
+  }
+
+  private receiveCore(filter: string, opts: ReceiveOptions, handler: ReceiveHandler): void {
+    const nc = this.conn();
+    const queue = opts.shareGroup ? jsName('SY_share_', opts.shareGroup) : undefined;
+    const sub: Subscription = nc.subscribe(filter, {
+      ...(queue ? { queue } : {}),
+      callback: (err, m: Msg) => {
+        if (err) return;
+        if (m.subject.startsWith(RETAINED_PREFIX)) return;
+        let lm: LinkMessage;
+        try {
+          lm = decodeMessage(m.subject, m.data, m.headers, false);
+        } catch (e) {
+          if (e instanceof SubjectMappingError) this.stats.refused++;
+          return;
+        }
+        handler(lm).catch(() => undefined); // QoS 0: at most once
+      },
+    });
+    this.receives.push({ stop: async () => sub.unsubscribe() });
+  }
+
+  private async receiveJetStream(filter: string, opts: ReceiveOptions, handler: ReceiveHandler): Promise<void> {
+    const stream = await this.streamFor(filter);
+    const jsm = await this.manager();
+    const durable = opts.shareGroup ? jsName('SY_share_', `${opts.shareGroup}_${shortHash(filter)}`) : jsName('', opts.durableName);
+    // a stream that captures more than the filter: the filter; one set by an operator that captures less: its own
+    const info = await jsm.streams.info(stream);
+    const within = info.config.subjects?.some((s) => subjectSubsetOf(filter, s)) ?? false;
+    const consumerFilter = within ? filter : undefined;
+    try {
+      await jsm.consumers.info(stream, durable);
+    } catch (err) {
+      if (!/not found/i.test(reasonOf(err))) throw err;
+      await jsm.consumers.add(stream, {
+        durable_name: durable,
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: DeliverPolicy.New,
+        ack_wait: nanos(this.opts.ackWaitSeconds * 1000),
+        max_ack_pending: Math.max(this.opts.maxInflight * 4, 1024),
+        max_deliver: -1,
+        ...(consumerFilter ? { filter_subject: consumerFilter } : {}),
+      });
+      this.ctx.log.info({ stream, durable, filter: consumerFilter }, 'created JetStream durable consumer');
+    }
+    const consumer = await this.js!.consumers.get(stream, durable);
+    const messages: ConsumerMessages = await consumer.consume({ max_messages: Math.min(1024, this.opts.maxInflight * 2) });
+    const seen = new Set<string>();
+    const order: string[] = [];
+    let inflight = 0;
+    let wake: (() => void) | undefined;
+    const remember = (id: string) => {
+      if (seen.has(id)) return;
+      seen.add(id);
+      order.push(id);
+      if (order.length > DEDUP_IDS) seen.delete(order.shift()!);
+    };
+    const handle = (m: JsMsg) => {
+      let lm: NatsLinkMessage;
+      try {
+        lm = decodeMessage(m.subject, m.data, m.headers, true);
+      } catch (e) {
+        if (e instanceof SubjectMappingError) this.stats.refused++;
+        m.term('no MQTT topic form');
+        return;
+      }
+      if (lm.id && m.redelivered && seen.has(lm.id)) {
+        this.stats.duplicatesDropped++;
+        m.ack();
+        return;
+      }
+      inflight++;
+      handler(lm).then(
+        () => {
+          if (lm.id) remember(lm.id);
+          m.ack();
+        },
+        () => m.nak(1000),
+      ).finally(() => {
+        inflight--;
+        const w = wake;
+        wake = undefined;
+        w?.();
+      });
+    };
+    const loop = (async () => {
+      try {
+        for await (const m of messages) {
+          if (this.closing) break;
+          handle(m);
+          while (inflight >= this.opts.maxInflight && !this.closing) await new Promise<void>((r) => (wake = r));
+        }
+      } catch (err) {
+        if (!this.closing) this.emit({ type: 'error', reason: `JetStream consumer ${durable}: ${reasonOf(err)}` });
+      }
+    })();
+    this.receives.push({
+      stop: async () => {
+        messages.stop();
+        wake?.();
+        await loop;
+      },
+    });
+  }
+
+  /** Hands the handler the last retained message of every subject under `filter` (retain = true). */
+  private async pullRetained(filter: string, handler: ReceiveHandler): Promise<void> {
+    const stream = await this.retained();
+    const jsm = await this.manager();
+    const ci = await jsm.consumers.add(stream, {
+      ack_policy: AckPolicy.None,
+      deliver_policy: DeliverPolicy.LastPerSubject,
+      filter_subject: RETAINED_PREFIX + filter,
+      inactive_threshold: nanos(30_000),
+      mem_storage: true,
+    });
+    try {
+      let remaining = ci.num_pending;
+      if (remaining === 0) return;
+      const consumer = await this.js!.consumers.get(stream, ci.name);
+      const now = Date.now();
+      while (remaining > 0 && !this.closing) {
+        const batch = await consumer.fetch({ max_messages: Math.min(remaining, 512), expires: 2000 });
+        let got = 0;
+        for await (const m of batch) {
+          got++;
+          remaining--;
+          let lm: LinkMessage;
+          try {
+            lm = decodeMessage(m.subject.slice(RETAINED_PREFIX.length), m.data, m.headers, true);
+          } catch {
+            this.stats.refused++;
+            continue;
+          }
+          if (lm.expiresAt && lm.expiresAt <= now) continue;
+          lm.retain = true;
+          await handler(lm).catch((err: unknown) => this.ctx.log.warn({ err: reasonOf(err), topic: lm.topic }, 'retained message from NATS not stored'));
+        }
+        if (got === 0) break;
+      }
+    } finally {
+      await jsm.consumers.delete(stream, ci.name).catch(() => undefined);
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    const receives = this.receives.splice(0);
+    await Promise.all(receives.map((r) => r.stop().catch(() => undefined)));
+    if (this.nc && !this.nc.isClosed()) await this.nc.close().catch(() => undefined);
+  }
+}
+
+/** The transport factory of `nats://` and `tls://` links (see the header of this file). */
+export function createNatsTransport(link: NatsLinkConfig, ctx: NatsTransportContext): NatsTransport {
+  return new NatsTransport(link, ctx);
+}
