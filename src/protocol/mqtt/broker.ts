@@ -5,10 +5,9 @@
  */
 import type { Logger } from 'pino';
 import type { Engine, MessageInit, PushSink, Subscription } from '../../engine/index.js';
-import type { SecurityService } from '../../security/types.js';
-import type { NetworkCounters } from '../../runtime/runtime.js';
-import type { Sub } from '../../store/store.js';
-import type { MqttConnection } from './connection.js';
+import type { ConnectionOwner, MqttConnection } from './connection.js';
+import { EncodeCache, WriteBatch } from './outbound.js';
+import { PacketParser } from './parser.js';
 import { CloseReason, Reason } from './reason.js';
 import {
   dropSessionState,
@@ -21,18 +20,9 @@ import {
   type SessionRecord,
   type WillMessage,
 } from './session.js';
+import type { BrokerHost } from './types.js';
 
-export interface BrokerHost {
-  engine(): Engine | undefined;
-  security(): SecurityService;
-  readonly serverName: string;
-  readonly network: NetworkCounters;
-  readonly log: Logger;
-  /** The store's `sessions` sublevel (undefined: sessions are not persisted). */
-  readonly sessions?: Sub;
-  /** Cap of every MQTT subscription (DestinationManager.maxQueuedMessages); default MAX_QUEUED. */
-  readonly maxQueuedMessages?: number;
-}
+export type { BrokerHost } from './types.js';
 
 /**
  * Default cap of an MQTT subscription (held + in flight). When full, QoS 1/2 publishes that would reach it are
@@ -43,9 +33,15 @@ export const MAX_QUEUED = 10_000;
 /** A sink that takes nothing: subscriptions of an offline session are hibernated right after being made. */
 const OFFLINE_SINK: PushSink = { kind: 'push', deliver: () => false };
 
-export class MqttBroker {
+export class MqttBroker implements ConnectionOwner {
   readonly sessions = new Map<string, MqttSession>();
   readonly connections = new Map<number, MqttConnection>();
+  /** Connections with bytes to write this tick (one socket write per connection per tick). */
+  readonly writes = new WriteBatch();
+  /** The last message fanned out, encoded once per protocol class, QoS and retain flag. */
+  readonly encoded = new EncodeCache();
+  /** The mqtt-packet parser the connections share (packets other than PUBLISH and acknowledgements). */
+  readonly parser = new PacketParser();
   private nextConnectionId = 1;
   private readonly dirty = new Set<MqttSession>();
   private readonly deleted = new Set<string>();

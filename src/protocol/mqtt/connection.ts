@@ -3,40 +3,18 @@
  * closing with a reason. Transport-agnostic: the transport supplies a `Wire`. Not an actor: a connection is plain
  * state driven by socket events, so nothing per message goes through XState.
  */
-import type { Message, PushSink, Subscription } from '../../engine/index.js';
+import type { Message, Subscription } from '../../engine/index.js';
 import type { MqttConfig } from '../../config/schema.js';
 import type { Principal } from '../../security/types.js';
-import type { MqttBroker } from './broker.js';
-import { Framer, PacketType, decodeAck, encodePacket, encodePublish, newParser, type InboundAck, type OutboundProperties } from './codec.js';
+import { Framer, encodePacket, encodePublish, type OutboundProperties } from './codec.js';
+import { dispatchFrame, handlePacket } from './handlers/index.js';
+import type { EncodeCache, WriteBatch } from './outbound.js';
+import type { PacketParser, ParserSettings } from './parser.js';
 import { CloseReason, MqttProtocolError, Reason } from './reason.js';
 import { stateEngine, storeOutbound, type MqttSession, type WillMessage } from './session.js';
-import { handleConnect, refuseBadProtocolLevel } from './handlers/connect.js';
-import { handlePublish } from './handlers/publish.js';
-import { handlePuback } from './handlers/puback.js';
-import { handlePubrec } from './handlers/pubrec.js';
-import { handlePubrel } from './handlers/pubrel.js';
-import { handlePubcomp } from './handlers/pubcomp.js';
-import { handleSubscribe } from './handlers/subscribe.js';
-import { handleUnsubscribe } from './handlers/unsubscribe.js';
-import { handlePingreq } from './handlers/pingreq.js';
-import { handleDisconnect } from './handlers/disconnect.js';
-import { handleAuth, type PendingAuth } from './handlers/auth.js';
+import type { ConnState, EndpointView, MqttBrokerApi, MqttConn, PendingAuth, Wire } from './types.js';
 
-/** What a transport gives a connection. */
-export interface Wire {
-  /** Returns false when the transport's buffer is full (wait for `onDrain`). */
-  write(buf: Buffer): boolean;
-  /** Close after what was written is flushed. */
-  end(): void;
-  destroy(): void;
-  /** Stop reading from the peer (backpressure) / read again. */
-  pause(): void;
-  resume(): void;
-  readonly remoteAddress: string;
-  readonly remotePort: number;
-  /** 'tcp', 'ssl', 'ws', 'wss'. */
-  readonly transport: string;
-}
+export type { ConnState, Wire } from './types.js';
 
 /** Per-endpoint counters (InterfaceStatusDTO). */
 export class EndpointStats {
@@ -49,30 +27,32 @@ export class EndpointStats {
 }
 
 /** What a connection knows of its endpoint. */
-export interface EndpointContext {
+export interface EndpointContext extends EndpointView {
   readonly name: string;
   readonly mqtt: MqttConfig;
   readonly connectTimeout: number;
   readonly stats: EndpointStats;
 }
 
+/**
+ * The broker as a connection uses it (implemented by `MqttBroker`; declared here so this file does not import
+ * broker.ts): the handlers' view plus the connection registry, the will and expiry scheduling, and the outbound
+ * state every connection of the broker shares (write batch, encode-once cache, packet parser).
+ */
+export interface ConnectionOwner extends MqttBrokerApi {
+  readonly connections: Map<number, MqttConnection>;
+  connectionId(): number;
+  readonly writes: WriteBatch;
+  readonly encoded: EncodeCache;
+  readonly parser: PacketParser;
+  publishWill(will: WillMessage, origin: string): void;
+  scheduleWill(s: MqttSession, will: WillMessage, origin: string): void;
+  scheduleExpiry(s: MqttSession): void;
+}
+
 const HIGH_WATER = 1 << 20; // bytes queued to a socket before deliveries wait for 'drain'
 const READ_AUTH = 1;
 const READ_CONGESTED = 2;
-
-// The write batch: connections with bytes to write, flushed once per tick.
-const dirty: MqttConnection[] = [];
-let flushScheduled = false;
-function flushAll(): void {
-  flushScheduled = false;
-  for (let i = 0; i < dirty.length; i++) dirty[i]!.flush();
-  dirty.length = 0;
-}
-
-// Encode-once cache: the last message fanned out, encoded per (protocol class, QoS, retain) with packet id 0.
-let cacheMsg: Message | undefined;
-let cacheTopic = '';
-const cacheBytes: Array<{ bytes: Buffer; pidOffset: number } | undefined> = new Array(12);
 
 function outboundProps(msg: Message, subscriptionId: number | number[] | undefined, now: number): OutboundProperties | undefined {
   let p: OutboundProperties | undefined;
@@ -86,52 +66,7 @@ function outboundProps(msg: Message, subscriptionId: number | number[] | undefin
   return p;
 }
 
-/**
- * One `mqtt-packet` parser shared by all connections (it holds about 1.6 KB, a third of an idle connection's memory).
- * The framer hands it one complete packet at a time and it emits that packet synchronously, so the connection being
- * parsed is known (`parsing`); its protocol version is set before each packet, as the parser takes the version of
- * the last CONNECT it read. After any throw (a malformed packet, or a handler's protocol error) the parser's state is
- * mid-packet, so it is dropped and the next packet gets a fresh one. A nested parse (not expected: handlers do not
- * parse) gets a parser of its own.
- */
-let shared: ReturnType<typeof newParser> | undefined;
-let parsing: MqttConnection | undefined;
-const SETTINGS: Record<number, { protocolVersion: number; bridgeMode?: boolean }> = { 3: { protocolVersion: 3 }, 4: { protocolVersion: 4 }, 5: { protocolVersion: 5 } };
-
-function makeParser(): ReturnType<typeof newParser> {
-  const parser = newParser();
-  parser.on('packet', (p) => parsing!.onPacket(p as unknown as Record<string, unknown>));
-  parser.on('error', (err: Error) => {
-    throw new MqttProtocolError(Reason.MalformedPacket, `malformed ${parsing!.parsingType}: ${err.message}`);
-  });
-  return parser;
-}
-
-function parseFrame(conn: MqttConnection, frame: Buffer): void {
-  const nested = parsing !== undefined;
-  const parser = nested ? makeParser() : (shared ??= makeParser());
-  const outer = parsing;
-  parsing = conn;
-  const p = parser as unknown as { settings: { protocolVersion?: number; bridgeMode?: boolean } };
-  p.settings = conn.parserSettings ?? SETTINGS[4]!;
-  try {
-    parser.parse(frame);
-    if (p.settings !== conn.parserSettings) {
-      // a CONNECT was read: the parser took its protocol version (and 3.1.1 bridge mode) from it
-      const st = p.settings;
-      conn.parserSettings = st.bridgeMode ? { protocolVersion: st.protocolVersion ?? 4, bridgeMode: true } : (SETTINGS[st.protocolVersion ?? 4] ?? SETTINGS[4]!);
-    }
-  } catch (err) {
-    if (!nested) shared = undefined;
-    throw err;
-  } finally {
-    parsing = outer;
-  }
-}
-
-export type ConnState = 'new' | 'connecting' | 'connected' | 'closed';
-
-export class MqttConnection implements PushSink {
+export class MqttConnection implements MqttConn {
   readonly kind = 'push' as const;
   readonly id: number;
   readonly connectedAt = Date.now();
@@ -190,7 +125,7 @@ export class MqttConnection implements PushSink {
   private acks: Array<{ buf: Buffer | undefined; ready: boolean; pub?: boolean }> = [];
 
   constructor(
-    readonly broker: MqttBroker,
+    readonly broker: ConnectionOwner,
     readonly endpoint: EndpointContext,
     readonly wire: Wire,
   ) {
@@ -216,7 +151,7 @@ export class MqttConnection implements PushSink {
   /** The packet type being parsed, for the error message of a malformed one. */
   parsingType = 'packet';
   /** How the shared parser reads this connection's packets: protocol version (and bridge mode) of its CONNECT. */
-  parserSettings: { protocolVersion: number; bridgeMode?: boolean } | undefined;
+  parserSettings: ParserSettings | undefined;
 
   // ------------------------------------------------------------------------------------------------------------
   // Reading
@@ -277,88 +212,17 @@ export class MqttConnection implements PushSink {
       this.queued.push([type, flags, Buffer.from(frame), bodyOffset]);
       return;
     }
-    if (this.authPending !== undefined && this.state === 'connecting' && type !== PacketType.AUTH && type !== PacketType.DISCONNECT) {
-      throw new MqttProtocolError(Reason.ProtocolError, `${typeName(type)} during enhanced authentication: only AUTH or DISCONNECT before CONNACK [MQTT-3.1.2-30]`);
-    }
-    if (this.state === 'new') {
-      // the first packet must be CONNECT [MQTT-3.1.0-1]
-      if (type !== PacketType.CONNECT) throw new MqttProtocolError(Reason.ProtocolError, `first packet is type ${type}, not CONNECT [MQTT-3.1.0-1]`);
-      if (refuseBadProtocolLevel(this, frame, bodyOffset)) return;
-    } else if (type === PacketType.CONNECT) {
-      throw new MqttProtocolError(Reason.ProtocolError, 'second CONNECT on one connection [MQTT-3.1.0-2]');
-    }
-    if (type === PacketType.PUBLISH) {
-      handlePublish(this, flags, frame, bodyOffset);
-      return;
-    }
-    if (type >= PacketType.PUBACK && type <= PacketType.PUBCOMP) {
-      this.acknowledgement(type, flags, frame, bodyOffset);
-      return;
-    }
-    this.parsingType = typeName(type);
-    parseFrame(this, frame);
+    dispatchFrame(this, type, flags, frame, bodyOffset);
   }
 
-  /**
-   * PUBACK / PUBREC / PUBREL / PUBCOMP, decoded by `decodeAck`. A malformed one closes the connection (v5:
-   * DISCONNECT 0x81) with one WARN line naming the client and the reason, and no stack trace.
-   */
-  private acknowledgement(type: number, flags: number, frame: Buffer, bodyOffset: number): void {
-    if (this.session === undefined) throw new MqttProtocolError(Reason.ProtocolError, `${typeName(type)} before CONNACK [MQTT-3.1.0-1]`);
-    let p: InboundAck;
-    try {
-      p = decodeAck(type, flags, frame, bodyOffset, this.v5);
-    } catch (err) {
-      if (!(err instanceof MqttProtocolError)) throw err;
-      this.endpoint.stats.errors++;
-      const reason = `0x${err.reason.toString(16)}`;
-      this.broker.log.warn({ connection: this.id, clientId: this.clientId, reason, packet: typeName(type) }, `malformed acknowledgement, connection closed: ${err.message}`);
-      this.close(CloseReason.ProtocolViolation, err.reason, err.message);
-      return;
-    }
-    if (p.cmd === 'puback') handlePuback(this, p);
-    else if (p.cmd === 'pubrec') handlePubrec(this, p);
-    else if (p.cmd === 'pubrel') handlePubrel(this, p);
-    else handlePubcomp(this, p);
+  /** A packet other than PUBLISH and the acknowledgements: parsed by the broker's mqtt-packet parser. */
+  parse(frame: Buffer): void {
+    this.broker.parser.parse(this, frame);
   }
 
-  /** A packet other than PUBLISH, as the parser gives it (called by `parseFrame`). */
+  /** A packet as the parser gives it (called by `PacketParser.parse`). */
   onPacket(p: Record<string, unknown>): void {
-    switch (p.cmd) {
-      case 'connect':
-        handleConnect(this, p as never);
-        break;
-      case 'puback':
-        handlePuback(this, p as never);
-        break;
-      case 'pubrec':
-        handlePubrec(this, p as never);
-        break;
-      case 'pubrel':
-        handlePubrel(this, p as never);
-        break;
-      case 'pubcomp':
-        handlePubcomp(this, p as never);
-        break;
-      case 'subscribe':
-        handleSubscribe(this, p as never);
-        break;
-      case 'unsubscribe':
-        handleUnsubscribe(this, p as never);
-        break;
-      case 'pingreq':
-        handlePingreq(this);
-        break;
-      case 'disconnect':
-        handleDisconnect(this, p as never);
-        break;
-      case 'auth':
-        handleAuth(this, p as never);
-        break;
-      default:
-        // CONNACK, SUBACK, UNSUBACK, PINGRESP and PUBLISH-by-parser are server-to-client only
-        throw new MqttProtocolError(Reason.ProtocolError, `a client must not send ${String(p.cmd).toUpperCase()}`);
-    }
+    handlePacket(this, p);
   }
 
   /** Replay packets that arrived while CONNECT was being authenticated. */
@@ -429,11 +293,7 @@ export class MqttConnection implements PushSink {
     this.broker.host.network.packetsSent++;
     if (!this.scheduled) {
       this.scheduled = true;
-      dirty.push(this);
-      if (!flushScheduled) {
-        flushScheduled = true;
-        setImmediate(flushAll);
-      }
+      this.broker.writes.add(this);
     }
   }
 
@@ -619,11 +479,7 @@ export class MqttConnection implements PushSink {
           ? encodePublish(destinationName, msg.payload, qos, msg.retain, dup, pid, true, props).bytes
           : this.aliased(destinationName, msg, qos, dup, pid, props);
     } else {
-      if (cacheMsg !== msg || cacheTopic !== destinationName) {
-        cacheMsg = msg;
-        cacheTopic = destinationName;
-        cacheBytes.fill(undefined);
-      }
+      const cacheBytes = this.broker.encoded.for(msg, destinationName);
       const slot = (v5 ? 6 : 0) + qos * 2 + (msg.retain ? 1 : 0);
       let t = cacheBytes[slot];
       if (t === undefined) {
@@ -790,6 +646,3 @@ export class MqttConnection implements PushSink {
   }
 }
 
-function typeName(type: number): string {
-  return (['RESERVED', 'CONNECT', 'CONNACK', 'PUBLISH', 'PUBACK', 'PUBREC', 'PUBREL', 'PUBCOMP', 'SUBSCRIBE', 'SUBACK', 'UNSUBSCRIBE', 'UNSUBACK', 'PINGREQ', 'PINGRESP', 'DISCONNECT', 'AUTH'][type] ?? 'packet');
-}

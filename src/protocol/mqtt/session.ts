@@ -4,7 +4,6 @@
  * the session keeps the subscription options, the packet ids in flight and the QoS 2 exchanges.
  */
 import type { Engine, Subscription } from '../../engine/index.js';
-import type { MqttConnection } from './connection.js';
 
 export interface StoredSubscription {
   filter: string;
@@ -100,6 +99,12 @@ export interface WillMessage {
   };
 }
 
+/** What a session knows of the connection it is attached to (the connection is `MqttConnection`, types.ts `MqttConn`). */
+export interface SessionConnection {
+  readonly id: number;
+  close(why: string, reasonCode?: number, reasonString?: string): void;
+}
+
 export class MqttSession {
   readonly sessionId: string;
   /** Session Expiry Interval in seconds; 0 = the session ends with the connection. */
@@ -128,7 +133,7 @@ export class MqttSession {
   stateStored = false;
   /** Subscriptions that were refused a delivery (no credit); resumed when credit is back. */
   readonly blocked = new Set<Subscription>();
-  conn: MqttConnection | undefined;
+  conn: SessionConnection | undefined;
   username: string | undefined;
   disconnectedAt: number | undefined;
   expiryTimer: NodeJS.Timeout | undefined;

@@ -13,22 +13,13 @@
  */
 import { AddressBlockedError } from '../../../security/address-limits.js';
 import { AuthenticationFailedError, type AuthExchange, type Principal } from '../../../security/types.js';
-import type { MqttConnection } from '../connection.js';
+import type { MqttConn, PendingAuth } from '../types.js';
 import { CloseReason, MqttProtocolError, Reason } from '../reason.js';
 
 const CONTINUE = 0x18;
 const REAUTHENTICATE = 0x19;
 
-/** An exchange waiting for the client's AUTH 0x18. */
-export interface PendingAuth {
-  exchange: AuthExchange;
-  /** Re-authentication of a connected client (otherwise the CONNECT's exchange). */
-  reauth: boolean;
-  /** Initial exchange: what to do when it succeeds or fails (CONNACK). */
-  succeeded?: (principal: Principal, ack: { authenticationMethod: string; authenticationData: Buffer }) => void;
-  refuse?: (reason: number, why: string) => void;
-  timer?: NodeJS.Timeout;
-}
+export type { PendingAuth } from '../types.js';
 
 interface AuthPacket {
   cmd: 'auth';
@@ -36,16 +27,16 @@ interface AuthPacket {
   properties?: { authenticationMethod?: string; authenticationData?: Buffer; reasonString?: string };
 }
 
-function offered(conn: MqttConnection, method: string): boolean {
+function offered(conn: MqttConn, method: string): boolean {
   const security = conn.broker.host.security();
   return (conn.endpoint.mqtt.authenticationMethods as readonly string[]).includes(method) && (security.authenticationMethods ?? []).includes(method) && security.startExchange !== undefined;
 }
 
-function ctxOf(conn: MqttConnection) {
+function ctxOf(conn: MqttConn) {
   return { clientAddress: conn.wire.remoteAddress, protocol: 'MQTT' };
 }
 
-function sendAuth(conn: MqttConnection, reasonCode: number, method: string, data: Buffer): void {
+function sendAuth(conn: MqttConn, reasonCode: number, method: string, data: Buffer): void {
   conn.sendPacket({ cmd: 'auth', reasonCode, properties: { authenticationMethod: method, authenticationData: data } });
 }
 
@@ -54,7 +45,7 @@ function sendAuth(conn: MqttConnection, reasonCode: number, method: string, data
  * in `succeeded`). An unsupported method is refused with 0x8C [MQTT-4.12.0-1].
  */
 export function beginEnhancedAuth(
-  conn: MqttConnection,
+  conn: MqttConn,
   method: string,
   data: Buffer | undefined,
   connectUsername: string | undefined,
@@ -80,7 +71,7 @@ export function beginEnhancedAuth(
   sendAuth(conn, CONTINUE, method, exchange.challenge); // [MQTT-4.12.0-2]
 }
 
-export function handleAuth(conn: MqttConnection, p: AuthPacket): void {
+export function handleAuth(conn: MqttConn, p: AuthPacket): void {
   if (!conn.v5) throw new MqttProtocolError(Reason.MalformedPacket, 'AUTH is not an MQTT 3.1.1 packet');
   const method = conn.authMethod;
   if (method === undefined) throw new MqttProtocolError(Reason.ProtocolError, 'AUTH without an Authentication Method in CONNECT [MQTT-4.12.0-7]');
@@ -94,7 +85,7 @@ export function handleAuth(conn: MqttConnection, p: AuthPacket): void {
   throw new MqttProtocolError(Reason.ProtocolError, `a client must not send AUTH with reason code 0x${rc.toString(16).padStart(2, '0')} (it answers with 0x18 or starts re-authentication with 0x19) [MQTT-4.12.0-3]`);
 }
 
-function continueAuth(conn: MqttConnection, method: string, data: Buffer): void {
+function continueAuth(conn: MqttConn, method: string, data: Buffer): void {
   const pending = conn.authPending;
   if (pending === undefined) throw new MqttProtocolError(Reason.ProtocolError, 'AUTH Continue authentication without an exchange in progress');
   conn.authPending = undefined;
@@ -133,7 +124,7 @@ function continueAuth(conn: MqttConnection, method: string, data: Buffer): void 
   sendAuth(conn, Reason.Success, method, result.outcome);
 }
 
-function reauthenticate(conn: MqttConnection, method: string, data: Buffer | undefined): void {
+function reauthenticate(conn: MqttConn, method: string, data: Buffer | undefined): void {
   if (conn.state !== 'connected') throw new MqttProtocolError(Reason.ProtocolError, 'AUTH Re-authenticate before CONNACK [MQTT-4.12.1-1]');
   if (conn.authPending !== undefined) throw new MqttProtocolError(Reason.ProtocolError, 'AUTH Re-authenticate while an authentication exchange is in progress');
   let exchange: AuthExchange;

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { validateTopicName } from '../../../engine/index.js';
 import { AddressBlockedError } from '../../../security/address-limits.js';
 import { AuthenticationFailedError, type Principal } from '../../../security/types.js';
-import type { MqttConnection } from '../connection.js';
+import type { MqttConn } from '../types.js';
 import { encodePacket } from '../codec.js';
 import { CloseReason, ConnackV3, MqttProtocolError, Reason } from '../reason.js';
 import { MqttSession, type WillMessage } from '../session.js';
@@ -40,7 +40,7 @@ export interface ConnectPacket {
  * A CONNECT naming a protocol level the server does not speak gets CONNACK "unacceptable protocol version"
  * (3.1.1 return code 1 [MQTT-3.1.2-2]) and the connection closes. Returns true when it did so.
  */
-export function refuseBadProtocolLevel(conn: MqttConnection, frame: Buffer, body: number): boolean {
+export function refuseBadProtocolLevel(conn: MqttConn, frame: Buffer, body: number): boolean {
   if (frame.length < body + 2) return false;
   const nameLen = frame.readUInt16BE(body);
   const at = body + 2 + nameLen;
@@ -57,7 +57,7 @@ export function refuseBadProtocolLevel(conn: MqttConnection, frame: Buffer, body
 
 const STRICT_ID = /^[0-9a-zA-Z]{1,23}$/;
 
-function refuse(conn: MqttConnection, v3code: number, v5reason: number, why: string): void {
+function refuse(conn: MqttConn, v3code: number, v5reason: number, why: string): void {
   conn.endpoint.stats.errors++;
   if (conn.v5) {
     let connack = encodePacket({ cmd: 'connack', sessionPresent: false, reasonCode: v5reason, properties: why && conn.requestProblemInformation ? { reasonString: why } : {} }, 5);
@@ -68,7 +68,7 @@ function refuse(conn: MqttConnection, v3code: number, v5reason: number, why: str
   conn.close(CloseReason.AuthFailed);
 }
 
-export function handleConnect(conn: MqttConnection, p: ConnectPacket): void {
+export function handleConnect(conn: MqttConn, p: ConnectPacket): void {
   const v = p.protocolVersion;
   if ((p.protocolId === 'MQIsdp') !== (v === 3)) {
     throw new MqttProtocolError(Reason.UnsupportedProtocolVersion, `protocol name ${p.protocolId} does not go with level ${v} [MQTT-3.1.2-1]`);
@@ -183,7 +183,7 @@ export function handleConnect(conn: MqttConnection, p: ConnectPacket): void {
  * kept); a v5 client is accepted with Session Expiry Interval 0 (`conn.persistenceDenied`; CONNACK says so,
  * 5 §3.2.2.3.2). Refusals are audited (`access.denied`). Returns false when the CONNECT was refused.
  */
-function admit(conn: MqttConnection, p: ConnectPacket, principal: Principal): boolean {
+function admit(conn: MqttConn, p: ConnectPacket, principal: Principal): boolean {
   const rt = conn.broker.host;
   const security = rt.security();
   const denied = (permission: string, outcome: string) =>
@@ -222,7 +222,7 @@ function admit(conn: MqttConnection, p: ConnectPacket, principal: Principal): bo
 }
 
 function accept(
-  conn: MqttConnection,
+  conn: MqttConn,
   p: ConnectPacket,
   clientId: string,
   assigned: string | undefined,

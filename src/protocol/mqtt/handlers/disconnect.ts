@@ -3,10 +3,10 @@
  * is 0x04 "Disconnect with Will Message"; a v5 client may change the session expiry (capped by the endpoint), but
  * setting a non-zero one when its CONNECT had 0 is a Protocol Error (5 §3.14.2.2.2).
  */
-import type { MqttConnection } from '../connection.js';
+import type { MqttConn } from '../types.js';
 import { MqttProtocolError, Reason } from '../reason.js';
 
-export function handleDisconnect(conn: MqttConnection, p: { cmd: 'disconnect'; reasonCode?: number; properties?: { sessionExpiryInterval?: number } }): void {
+export function handleDisconnect(conn: MqttConn, p: { cmd: 'disconnect'; reasonCode?: number; properties?: { sessionExpiryInterval?: number } }): void {
   const s = conn.session;
   const exp = p.properties?.sessionExpiryInterval;
   if (conn.v5 && exp !== undefined && s !== undefined) {

@@ -1,8 +1,8 @@
 /** PUBACK from the client (3.1.1 §3.4, 5 §3.4): a QoS 1 delivery is done; its packet id is free again [MQTT-4.3.2-?]. */
-import type { MqttConnection } from '../connection.js';
+import type { MqttConn } from '../types.js';
 import { stateEngine, storeOutbound } from '../session.js';
 
-export function handlePuback(conn: MqttConnection, p: { messageId: number }): void {
+export function handlePuback(conn: MqttConn, p: { messageId: number }): void {
   const s = conn.session!;
   const o = s.outbound.get(p.messageId);
   if (o === undefined || o.qos !== 1) return; // unknown id: nothing to do (5 §4.3.2)

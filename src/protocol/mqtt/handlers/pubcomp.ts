@@ -1,8 +1,8 @@
 /** PUBCOMP from the client (5 §3.7): the outbound QoS 2 exchange is over; its packet id is free [MQTT-4.3.3-?]. */
-import type { MqttConnection } from '../connection.js';
+import type { MqttConn } from '../types.js';
 import { stateEngine, storeOutbound } from '../session.js';
 
-export function handlePubcomp(conn: MqttConnection, p: { messageId: number }): void {
+export function handlePubcomp(conn: MqttConn, p: { messageId: number }): void {
   const s = conn.session!;
   const o = s.outbound.get(p.messageId);
   if (o === undefined || o.stage !== 2) return;

@@ -5,12 +5,12 @@
  */
 import { isUtf8 } from 'node:buffer';
 import { QUOTA_EXCEEDED, validateTopicName, type MessageInit } from '../../../engine/index.js';
-import type { MqttConnection } from '../connection.js';
+import type { MqttConn } from '../types.js';
 import { PacketType, decodePublish, encodeAck } from '../codec.js';
 import { CloseReason, MqttProtocolError, Reason } from '../reason.js';
 import { storeInbound } from '../session.js';
 
-export function handlePublish(conn: MqttConnection, flags: number, frame: Buffer, bodyOffset: number): void {
+export function handlePublish(conn: MqttConn, flags: number, frame: Buffer, bodyOffset: number): void {
   const v5 = conn.v5;
   const p = decodePublish(frame, flags, bodyOffset, v5);
   const cfg = conn.endpoint.mqtt;
@@ -136,7 +136,7 @@ const RESOLVED: Promise<void> = Promise.resolve();
  * acknowledgement: with quotaExceededPolicy311 'disconnect' (default) the publisher is closed without an
  * acknowledgement, so it sends the message again after reconnecting; returns false for 'drop'.
  */
-function refuseOverQuota(conn: MqttConnection, qos: number, packetId: number): boolean {
+function refuseOverQuota(conn: MqttConn, qos: number, packetId: number): boolean {
   if (qos === 0) return true; // never refused (the engine only refuses QoS >= 1); nothing to answer
   if (conn.v5) {
     conn.orderedAck(encodeAck(qos === 1 ? PacketType.PUBACK : PacketType.PUBREC, packetId, Reason.QuotaExceeded, true), RESOLVED);

@@ -6,14 +6,14 @@
  * batch, and PUBREL is sent once that batch is written: after a crash the broker either still has the message
  * (and resends it with DUP and the same id) or knows the id is at the PUBREL stage (and resends PUBREL).
  */
-import type { MqttConnection } from '../connection.js';
+import type { MqttConn } from '../types.js';
 import { PacketType, encodeAck } from '../codec.js';
 import { Reason } from '../reason.js';
 import { stateEngine, storeOutbound } from '../session.js';
 
 const RESOLVED: Promise<void> = Promise.resolve();
 
-export function handlePubrec(conn: MqttConnection, p: { messageId: number; reasonCode?: number }): void {
+export function handlePubrec(conn: MqttConn, p: { messageId: number; reasonCode?: number }): void {
   const s = conn.session!;
   const pid = p.messageId;
   const o = s.outbound.get(pid);

@@ -3,14 +3,14 @@
  * session PUBCOMP goes once the id's release is written: a client that reconnects before (or after a crash) sends
  * PUBREL again and gets PUBCOMP 0 (the id is kept as released until the client uses it for a new PUBLISH).
  */
-import type { MqttConnection } from '../connection.js';
+import type { MqttConn } from '../types.js';
 import { PacketType, encodeAck } from '../codec.js';
 import { Reason } from '../reason.js';
 import { releaseInbound } from '../session.js';
 
 const RESOLVED: Promise<void> = Promise.resolve();
 
-export function handlePubrel(conn: MqttConnection, p: { messageId: number }): void {
+export function handlePubrel(conn: MqttConn, p: { messageId: number }): void {
   const s = conn.session!;
   const pid = p.messageId;
   if (s.inbound.has(pid)) {

@@ -8,7 +8,7 @@
  * `$share/...` filters never deliver a topic the user is denied.
  */
 import { hasWildcard, parseSharedFilter, validateTopicFilter } from '../../../engine/index.js';
-import type { MqttConnection } from '../connection.js';
+import type { MqttConn } from '../types.js';
 import { encodePacket } from '../codec.js';
 import { MqttProtocolError, Reason } from '../reason.js';
 import type { StoredSubscription } from '../session.js';
@@ -20,7 +20,7 @@ export interface SubscribePacket {
   properties?: { subscriptionIdentifier?: number | number[]; userProperties?: Record<string, unknown> };
 }
 
-export function handleSubscribe(conn: MqttConnection, p: SubscribePacket): void {
+export function handleSubscribe(conn: MqttConn, p: SubscribePacket): void {
   if (!p.subscriptions || p.subscriptions.length === 0) {
     throw new MqttProtocolError(Reason.ProtocolError, 'SUBSCRIBE without a topic filter [MQTT-3.8.3-3]');
   }

@@ -1,9 +1,9 @@
 /** UNSUBSCRIBE (3.1.1 §3.10, 5 §3.10): each filter is removed; UNSUBACK says (v5) whether it existed [MQTT-3.10.4-5]. */
-import type { MqttConnection } from '../connection.js';
+import type { MqttConn } from '../types.js';
 import { encodePacket } from '../codec.js';
 import { MqttProtocolError, Reason } from '../reason.js';
 
-export function handleUnsubscribe(conn: MqttConnection, p: { messageId: number; unsubscriptions: string[] }): void {
+export function handleUnsubscribe(conn: MqttConn, p: { messageId: number; unsubscriptions: string[] }): void {
   if (!p.unsubscriptions || p.unsubscriptions.length === 0) {
     throw new MqttProtocolError(Reason.ProtocolError, 'UNSUBSCRIBE without a topic filter [MQTT-3.10.3-2]');
   }

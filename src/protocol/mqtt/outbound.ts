@@ -1,0 +1,54 @@
+/**
+ * Outbound state a broker's connections share, owned by the broker instance (no module-level state):
+ * - `WriteBatch`: connections with bytes to write, flushed once per tick (one socket write per connection per tick);
+ * - `EncodeCache`: the last message fanned out, encoded once per (protocol class, QoS, retain) with packet id 0, so
+ *   a message delivered to many subscribers is encoded a handful of times, not once per subscriber.
+ */
+import type { Message } from '../../engine/index.js';
+
+export interface Flushable {
+  flush(): void;
+}
+
+export class WriteBatch {
+  private readonly dirty: Flushable[] = [];
+  private scheduled = false;
+  private readonly flushAll = (): void => {
+    this.scheduled = false;
+    const d = this.dirty;
+    for (let i = 0; i < d.length; i++) d[i]!.flush();
+    d.length = 0;
+  };
+
+  /** `c` has bytes to write: flush it with the others at the end of this tick. */
+  add(c: Flushable): void {
+    this.dirty.push(c);
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(this.flushAll);
+    }
+  }
+}
+
+/** PUBLISH bytes of one message: packet id 0 at `pidOffset` (QoS > 0), filled in per delivery. */
+export interface EncodedPublish {
+  bytes: Buffer;
+  pidOffset: number;
+}
+
+export class EncodeCache {
+  msg: Message | undefined = undefined;
+  topic = '';
+  /** Slot `(v5 ? 6 : 0) + qos * 2 + (retain ? 1 : 0)`. */
+  readonly slots: Array<EncodedPublish | undefined> = new Array<EncodedPublish | undefined>(12);
+
+  /** The slots for this message and topic (emptied when they were another message's). */
+  for(msg: Message, topic: string): Array<EncodedPublish | undefined> {
+    if (this.msg !== msg || this.topic !== topic) {
+      this.msg = msg;
+      this.topic = topic;
+      this.slots.fill(undefined);
+    }
+    return this.slots;
+  }
+}

@@ -1,0 +1,146 @@
+/**
+ * What the MQTT packet handlers (handlers/) see of a connection and of the broker: two small interfaces, so the
+ * handlers depend on these types and not on `connection.ts` / `broker.ts` (which import the handlers). The
+ * concrete classes (`MqttConnection`, `MqttBroker`) implement them; the import graph of this folder has no cycle
+ * (`npx tsx scripts/import-cycles.ts src --only src/protocol/mqtt`).
+ */
+import type { Logger } from 'pino';
+import type { MqttConfig } from '../../config/schema.js';
+import type { Engine, PushSink } from '../../engine/index.js';
+import type { NetworkCounters } from '../../runtime/runtime.js';
+import type { AuthExchange, Principal, SecurityService } from '../../security/types.js';
+import type { Sub } from '../../store/store.js';
+import type { MqttSession, WillMessage } from './session.js';
+
+/** What a transport gives a connection. */
+export interface Wire {
+  /** Returns false when the transport's buffer is full (wait for `onDrain`). */
+  write(buf: Buffer): boolean;
+  /** Close after what was written is flushed. */
+  end(): void;
+  destroy(): void;
+  /** Stop reading from the peer (backpressure) / read again. */
+  pause(): void;
+  resume(): void;
+  readonly remoteAddress: string;
+  readonly remotePort: number;
+  /** 'tcp', 'ssl', 'ws', 'wss'. */
+  readonly transport: string;
+}
+
+/** Per-endpoint counters the handlers add to (InterfaceStatusDTO). */
+export interface EndpointCounters {
+  bytesIn: number;
+  bytesOut: number;
+  messagesIn: number;
+  messagesOut: number;
+  errors: number;
+}
+
+/** What a handler knows of the endpoint a connection came in on. */
+export interface EndpointView {
+  readonly name: string;
+  readonly mqtt: MqttConfig;
+  readonly connectTimeout: number;
+  readonly stats: EndpointCounters;
+}
+
+/** What the broker is given by the runtime (src/runtime/mqtt-broker.service.ts). */
+export interface BrokerHost {
+  engine(): Engine | undefined;
+  security(): SecurityService;
+  readonly serverName: string;
+  readonly network: NetworkCounters;
+  readonly log: Logger;
+  /** The store's `sessions` sublevel (undefined: sessions are not persisted). */
+  readonly sessions?: Sub;
+  /** Cap of every MQTT subscription (DestinationManager.maxQueuedMessages); default MAX_QUEUED. */
+  readonly maxQueuedMessages?: number;
+}
+
+/** The broker as the handlers use it: the session registry and session lifecycle. */
+export interface MqttBrokerApi {
+  readonly host: BrokerHost;
+  readonly log: Logger;
+  /** Client id → session. */
+  readonly sessions: Map<string, MqttSession>;
+  /** Cap of every MQTT subscription. */
+  readonly maxQueued: number;
+  /** Write the session's record (batched per tick). */
+  save(s: MqttSession): void;
+  /** The session ends now (subscriptions, held messages, pending will published). */
+  endSession(s: MqttSession): void;
+  /** A new connection took the session over: a delayed will is not sent. */
+  cancelWill(s: MqttSession): void;
+}
+
+/** An enhanced-authentication exchange waiting for the client's AUTH 0x18 (handlers/auth.ts). */
+export interface PendingAuth {
+  exchange: AuthExchange;
+  /** Re-authentication of a connected client (otherwise the CONNECT's exchange). */
+  reauth: boolean;
+  /** Initial exchange: what to do when it succeeds or fails (CONNACK). */
+  succeeded?: (principal: Principal, ack: { authenticationMethod: string; authenticationData: Buffer }) => void;
+  refuse?: (reason: number, why: string) => void;
+  timer?: NodeJS.Timeout;
+}
+
+export type ConnState = 'new' | 'connecting' | 'connected' | 'closed';
+
+/**
+ * One MQTT network connection as the handlers use it (implemented by `MqttConnection`): its negotiated state,
+ * its session, and the ways to answer (send now, in order after a store write, close with a reason). It is the
+ * engine's push sink for the session's subscriptions.
+ */
+export interface MqttConn extends PushSink {
+  readonly id: number;
+  readonly broker: MqttBrokerApi;
+  readonly endpoint: EndpointView;
+  readonly wire: Wire;
+  state: ConnState;
+  protocolVersion: number;
+  v5: boolean;
+  clientId: string;
+  principal: Principal | undefined;
+  session: MqttSession | undefined;
+  will: WillMessage | undefined;
+  /** Client's Receive Maximum capped by the endpoint. */
+  sendQuota: number;
+  /** Client's Maximum Packet Size (bytes). */
+  clientMaxPacket: number;
+  requestProblemInformation: boolean;
+  /** Topic aliases the client set up (inbound). */
+  readonly aliases: Map<number, string>;
+  /** Topic aliases toward a v5 client, topic → alias (undefined: none are sent). */
+  outAliases: Map<string, number> | undefined;
+  outAliasMax: number;
+  /** Session Expiry Interval the v5 CONNECT asked for (before the endpoint's cap). */
+  connectExpiry: number;
+  /** The v5 CONNECT asked for a persistent session without persistent_session. */
+  persistenceDenied: boolean;
+  /** QoS 1/2 publishes received and not yet acknowledged. */
+  inboundPending: number;
+  closeReason: string | undefined;
+  /** Packets waiting while CONNECT is being authenticated. */
+  queued: Array<[number, number, Buffer, number]> | undefined;
+  authMethod: string | undefined;
+  authPending: PendingAuth | undefined;
+  /** The packet type being parsed (for the error message of a malformed one). */
+  parsingType: string;
+  /** Position in the outbound queue (for `sendAt`). */
+  readonly outMark: number;
+  send(buf: Buffer): void;
+  /** Insert bytes before the ones queued since `mark`. */
+  sendAt(mark: number, buf: Buffer): void;
+  sendPacket(packet: Record<string, unknown>): void;
+  /** Send `buf` after what was queued before it, once `durable` resolves. */
+  orderedAck(buf: Buffer, durable: Promise<void> | undefined, pub?: boolean): void;
+  close(why: string, reasonCode?: number, reasonString?: string): void;
+  startKeepAlive(seconds: number): void;
+  /** Replay packets that arrived while CONNECT was being authenticated. */
+  drainQueued(): void;
+  /** DISCONNECT received: normal close. */
+  clientDisconnected(sendWill: boolean): void;
+  /** Parse a non-PUBLISH frame with mqtt-packet; the packet comes back through `handlePacket`. */
+  parse(frame: Buffer): void;
+}
