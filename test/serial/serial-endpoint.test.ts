@@ -176,6 +176,25 @@ describe('serial - MQTT over a serial line', () => {
     peer.connect('gps-node-4', 'admin', s.adminPassword);
     assert.equal((await peer.next('connack')).returnCode, 0);
   });
+
+  test('serial - PUT changes the line settings and restarts the endpoint; bad settings are a 400', async () => {
+    const base = { name: 'serial-mqtt', url: `serial://${pair!.a}`, authenticationRealm: 'default', protocolConfigs: [{ type: 'mqtt' }] };
+    const put = (endPointConfig: unknown) => s.inject({ method: 'PUT', url: '/api/v1/server/interface/serial-mqtt', payload: { ...base, endPointConfig } });
+    for (const bad of [{ baudRate: 'fast' }, { parity: 'weird' }, { stopBits: 3 }, { port: '' }]) {
+      const r = await put({ type: 'serial', serialDevice: bad });
+      assert.equal(r.statusCode, 400, `${JSON.stringify(bad)}: ${r.body}`);
+      assert.equal(typeof r.json().status, 'string');
+    }
+    const ok = await put({ type: 'serial', serialDevice: { baudRate: 57600, parity: 'even' } });
+    assert.equal(ok.statusCode, 200, ok.body);
+    await waitState(s, 'serial-mqtt', 'Started');
+    const one = await get(s, '/api/v1/server/interface/serial-mqtt');
+    assert.equal(one.json.config.endPointConfig.serialDevice.baudRate, 57600);
+    assert.equal(one.json.host, `serial://${pair!.a}`);
+    const peer = new SerialMqttPeer(end!);
+    peer.connect('gps-node-5', 'admin', s.adminPassword);
+    assert.equal((await peer.next('connack')).returnCode, 0);
+  });
 });
 
 describe('serial - NMEA-0183 from a GPS', () => {
