@@ -9,7 +9,7 @@ import {
   type Bme280Calibration,
 } from '../../src/devices/i2c/drivers/bme280.js';
 import { sht31Driver, sht3xCrc } from '../../src/devices/i2c/drivers/sht31.js';
-import { SimBme280, SimBus, SimSht31 } from './sim-bus.js';
+import { ADC, DATASHEET_TRIM, SimBme280, SimBus, SimSht31 } from './sim-bus.js';
 
 /**
  * The drivers' arithmetic against the datasheets' worked examples, and the drivers themselves against the
@@ -20,29 +20,9 @@ import { SimBme280, SimBus, SimSht31 } from './sim-bus.js';
  * 15500, -14600, 6000; adc_T = 519888 → t_fine = 128422, T = 25.08 °C; adc_P = 415148 → p = 100653.27 Pa.
  * Humidity has no worked example in the BME280 datasheet; the trimming words used here (dig_H1..H6 = 75, 362, 0,
  * 313, 50, 30) are typical of real parts, and the integer result is checked against the datasheet's
- * double-precision formula (§8.1, written out independently below) and against a value worked by hand.
+ * double-precision formula (§8.1, written out independently below) and against a value worked by hand. The
+ * trimming and ADC values are in sim-bus.ts (DATASHEET_TRIM, ADC).
  */
-export const DATASHEET_TRIM: Bme280Calibration = {
-  T1: 27504,
-  T2: 26435,
-  T3: -1000,
-  P1: 36477,
-  P2: -10685,
-  P3: 3024,
-  P4: 2855,
-  P5: 140,
-  P6: -7,
-  P7: 15500,
-  P8: -14600,
-  P9: 6000,
-  H1: 75,
-  H2: 362,
-  H3: 0,
-  H4: 313,
-  H5: 50,
-  H6: 30,
-};
-export const ADC = { T: 519888, P: 415148, H: 30000 };
 
 /** BME280 datasheet §8.1, floating point: temperature (returns t_fine as the datasheet does, truncated). */
 function tDouble(adcT: number, c: Bme280Calibration): { T: number; tFine: number } {

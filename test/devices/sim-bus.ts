@@ -1,4 +1,5 @@
 import type { BytesRead, BytesWritten, I2cBus, I2cBusOpener } from '../../src/devices/i2c/bus.js';
+import type { Bme280Calibration } from '../../src/devices/i2c/drivers/bme280.js';
 import { sht3xCrc } from '../../src/devices/i2c/drivers/sht31.js';
 
 /**
@@ -302,3 +303,26 @@ export class SimSht31 implements SimChip {
     return p.subarray(0, length);
   }
 }
+
+/** The datasheet's worked-example trimming (BMP280 datasheet §3.12; humidity words typical of real parts: drivers.test.ts). */
+export const DATASHEET_TRIM: Bme280Calibration = {
+  T1: 27504,
+  T2: 26435,
+  T3: -1000,
+  P1: 36477,
+  P2: -10685,
+  P3: 3024,
+  P4: 2855,
+  P5: 140,
+  P6: -7,
+  P7: 15500,
+  P8: -14600,
+  P9: 6000,
+  H1: 75,
+  H2: 362,
+  H3: 0,
+  H4: 313,
+  H5: 50,
+  H6: 30,
+};
+export const ADC = { T: 519888, P: 415148, H: 30000 };

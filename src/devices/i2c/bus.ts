@@ -5,6 +5,7 @@
  * register-level simulated bus with the same interface (test/devices/sim-bus.ts) through
  * `DevicesService.openBus`.
  */
+import { access, constants } from 'node:fs/promises';
 
 export interface BytesRead {
   bytesRead: number;
@@ -47,8 +48,19 @@ export class I2cBusUnavailableError extends Error {
   }
 }
 
-/** The production opener: `i2c-bus` imported on first use, `openPromisified(busNumber)`. */
+/**
+ * The production opener: checks that `/dev/i2c-N` exists and is readable and writable (i2c-bus opens the device file
+ * only at the first transfer, and its scan reports an absent bus as an empty one), then imports `i2c-bus` on first
+ * use and calls `openPromisified(busNumber)`.
+ */
 export const openI2cBus: I2cBusOpener = async (busNumber) => {
+  try {
+    await access(`/dev/i2c-${busNumber}`, constants.R_OK | constants.W_OK);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'no such device (is the I²C interface enabled? docs/devices.md)' : code === 'EACCES' ? 'permission denied (add the user to the i2c group)' : (err as Error).message;
+    throw new I2cBusUnavailableError(busNumber, why, { cause: err });
+  }
   let mod: typeof import('i2c-bus');
   try {
     mod = (await import('i2c-bus')) as typeof import('i2c-bus');
