@@ -74,9 +74,9 @@ export const deviceMachine = setup({
   id: 'device',
   context: ({ input }) => ({ ...input, attempts: 0, readings: 0, fresh: true }),
   initial: 'detected',
-  on: { 'device.gone': '.removed' },
   states: {
     detected: {
+      on: { 'device.gone': 'removed' },
       invoke: {
         src: 'initDevice',
         input: ({ context }) => ({ name: context.name }),
@@ -86,8 +86,10 @@ export const deviceMachine = setup({
     },
     online: {
       after: { pollDelay: 'polling' },
+      on: { 'device.gone': 'removed' },
     },
     polling: {
+      on: { 'device.gone': 'removed' },
       invoke: {
         src: 'readDevice',
         input: ({ context }) => ({ name: context.name }),
@@ -99,12 +101,12 @@ export const deviceMachine = setup({
       tags: ['degraded'],
       always: { guard: 'exhausted', target: 'offline' },
       after: { backoff: 'detected' },
-      on: { 'device.found': 'detected' },
+      on: { 'device.found': 'detected', 'device.gone': 'removed' },
     },
     offline: {
       tags: ['degraded'],
       after: { offlineRetry: 'detected' },
-      on: { 'device.found': 'detected' },
+      on: { 'device.found': 'detected', 'device.gone': 'removed' },
     },
     removed: { type: 'final' },
   },
