@@ -1,0 +1,256 @@
+/**
+ * LoRa radios: one `lora:<name>` actor per configured `loraSerial` device under the `lora` supervisor, the RN2483
+ * driver as its I/O, uplinks published into the engine and the downlink topics subscribed in the engine. The views
+ * the routes serve (LoRaDeviceInfoDTO, LoRaEndPointConnectionInfoDTO) are built here from live state.
+ */
+import { fromPromise } from 'xstate';
+import { loraMachine, loraStateName, type ModemLike } from '../../../actors/lora/lora.machine.js';
+import type { Subscription } from '../../engine/index.js';
+import { NotFoundError, ValidationError } from '../../errors.js';
+import type { Runtime, Service } from '../../runtime/runtime.js';
+import { filterOf, nodeOfTopic, type LoRaSerialDevice } from './config.js';
+import { LoRaRadio, type NodeRecord, type Uplink } from './radio.js';
+import { Rn2483 } from './rn2483.js';
+
+declare module '../../runtime/registry.js' {
+  interface ActorKinds {
+    lora: typeof loraMachine;
+  }
+}
+
+declare module '../../runtime/runtime.js' {
+  interface RuntimeServices {
+    lora: LoRaService;
+  }
+}
+
+export interface LoRaEndPointInfo {
+  nodeId: number;
+  lastRSSI: number;
+  incomingQueueSize: number;
+  connectionSize: number;
+  lastRead: number;
+  lastWrite: number;
+}
+
+export interface LoRaDeviceInfo {
+  name: string;
+  radio: string;
+  bytesSent: number;
+  bytesReceived: number;
+  packetsSent: number;
+  packetsReceived: number;
+  endPointInfoList: LoRaEndPointInfo[];
+  state: string;
+  module: string;
+  port: string;
+  lastError?: string;
+}
+
+export interface LoRaConnectionInfo {
+  rssi: number;
+  missedPackets: number;
+  receivedPackets: number;
+  remoteNodeId: number;
+  lastPacketId: number;
+  lastReadTime: number;
+  lastWriteTime: number;
+}
+
+export class LoRaService implements Service {
+  readonly name = 'lora';
+  readonly dependsOn = ['messaging'] as const;
+  readonly radios = new Map<string, LoRaRadio>();
+  private readonly modems = new Map<string, Rn2483>();
+  private subs: Subscription[] = [];
+  private rt!: Runtime;
+
+  async start(rt: Runtime): Promise<void> {
+    this.rt = rt;
+    this.radios.clear();
+    for (const d of rt.config.LoRaDeviceManager.data) this.radios.set(d.name, new LoRaRadio(d, (u) => this.publishUplink(d, u)));
+  }
+
+  running(rt: Runtime): void {
+    const engine = rt.engine;
+    const cfg = rt.config.LoRaDeviceManager;
+    for (const radio of this.radios.values()) {
+      if (engine) {
+        this.subs.push(
+          engine.subscribe({
+            sessionId: `lora:${radio.name}`,
+            filter: filterOf(radio.topics.downlink),
+            retainHandling: 2, // a retained message is not a new downlink
+            sink: {
+              kind: 'push',
+              deliver: (_sub, msg, destinationName) => {
+                const node = nodeOfTopic(radio.topics.downlink, destinationName);
+                if (node !== undefined) radio.enqueue(node, msg.payload);
+                return true;
+              },
+            },
+          }),
+        );
+      }
+      rt.startChild('lora', {
+        id: `lora:${radio.name}`,
+        logic: this.logic(radio),
+        input: { name: radio.name, retryInitial: cfg.retryInitial, retryMax: cfg.retryMax },
+      });
+    }
+  }
+
+  async stop(rt: Runtime): Promise<void> {
+    const engine = rt.engine;
+    for (const s of this.subs.splice(0)) if (engine) engine.unsubscribe(s);
+    for (const r of this.radios.values()) r.stop();
+    await Promise.all([...this.modems.values()].map((m) => m.close()));
+    this.modems.clear();
+  }
+
+  private logic(radio: LoRaRadio) {
+    const cfg = this.rt.config.LoRaDeviceManager;
+    const d = radio.config;
+    const log = this.rt.log.child({ actor: 'lora', id: radio.name });
+    return loraMachine.provide({
+      actors: {
+        openModem: fromPromise<ModemLike, { name: string }>(async ({ signal }) => {
+          let modem: Rn2483;
+          try {
+            modem = await Rn2483.open({
+              path: d.serialConfig.port,
+              baudRate: d.serialConfig.baudRate,
+              dataBits: d.serialConfig.dataBits,
+              stopBits: d.serialConfig.stopBits,
+              parity: d.serialConfig.parity,
+              flowControl: d.serialConfig.flowControl,
+              commandTimeout: cfg.commandTimeout,
+              healthCheckInterval: d.healthCheckInterval,
+              settings: {
+                frequencyHz: Math.round(d.frequency * 1e6),
+                power: d.power,
+                spreadingFactor: d.spreadingFactor,
+                bandwidth: d.bandwidth,
+                codingRate: d.codingRate,
+                syncWord: d.syncWord,
+              },
+            });
+          } catch (err) {
+            log.warn({ port: d.serialConfig.port, err: (err as Error).message }, `LoRa radio ${radio.name} could not be opened; retrying with backoff`);
+            throw err;
+          }
+          if (signal.aborted) {
+            await modem.close();
+            throw new Error('open cancelled');
+          }
+          radio.module = modem.version;
+          this.modems.set(radio.name, modem);
+          modem.onPacket((p) => radio.received(p));
+          modem.onLost((reason) => {
+            if (this.modems.get(radio.name) === modem) this.modems.delete(radio.name);
+            radio.attach(undefined);
+            if (reason !== 'closed') log.warn({ port: d.serialConfig.port, reason }, `LoRa radio ${radio.name} lost its modem: ${reason}`);
+          });
+          radio.attach(modem);
+          log.info({ port: d.serialConfig.port, module: modem.version, frequency: d.frequency }, `LoRa radio ${radio.name} online (${modem.version})`);
+          return modem;
+        }),
+      },
+    });
+  }
+
+  private publishUplink(d: LoRaSerialDevice, u: Uplink): void {
+    const engine = this.rt.engine;
+    if (!engine) return;
+    const metaData: Record<string, string> = {
+      loraRadio: d.name,
+      loraNode: String(u.frame.from),
+      loraTo: String(u.frame.to),
+      loraPacketId: String(u.frame.id),
+      loraFlags: String(u.frame.flags),
+    };
+    if (u.rssi !== undefined) metaData.loraRssi = String(u.rssi);
+    if (u.snr !== undefined) metaData.loraSnr = String(u.snr);
+    engine.publish(u.topic, { payload: u.frame.payload, contentType: 'application/octet-stream', metaData }, { origin: `lora:${d.name}` }).catch((err) => {
+      this.rt.log.debug({ err, topic: u.topic }, 'LoRa uplink publish failed');
+    });
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Views
+
+  /** By name (exact first, then case-insensitive); 400 blank, 404 unknown. */
+  find(name: string): LoRaRadio {
+    const n = name.trim();
+    if (!n) throw new ValidationError('Device name must not be blank');
+    const exact = this.radios.get(n);
+    if (exact) return exact;
+    for (const r of this.radios.values()) if (r.name.toLowerCase() === n.toLowerCase()) return r;
+    throw new NotFoundError('LoRa device not found');
+  }
+
+  state(radio: LoRaRadio): { state: string; lastError?: string } {
+    const a = this.rt.actor('lora', radio.name);
+    if (!a) return { state: 'Stopped' };
+    const snap = a.getSnapshot();
+    if (snap.status !== 'active') return { state: 'Failed' };
+    return { state: loraStateName(snap.value), ...(snap.context.lastError ? { lastError: snap.context.lastError } : {}) };
+  }
+
+  deviceInfo(radio: LoRaRadio): LoRaDeviceInfo {
+    const { state, lastError } = this.state(radio);
+    return {
+      name: radio.name,
+      radio: 'Serial',
+      bytesSent: radio.bytesSent,
+      bytesReceived: radio.bytesReceived,
+      packetsSent: radio.packetsSent,
+      packetsReceived: radio.packetsReceived,
+      endPointInfoList: [...radio.nodes.values()].map((n) => ({
+        nodeId: n.nodeId,
+        lastRSSI: n.lastRSSI,
+        incomingQueueSize: radio.queued(n.nodeId),
+        connectionSize: 1,
+        lastRead: n.lastReadTime,
+        lastWrite: n.lastWriteTime,
+      })),
+      state,
+      module: radio.module,
+      port: radio.config.serialConfig.port,
+      ...(lastError ? { lastError } : {}),
+    };
+  }
+
+  devices(): LoRaDeviceInfo[] {
+    return [...this.radios.values()].map((r) => this.deviceInfo(r));
+  }
+
+  /**
+   * The connections of a node id: a node heard on the radio → its one entry; the radio's own address → every node
+   * heard (MAPS: the connections of the local endpoint); otherwise 404.
+   */
+  connections(radio: LoRaRadio, nodeId: number): LoRaConnectionInfo[] {
+    const conn = (n: NodeRecord): LoRaConnectionInfo => ({
+      rssi: n.lastRSSI,
+      missedPackets: n.missedPackets,
+      receivedPackets: n.receivedPackets,
+      remoteNodeId: n.nodeId,
+      lastPacketId: n.lastPacketId,
+      lastReadTime: n.lastReadTime,
+      lastWriteTime: n.lastWriteTime,
+    });
+    const node = radio.nodes.get(nodeId);
+    if (node) return [conn(node)];
+    if (nodeId === radio.config.address) return [...radio.nodes.values()].map(conn);
+    throw new NotFoundError('LoRa endpoint not found');
+  }
+}
+
+export function loraService(): LoRaService {
+  return new LoRaService();
+}
+
+/** The LoRa service of a runtime (an empty list of radios when it is not registered). */
+export function loraOf(rt: Runtime): LoRaService | undefined {
+  return rt.service('lora');
+}
