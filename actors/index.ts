@@ -1,5 +1,6 @@
 import type { AnyStateMachine } from 'xstate';
 import { endpointMachine } from './endpoints/endpoint.machine.js';
+import { integrationMachine } from './integrations/integration.machine.js';
 import { destinationMachine } from './destinations/destination.machine.js';
 import { lockoutMachine } from './lockout/lockout.machine.js';
 import { serverMachine } from './server/server.machine.js';
@@ -7,4 +8,4 @@ import { subscriptionMachine } from './subscriptions/subscription.machine.js';
 import { supervisorMachine } from './supervisor/supervisor.machine.js';
 
 /** Every machine definition, for `npm run diagrams` and its up-to-date test. */
-export const allMachines: AnyStateMachine[] = [serverMachine, supervisorMachine, destinationMachine, subscriptionMachine, lockoutMachine, endpointMachine];
+export const allMachines: AnyStateMachine[] = [serverMachine, supervisorMachine, destinationMachine, subscriptionMachine, lockoutMachine, endpointMachine, integrationMachine];

@@ -27,6 +27,37 @@ export interface LinkMessage {
   originServer: string;
   /** How many links the message has crossed so far (the sender increments it). */
   hops: number;
+  /**
+   * Optional (added for NATS): a stable id of this message in the sender's outbox, the same on every retry. The NATS
+   * transport sends it as JetStream `Nats-Msg-Id`, so a send retried after a lost PubAck is stored once, and the
+   * receiving transport drops a redelivery of an id it has already handed over.
+   */
+  id?: string;
+}
+
+/**
+ * Added for NATS: send() rejects with this when the message can never be taken by the transport (a topic with no
+ * NATS subject form, see subject-mapping.ts): the link should drop and count it instead of retrying it forever.
+ * Test with `isRefused(err)`: any error with `permanent === true` counts (a transport may throw its own class).
+ */
+export class LinkRefusedError extends Error {
+  readonly permanent = true;
+  constructor(message: string) {
+    super(message);
+    this.name = 'LinkRefusedError';
+  }
+}
+
+export function isRefused(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as { permanent?: unknown }).permanent === true;
+}
+
+/** Added for NATS: optional counters a transport keeps (shown with the link's status when present). */
+export interface TransportCounters {
+  /** Messages refused because their topic/subject has no form on the other side (both directions). */
+  refused: number;
+  /** Redeliveries dropped because the same message id was already handed to the receive handler. */
+  duplicatesDropped: number;
 }
 
 /** What a transport reports about its connection; the link actor turns these into its connection state. */
@@ -68,4 +99,39 @@ export interface LinkTransport {
   onEvent(listener: (e: TransportEvent) => void): void;
   /** Stop receiving and sending and close the connection; idempotent. Durable remote state is kept. */
   close(): Promise<void>;
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+// Additions (backward compatible; the link manager uses them, a transport may ignore them):
+
+/** What the link manager hands a transport factory besides the link's configuration. */
+export interface TransportContext {
+  /** This broker's server id (`MessageDaemon.serverName`, generated once and kept in the store): origin marks. */
+  serverId: string;
+  /** A pino-style child logger for the link. */
+  log: { info(obj: unknown, msg?: string): void; warn(obj: unknown, msg?: string): void; error(obj: unknown, msg?: string): void; debug(obj: unknown, msg?: string): void };
+  /** ms a connection attempt may take (NetworkConnectionManager.globalConfig.connectTimeout). */
+  connectTimeout?: number;
+}
+
+/** `createNatsTransport(link, ctx)` / `createMqttTransport(link, ctx)`: one transport per connection attempt. */
+export type TransportFactory = (link: import('./link-config.js').LinkConfig, ctx: TransportContext) => LinkTransport;
+
+/**
+ * Optional: what the transport can say about its connection for `GET /api/v1/server/integration/{name}/connection`
+ * (EndPointSummaryDTO). A transport that does not implement it is shown with the link's own figures.
+ */
+export interface TransportDescription {
+  protocolName: string;
+  protocolVersion: string;
+  /** The client id / connection name used on the remote side. */
+  clientId: string;
+  /** The remote address actually connected to (host:port). */
+  remoteAddress?: string;
+}
+export interface DescribedTransport extends LinkTransport {
+  describe(): TransportDescription;
+}
+export function isDescribed(t: LinkTransport): t is DescribedTransport {
+  return typeof (t as Partial<DescribedTransport>).describe === 'function';
 }

@@ -237,7 +237,9 @@ export class SysTopicPublisher {
     const info = await serverInfo(this.rt, this.rt.destinationCount());
     if (this.rt.engine !== engine || engine.isClosed) return;
     this.publish(engine, '$SYS/server/details', JSON.stringify(info), json);
-    this.publish(engine, '$SYS/server/interface/status', JSON.stringify(this.rt.service('endpoints')?.views.interfaceStatuses() ?? []), json);
+    const links = this.rt.service('integrations'); // integration connections are interfaces too (MAPS)
+    this.publish(engine, '$SYS/server/interface/status', JSON.stringify([...(this.rt.service('endpoints')?.views.interfaceStatuses() ?? []), ...(links?.interfaceStatuses() ?? [])]), json);
+    for (const e of links?.entries() ?? []) this.publish(engine, `$SYS/server/integration/${e.name.replace(/[+#/\u0000]/g, '_')}/status`, JSON.stringify(links!.status(e)), json);
     this.publish(
       engine,
       '$SYS/server/destination/status',

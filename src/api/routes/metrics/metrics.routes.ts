@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
+import { registerLinkMetrics } from '../../../links/link-metrics.js';
 import { endpointsOf, type EndpointEntry } from '../../../runtime/endpoints.service.js';
 import { healthOf } from '../../../runtime/monitor.js';
 import type { Runtime } from '../../../runtime/runtime.js';
@@ -152,8 +153,7 @@ export function buildRegistry(ctx: ApiContext): Registry {
     labelled(register, 'gauge', 'destination_messages_pending', 'Messages waiting for delivery now', ['destination', 'type'], dests, dl, (d) => d.pendingMessages);
   }
 
-  // Per-link series (federation links, issue 12) go here: labelled {link} only (a configured link name), e.g.
-  // switchyard_link_up, switchyard_link_messages_forwarded_total.
+  registerLinkMetrics(register, rt); // per integration link, labelled {link} only (src/links/link-metrics.ts)
   return register;
 }
 

@@ -78,6 +78,8 @@ export const serverRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) 
       // the body stays MAPS' Ok/Warning/Error; a failed subtree (a supervisor that spent its restart budget) is named here
       const failed = rt.failedSubtrees();
       if (failed.length) reply.header('x-switchyard-failed-subtrees', failed.map((f) => `${f.subtree}=${f.state}`).join(', '));
+      const stalled = rt.service('integrations')?.stalledNames() ?? []; // Started, not Established for longer than the backoff cap
+      if (stalled.length) reply.header('x-switchyard-stalled-integrations', stalled.map(encodeURIComponent).join(', '));
       return healthOf(statusList(ctx)).status;
     },
   );

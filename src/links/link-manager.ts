@@ -1,0 +1,482 @@
+/**
+ * The link manager: everything an integration link does besides its lifecycle (which is the `integration:<name>`
+ * actor, actors/integrations/integration.machine.ts). Per link and per linkConfig:
+ *
+ * - push: a durable engine subscription on the local namespace (with the linkConfig's selector and QoS) is the link's
+ *   PERSISTENT OUTBOX. It is made when the service starts, whatever the link's state, so a message published locally
+ *   is in the outbox (written through the engine's group commit to LevelDB) before its publisher gets PUBACK; it is
+ *   removed only after the transport's `send()` resolved (remote PUBACK / PUBCOMP / JetStream ack). After a crash the
+ *   engine recovers the held messages and the link sends them when it is established again. The outbox is capped
+ *   (`maxOutbox`): when full, QoS >= 1 publishes that would enter it are refused to their publisher (MQTT 5 PUBACK
+ *   0x97 Quota exceeded, REST 429; a 3.1.1 publisher per the endpoint's quotaExceededPolicy311) and a QoS 0 copy
+ *   replaces the oldest QoS 0 copy (counted as dropped). While the link is not established (or paused) nothing is
+ *   sent: the outbox holds; once established it drains in publish order, at most `inFlight` unacknowledged.
+ * - pull: `transport.receive()` on the remote namespace; each message is published into the local engine under the
+ *   local namespace and the transport acknowledges it only after the engine took it (stored where it must be).
+ *
+ * Loop prevention, for every transport: a message that came in over a link carries `sy.origin` / `sy.hops` in its
+ * metaData and is never pushed out again; a received message whose origin server is this broker is dropped
+ * (acknowledged, not published) and counted in `loopsDropped`.
+ */
+import { fromCallback, fromPromise } from 'xstate';
+import { integrationMachine } from '../../actors/integrations/integration.machine.js';
+import type { Engine, Message, Subscription } from '../engine/index.js';
+import { messageSelector } from '../runtime/message-selector.js';
+import type { Runtime } from '../runtime/runtime.js';
+import type { LinkConfig, LinkDirectionConfig, NetworkConnectionManagerConfig } from './link-config.js';
+import { createMqttTransport } from './mqtt-transport.js';
+import { isDescribed, type LinkMessage, type LinkTransport, type TransportContext, type TransportDescription, type TransportFactory } from './transport.js';
+
+export const META_ORIGIN = 'sy.origin';
+export const META_HOPS = 'sy.hops';
+
+/** The part of a namespace before its first wildcard level: `a/b/#` → `a/b/`, `a/+/c` → `a/`, `#` → '', `a/b` → `a/b`. */
+export function namespacePrefix(ns: string): string {
+  const levels = ns.split('/');
+  const i = levels.findIndex((l) => l === '+' || l === '#');
+  if (i < 0) return ns;
+  return levels.slice(0, i).map((l) => l + '/').join('');
+}
+
+/** A namespace as a subscription filter: `a/b/` → `a/b/#`, '' → `#`, wildcards and exact topics as they are. */
+export function namespaceFilter(ns: string): string {
+  if (ns === '') return '#';
+  if (ns.endsWith('/')) return ns + '#';
+  return ns;
+}
+
+/** A topic under `fromNs` moved under `toNs`: the part after from's prefix is kept. */
+export function mapTopic(topic: string, fromNs: string, toNs: string): string {
+  const from = namespacePrefix(fromNs);
+  const to = namespacePrefix(toNs);
+  const rest = topic.startsWith(from) ? topic.slice(from.length) : topic;
+  if (to === '') return rest;
+  if (rest === '') return to.endsWith('/') ? to.slice(0, -1) : to;
+  return to.endsWith('/') ? to + rest : `${to}/${rest}`;
+}
+
+/** Exponentially weighted per-second rates over 1, 5 and 15 minutes (MAPS LinkedMovingAverageRecordDTO shape). */
+class MovingRate {
+  private last?: { at: number; value: number };
+  current = 0;
+  readonly avgs = [0, 0, 0];
+  sample(value: number, at: number): void {
+    const prev = this.last;
+    if (prev && at - prev.at < 1000) return;
+    this.last = { at, value };
+    if (!prev) return;
+    const dt = (at - prev.at) / 1000;
+    const x = Math.max(0, value - prev.value) / dt;
+    this.current = Math.round(x * 100) / 100;
+    [1, 5, 15].forEach((m, i) => {
+      const w = Math.exp(-dt / (m * 60));
+      this.avgs[i] = this.avgs[i]! * w + x * (1 - w);
+    });
+  }
+}
+
+export interface LinkCounters {
+  bytesSent: number;
+  bytesReceived: number;
+  messagesSent: number;
+  messagesReceived: number;
+  errors: number;
+  lastReadTime: number;
+  lastWriteTime: number;
+  /** Received messages whose origin is this broker: dropped, acknowledged. */
+  loopsDropped: number;
+  /** Pushed messages the remote side refused with a negative reason code: dropped. */
+  refused: number;
+  connects: number;
+  connectedSince: number;
+}
+
+interface PushChannel {
+  index: number;
+  lc: LinkDirectionConfig;
+  filter: string;
+  sessionId: string;
+  sub?: Subscription;
+  inFlight: number;
+  flowing: boolean;
+}
+
+export interface LinkEntry {
+  name: string;
+  config: LinkConfig;
+  counters: LinkCounters;
+  rates: { messagesSent: MovingRate; messagesReceived: MovingRate; bytesSent: MovingRate; bytesReceived: MovingRate };
+  transport?: LinkTransport;
+  description?: TransportDescription;
+  /** Incremented whenever the transport is replaced or closed: events of an older transport are ignored. */
+  generation: number;
+  closing: Promise<void>;
+  push: PushChannel[];
+  /** Set while the link is established: reports a lost transport to the actor. */
+  onLost?: (reason: string) => void;
+  lostReason?: string;
+  lastError?: string;
+  maxOutbox: number;
+}
+
+function newCounters(): LinkCounters {
+  return { bytesSent: 0, bytesReceived: 0, messagesSent: 0, messagesReceived: 0, errors: 0, lastReadTime: 0, lastWriteTime: 0, loopsDropped: 0, refused: 0, connects: 0, connectedSince: 0 };
+}
+
+let natsFactory: Promise<TransportFactory> | undefined;
+/** The NATS transport, loaded on first use (src/links/nats-transport.ts). */
+async function loadNats(): Promise<TransportFactory> {
+  natsFactory ??= (async () => {
+    const path = './nats-transport.js';
+    let mod: { createNatsTransport?: TransportFactory };
+    try {
+      mod = (await import(path)) as { createNatsTransport?: TransportFactory };
+    } catch (err) {
+      natsFactory = undefined;
+      throw new Error(`NATS transport not available: ${(err as Error).message}`);
+    }
+    if (typeof mod.createNatsTransport !== 'function') {
+      natsFactory = undefined;
+      throw new Error('NATS transport not available: src/links/nats-transport.ts exports no createNatsTransport');
+    }
+    return mod.createNatsTransport;
+  })();
+  return natsFactory;
+}
+
+export class LinkManager {
+  readonly entries = new Map<string, LinkEntry>();
+  private engine?: Engine;
+  /** Set by closeAll (server stop): nothing is logged or connected any more (the logs close after the services). */
+  private stopped = false;
+
+  constructor(
+    private readonly rt: Runtime,
+    private readonly cfg: NetworkConnectionManagerConfig,
+  ) {
+    for (const link of cfg.data) {
+      const push: PushChannel[] = [];
+      link.linkConfigs.forEach((lc, index) => {
+        if (lc.direction !== 'push') return;
+        push.push({ index, lc, filter: namespaceFilter(lc.localNamespace), sessionId: `link:${link.name}#${index}`, inFlight: 0, flowing: false });
+      });
+      this.entries.set(link.name, {
+        name: link.name,
+        config: link,
+        counters: newCounters(),
+        rates: { messagesSent: new MovingRate(), messagesReceived: new MovingRate(), bytesSent: new MovingRate(), bytesReceived: new MovingRate() },
+        generation: 0,
+        closing: Promise.resolve(),
+        push,
+        maxOutbox: link.maxOutbox ?? cfg.globalConfig.maxOutbox,
+      });
+    }
+  }
+
+  get serverId(): string {
+    return this.rt.serverName;
+  }
+
+  /** Case-sensitive first, then case-insensitive. */
+  find(name: string): LinkEntry | undefined {
+    const direct = this.entries.get(name);
+    if (direct) return direct;
+    const lower = name.toLowerCase();
+    for (const e of this.entries.values()) if (e.name.toLowerCase() === lower) return e;
+    return undefined;
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Outboxes (push)
+
+  /** After every boot: the durable outbox subscriptions (their held messages are recovered by the engine). */
+  openOutboxes(engine: Engine): void {
+    this.engine = engine;
+    for (const entry of this.entries.values()) {
+      for (const ch of entry.push) {
+        const user = messageSelector(ch.lc.selector);
+        const sub = engine.subscribe({
+          sessionId: ch.sessionId,
+          filter: ch.filter,
+          qos: ch.lc.qualityOfService as 0 | 1 | 2,
+          durable: true,
+          refuseWhenFull: true,
+          maxDepth: entry.maxOutbox,
+          retainHandling: 2, // live retained messages cross with their retain flag; stored ones are not re-sent at every boot
+          retainAsPublished: true,
+          // messages that came in over a link are never pushed again (loop prevention), nor $SYS
+          selector: (m) => m.metaData[META_HOPS] === undefined && !m.destinationName.startsWith('$') && (user === undefined || user(m)),
+          sink: { kind: 'push', deliver: (s, msg, dest) => this.deliver(entry, ch, s, msg, dest) },
+        });
+        ch.sub = sub;
+        ch.flowing = false;
+        ch.inFlight = 0;
+        sub.hibernate(); // holds (persisted) until the link is established
+      }
+    }
+  }
+
+  /** The engine is closing (server stop / restart): forget the handles; the held messages stay in the store. */
+  closeOutboxes(): void {
+    this.engine = undefined;
+    for (const entry of this.entries.values()) for (const ch of entry.push) ch.sub = undefined;
+  }
+
+  /** Messages waiting in the link's outboxes (held + sent and unacknowledged). */
+  outboxDepth(entry: LinkEntry): number {
+    let n = 0;
+    for (const ch of entry.push) if (ch.sub && !ch.sub.closed) n += ch.sub.held.size + ch.sub.inFlight.size;
+    return n;
+  }
+
+  private startFlow(entry: LinkEntry): void {
+    for (const ch of entry.push) {
+      if (!ch.sub || ch.sub.closed || ch.flowing) continue;
+      ch.flowing = true;
+      ch.inFlight = 0;
+      ch.sub.attach({ kind: 'push', deliver: (s, msg, dest) => this.deliver(entry, ch, s, msg, dest) });
+    }
+  }
+
+  private stopFlow(entry: LinkEntry): void {
+    for (const ch of entry.push) {
+      if (!ch.flowing) continue;
+      ch.flowing = false;
+      ch.inFlight = 0;
+      // unacknowledged messages go back to the head of the outbox, in order; late acknowledgements find nothing
+      if (ch.sub && !ch.sub.closed) ch.sub.hibernate();
+    }
+  }
+
+  private deliver(entry: LinkEntry, ch: PushChannel, sub: Subscription, msg: Message, destinationName: string): boolean {
+    const transport = entry.transport;
+    if (!ch.flowing || !transport || ch.inFlight >= this.cfg.globalConfig.inFlight) return false;
+    const qos = Math.min(msg.qos, ch.lc.qualityOfService) as 0 | 1 | 2;
+    const out: LinkMessage = {
+      topic: mapTopic(destinationName, ch.lc.localNamespace, ch.lc.remoteNamespace),
+      payload: msg.payload,
+      qos,
+      retain: msg.retain,
+      originServer: msg.metaData[META_ORIGIN] ?? this.serverId,
+      hops: (Number(msg.metaData[META_HOPS] ?? 0) || 0) + 1,
+      ...(msg.contentType !== undefined ? { contentType: msg.contentType } : {}),
+      ...(msg.correlationData !== undefined ? { correlationData: msg.correlationData } : {}),
+      ...(msg.userProperties !== undefined ? { userProperties: msg.userProperties } : {}),
+      ...(msg.responseTopic !== undefined ? { responseTopic: msg.responseTopic } : {}),
+      priority: msg.priority,
+      ...(msg.expiresAt ? { expiresAt: msg.expiresAt } : {}),
+    };
+    ch.inFlight++;
+    const generation = entry.generation;
+    const tracked = sub.qos > 0 && msg.qos > 0;
+    transport.send(out).then(
+      () => {
+        const c = entry.counters;
+        c.messagesSent++;
+        c.bytesSent += msg.payload.length;
+        c.lastWriteTime = Date.now();
+        if (generation !== entry.generation || !ch.flowing) return;
+        ch.inFlight--;
+        if (tracked) sub.ack(msg.id);
+        if (sub.blocked) sub.resume();
+      },
+      (err: Error & { code?: unknown; permanent?: boolean }) => {
+        entry.counters.errors++;
+        if (generation !== entry.generation || !ch.flowing) return;
+        ch.inFlight--;
+        if ((typeof err.code === 'number' && err.code >= 0x80) || err.permanent === true) {
+          // the remote side refused this message (an MQTT 5 reason code, a topic NATS cannot carry): sending it again
+          // would be refused again
+          entry.counters.refused++;
+          if (!this.stopped) this.rt.log.warn({ link: entry.name, topic: out.topic, code: err.code, err: err.message }, 'integration link: the remote side refused a message; dropped');
+          if (tracked) sub.ack(msg.id);
+          if (sub.blocked) sub.resume();
+          return;
+        }
+        this.lost(entry, generation, `send failed: ${err.message}`);
+      },
+    );
+    return true;
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Pull
+
+  private async receiveOne(entry: LinkEntry, lc: LinkDirectionConfig, m: LinkMessage): Promise<void> {
+    const c = entry.counters;
+    if (m.originServer === this.serverId) {
+      c.loopsDropped++;
+      return; // our own message came back: acknowledge and drop
+    }
+    const engine = this.engine;
+    if (!engine || engine.isClosed) throw new Error('the messaging engine is not running');
+    const topic = mapTopic(m.topic, lc.remoteNamespace, lc.localNamespace);
+    await engine.publish(
+      topic,
+      {
+        payload: m.payload,
+        qos: Math.min(m.qos, lc.qualityOfService),
+        retain: m.retain,
+        ...(m.contentType !== undefined ? { contentType: m.contentType } : {}),
+        ...(m.correlationData !== undefined ? { correlationData: m.correlationData } : {}),
+        ...(m.userProperties !== undefined ? { userProperties: m.userProperties } : {}),
+        ...(m.responseTopic !== undefined ? { responseTopic: m.responseTopic } : {}),
+        ...(m.priority !== undefined ? { priority: m.priority } : {}),
+        ...(m.expiresAt ? { expiresAt: m.expiresAt } : {}),
+        metaData: { [META_ORIGIN]: m.originServer || `link:${entry.name}`, [META_HOPS]: String(Math.max(1, m.hops)) },
+      },
+      { origin: `link:${entry.name}` },
+    );
+    c.messagesReceived++;
+    c.bytesReceived += m.payload.length;
+    c.lastReadTime = Date.now();
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Transport lifecycle (called by the actor's provided implementations)
+
+  private factoryFor(url: string): Promise<TransportFactory> {
+    const scheme = url.slice(0, url.indexOf(':')).toLowerCase();
+    if (scheme === 'nats' || scheme === 'tls') return loadNats();
+    if (['mqtt', 'mqtts', 'ws', 'wss'].includes(scheme)) return Promise.resolve(createMqttTransport);
+    return Promise.reject(new Error(`no transport for the URL scheme "${scheme}"`));
+  }
+
+  private lost(entry: LinkEntry, generation: number, reason: string): void {
+    if (generation !== entry.generation) return;
+    entry.lastError = reason;
+    if (entry.lostReason !== undefined) return;
+    entry.lostReason = reason;
+    entry.onLost?.(reason);
+  }
+
+  async connect(name: string, signal: AbortSignal): Promise<void> {
+    const entry = this.entries.get(name);
+    if (!entry) throw new Error(`integration "${name}" is not configured`);
+    await entry.closing; // the previous connection is gone before the next one opens (same client id)
+    if (this.stopped) throw new Error('the server is stopping');
+    const factory = await this.factoryFor(entry.config.url);
+    const ctx: TransportContext = {
+      serverId: this.serverId,
+      log: this.rt.log.child({ link: entry.name }) as unknown as TransportContext['log'],
+      connectTimeout: this.cfg.globalConfig.connectTimeout,
+    };
+    const transport = factory(entry.config, ctx);
+    const generation = ++entry.generation;
+    entry.transport = transport;
+    entry.lostReason = undefined;
+    transport.onEvent((e) => {
+      if (e.type === 'disconnected') this.lost(entry, generation, e.reason);
+      else if (e.type === 'error') {
+        entry.counters.errors++;
+        entry.lastError = e.reason;
+      }
+    });
+    try {
+      await transport.connect();
+    } catch (err) {
+      entry.counters.errors++;
+      entry.lastError = (err as Error).message;
+      if (entry.transport === transport) entry.transport = undefined;
+      entry.closing = transport.close().catch(() => {});
+      if (!this.stopped) this.rt.log.warn({ link: entry.name, url: entry.config.url, err: (err as Error).message }, 'integration link could not connect; retrying with backoff');
+      throw err;
+    }
+    if (signal.aborted || entry.transport !== transport || this.stopped) {
+      entry.closing = transport.close().catch(() => {});
+      throw new Error('connect cancelled');
+    }
+    entry.description = isDescribed(transport) ? transport.describe() : undefined;
+    entry.counters.connects++;
+    entry.counters.connectedSince = Date.now();
+    if (!this.stopped) this.rt.log.info({ link: entry.name, url: entry.config.url }, `integration link ${entry.name} connected to ${entry.config.url}`);
+  }
+
+  async establish(name: string): Promise<void> {
+    const entry = this.entries.get(name);
+    const transport = entry?.transport;
+    if (!entry || !transport) throw new Error(`integration "${name}" has no connection`);
+    const generation = entry.generation;
+    let index = 0;
+    for (const lc of entry.config.linkConfigs) {
+      const i = index++;
+      if (lc.direction !== 'pull') continue;
+      await transport.receive(
+        {
+          filter: namespaceFilter(lc.remoteNamespace),
+          qos: lc.qualityOfService as 0 | 1 | 2,
+          durableName: `${this.serverId}-${entry.name}-${i}`.replace(/[^A-Za-z0-9_-]/g, '_'),
+          ...(lc.shareGroup ? { shareGroup: lc.shareGroup } : {}),
+        },
+        (m) => {
+          if (generation !== entry.generation) return Promise.reject(new Error('link closed'));
+          return this.receiveOne(entry, lc, m).catch((err: Error) => {
+            entry.counters.errors++;
+            entry.lastError = `received message not stored: ${err.message}`;
+            throw err;
+          });
+        },
+      );
+    }
+    if (entry.lostReason !== undefined) throw new Error(entry.lostReason);
+  }
+
+  /** While the actor is established: push messages flow; a lost transport is reported with `onLost`. */
+  flow(name: string, onLost: (reason: string) => void): () => void {
+    const entry = this.entries.get(name);
+    if (!entry) return () => {};
+    entry.onLost = onLost;
+    if (entry.lostReason !== undefined) queueMicrotask(() => onLost(entry.lostReason!));
+    else this.startFlow(entry);
+    return () => {
+      entry.onLost = undefined;
+      this.stopFlow(entry);
+    };
+  }
+
+  /** Close the link's transport (stop, pause, backoff); the next connect waits for it. */
+  close(name: string): void {
+    const entry = this.entries.get(name);
+    if (!entry) return;
+    this.stopFlow(entry);
+    entry.generation++;
+    const t = entry.transport;
+    entry.transport = undefined;
+    entry.description = undefined;
+    entry.counters.connectedSince = 0;
+    if (t) entry.closing = t.close().catch(() => {});
+  }
+
+  /** Close every transport and wait (server stop). */
+  async closeAll(): Promise<void> {
+    this.stopped = true;
+    for (const name of this.entries.keys()) this.close(name);
+    await Promise.all([...this.entries.values()].map((e) => e.closing));
+  }
+
+  /** The actor logic with the real I/O. */
+  logic() {
+    return integrationMachine.provide({
+      actors: {
+        connectTransport: fromPromise<void, { name: string }>(({ input, signal }) => this.connect(input.name, signal)),
+        establishLinks: fromPromise<void, { name: string }>(({ input }) => this.establish(input.name)),
+        linkFlow: fromCallback(({ input, sendBack }) => this.flow((input as { name: string }).name, (reason) => sendBack({ type: 'transport.lost', reason }))),
+      },
+      actions: {
+        closeTransport: (_args, params: { name: string }) => this.close(params.name),
+      },
+    });
+  }
+
+  /** Samples the moving averages (status views call it). */
+  sample(entry: LinkEntry): void {
+    const now = Date.now();
+    const c = entry.counters;
+    entry.rates.messagesSent.sample(c.messagesSent, now);
+    entry.rates.messagesReceived.sample(c.messagesReceived, now);
+    entry.rates.bytesSent.sample(c.bytesSent, now);
+    entry.rates.bytesReceived.sample(c.bytesReceived, now);
+  }
+}
+
+export { MovingRate };
