@@ -557,6 +557,15 @@ export class Engine {
    * group's fallback, a retained message on subscribe).
    */
   private keep(sub: Subscription, dest: Destination, msg: Message): boolean {
+    if (sub.maxPerDestination !== 0 && sub.held.size >= sub.maxPerDestination && sub.held.countOf(dest) >= sub.maxPerDestination) {
+      // REST (MAPS maxEventsPerDestination): this destination's share is full, its oldest held message goes
+      const old = sub.held.removeOldestOf(dest);
+      if (old !== undefined) {
+        if (!dest.isQueue) dest.pendingCopies--;
+        this.unpersistHeld(sub, dest, old);
+        this.dropped(sub, dest);
+      }
+    }
     if (sub.held.size + sub.inFlight.size >= sub.maxDepth) {
       this.noteFull(sub);
       const old = sub.held.peekMsg();
@@ -709,7 +718,7 @@ export class Engine {
     const sink = c.sink;
     if (sink === undefined || c.closed || c.hibernating) return false;
     if (sink.kind === 'push' && c.blocked) return false;
-    return c.held.size + c.inFlight.size < c.maxDepth;
+    return c.held.size + c.inFlight.size < c.maxDepth && (c.maxPerDestination === 0 || c.held.size < c.maxPerDestination);
   }
 
   private checkLowWater(dest: Destination): void {
@@ -951,6 +960,9 @@ export class Engine {
     if (!Number.isInteger(maxDepth) || maxDepth < 1) {
       throw new ValidationError(`maxDepth must be a positive integer, got ${String(opts.maxDepth)}`);
     }
+    if (opts.maxPerDestination !== undefined && (!Number.isInteger(opts.maxPerDestination) || opts.maxPerDestination < 0)) {
+      throw new ValidationError(`maxPerDestination must be a non-negative integer, got ${String(opts.maxPerDestination)}`);
+    }
     if (opts.qos !== undefined && opts.qos !== 0 && opts.qos !== 1 && opts.qos !== 2) {
       throw new ValidationError(`qos must be 0, 1 or 2, got ${String(opts.qos)}`);
     }
@@ -1017,6 +1029,7 @@ export class Engine {
     sub.selector = opts.selector;
     sub.authorize = opts.authorize;
     sub.maxDepth = maxDepth;
+    sub.maxPerDestination = opts.maxPerDestination ?? 0;
     this.noteFull(sub);
     sub.qos = opts.qos ?? 0;
     sub.noLocal = opts.noLocal === true;

@@ -59,6 +59,13 @@ export interface SubscribeOptions {
    */
   maxDepth?: number;
   /**
+   * REST subscriptions (MAPS `RestApi.maxEventsPerDestination`): at most this many messages held per destination;
+   * a topic message arriving when its destination's share is full replaces the oldest held one of that destination
+   * (dropped, counted). A queue consumer is simply handed no more than this many at a time (nothing is dropped).
+   * 0 or absent: no per-destination cap (only `maxDepth`).
+   */
+  maxPerDestination?: number;
+  /**
    * Flow control (MQTT subscriptions): while this subscription is full, `Engine.publish` refuses a message it would
    * get with an effective QoS >= 1 (it returns `QUOTA_EXCEEDED`, nobody gets the message) instead of accepting it
    * and dropping the copy; a copy at effective QoS 0 replaces the oldest held QoS 0 copy (drop-oldest, counted).
@@ -134,6 +141,8 @@ export class HeldBuffer {
   private msgs: Array<Message | undefined> = [];
   private dests: Array<Destination | undefined> = [];
   private head = 0;
+  /** Entries per destination, kept only once `countOf` was asked (subscriptions with `maxPerDestination`). */
+  private counts: Map<Destination, number> | undefined = undefined;
 
   get size(): number {
     return this.msgs.length - this.head;
@@ -142,10 +151,45 @@ export class HeldBuffer {
   push(msg: Message, dest: Destination): void {
     this.msgs.push(msg);
     this.dests.push(dest);
+    if (this.counts !== undefined) this.counted(dest, 1);
+  }
+
+  /** Entries held from `dest` (starts keeping a count per destination: O(size) the first time, O(1) after). */
+  countOf(dest: Destination): number {
+    if (this.counts === undefined) {
+      this.counts = new Map();
+      for (let i = this.head; i < this.dests.length; i++) this.counted(this.dests[i]!, 1);
+    }
+    return this.counts.get(dest) ?? 0;
+  }
+
+  private counted(dest: Destination, by: number): void {
+    const c = this.counts!;
+    const n = (c.get(dest) ?? 0) + by;
+    if (n <= 0) c.delete(dest);
+    else c.set(dest, n);
+  }
+
+  /** Remove the oldest entry from `dest` (order of the others kept); returns its message. */
+  removeOldestOf(dest: Destination): Message | undefined {
+    for (let i = this.head; i < this.dests.length; i++) {
+      if (this.dests[i] !== dest) continue;
+      const msg = this.msgs[i]!;
+      if (i === this.head) {
+        this.drop();
+        return msg;
+      }
+      this.msgs.splice(i, 1);
+      this.dests.splice(i, 1);
+      if (this.counts !== undefined) this.counted(dest, -1);
+      return msg;
+    }
+    return undefined;
   }
 
   /** Add at the front (returned messages are delivered before newer ones). */
   unshift(msg: Message, dest: Destination): void {
+    if (this.counts !== undefined) this.counted(dest, 1);
     if (this.head > 0) {
       this.head--;
       this.msgs[this.head] = msg;
@@ -167,6 +211,7 @@ export class HeldBuffer {
   /** Drop the front entry (read it first with peekMsg/peekDest). */
   drop(): void {
     if (this.head >= this.msgs.length) return;
+    if (this.counts !== undefined) this.counted(this.dests[this.head]!, -1);
     this.msgs[this.head] = undefined;
     this.dests[this.head] = undefined;
     this.head++;
@@ -189,6 +234,7 @@ export class HeldBuffer {
       const m = this.msgs[r]!;
       const d = this.dests[r]!;
       if (pred(m, d)) {
+        if (this.counts !== undefined) this.counted(d, -1);
         removed(m, d);
         n++;
       } else {
@@ -209,6 +255,7 @@ export class HeldBuffer {
     this.msgs = [];
     this.dests = [];
     this.head = 0;
+    this.counts?.clear();
     return out;
   }
 }
@@ -252,6 +299,8 @@ export class Subscription {
   selector: Selector | undefined;
   authorize: Authorizer | undefined;
   maxDepth: number;
+  /** See `SubscribeOptions.maxPerDestination`; 0: none. */
+  maxPerDestination: number;
   qos: QoS;
   noLocal: boolean;
   retainHandling: 0 | 1 | 2;
@@ -304,6 +353,7 @@ export class Subscription {
     this.selector = opts.selector;
     this.authorize = opts.authorize;
     this.maxDepth = maxDepth;
+    this.maxPerDestination = opts.maxPerDestination ?? 0;
     this.qos = opts.qos ?? 0;
     this.noLocal = opts.noLocal === true;
     this.retainHandling = opts.retainHandling ?? 0;
