@@ -6,7 +6,7 @@ import { z } from 'zod';
  */
 
 const address = z.number().int().min(0x03, 'a 7-bit I²C address between 0x03 and 0x77').max(0x77, 'a 7-bit I²C address between 0x03 and 0x77');
-const oversampling = z.union([z.literal(0), z.literal(1), z.literal(2), z.literal(4), z.literal(8), z.literal(16)]);
+const oversampling = z.union([z.literal(0), z.literal(1), z.literal(2), z.literal(4), z.literal(8), z.literal(16)], 'an oversampling of 0 (skip), 1, 2, 4, 8 or 16');
 
 export const DeviceOptionsSchema = z
   .object({
@@ -16,9 +16,12 @@ export const DeviceOptionsSchema = z
       .strict()
       .optional()
       .describe('BME280: oversampling per quantity (0 skips it; default 1)'),
-    filter: z.union([z.literal(0), z.literal(2), z.literal(4), z.literal(8), z.literal(16)]).optional().describe('BME280: IIR filter coefficient (default 0: off)'),
+    filter: z.union([z.literal(0), z.literal(2), z.literal(4), z.literal(8), z.literal(16)], 'a filter coefficient of 0 (off), 2, 4, 8 or 16').optional().describe('BME280: IIR filter coefficient (default 0: off)'),
     standbyMs: z
-      .union([z.literal(0.5), z.literal(62.5), z.literal(125), z.literal(250), z.literal(500), z.literal(1000), z.literal(10), z.literal(20)])
+      .union(
+        [z.literal(0.5), z.literal(62.5), z.literal(125), z.literal(250), z.literal(500), z.literal(1000), z.literal(10), z.literal(20)],
+        'a standby of 0.5, 10, 20, 62.5, 125, 250, 500 or 1000 ms',
+      )
       .optional()
       .describe('BME280 normal mode: standby between measurements in ms (default 1000)'),
     repeatability: z.enum(['high', 'medium', 'low']).optional().describe('SHT3x: single-shot repeatability (default high)'),

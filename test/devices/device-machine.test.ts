@@ -12,11 +12,11 @@ function harness() {
   const state = { answering: true, inits: 0, reads: 0, published: [] as DeviceReading[] };
   const logic = deviceMachine.provide({
     actors: {
-      initDevice: fromPromise(async () => {
+      initDevice: fromPromise<void, { name: string }>(async () => {
         state.inits++;
         if (!state.answering) throw new Error('Remote I/O error');
       }),
-      readDevice: fromPromise(async () => {
+      readDevice: fromPromise<DeviceReading, { name: string }>(async () => {
         state.reads++;
         if (!state.answering) throw new Error('Remote I/O error');
         return { temperature: 21.5 };
