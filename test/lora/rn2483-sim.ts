@@ -17,6 +17,7 @@ export class Rn2483Sim {
   /** While true the modem answers nothing (a hung module). */
   frozen = false;
   private rx = false;
+  private rxTimer: NodeJS.Timeout | undefined;
   private pending = '';
   private air: Array<{ data: Buffer; rssi: number; snr: number; delivered: () => void }> = [];
   private last = { rssi: -120, snr: 0 };
@@ -44,7 +45,13 @@ export class Rn2483Sim {
     });
   }
 
+  /** Firmware before 1.0.5: no `radio rxstop`, no `radio get rssi`. */
+  get legacy(): boolean {
+    return /^RN\d+ 1\.0\.[0-4] /.test(this.version);
+  }
+
   async close(): Promise<void> {
+    clearTimeout(this.rxTimer);
     if (this.port.isOpen) await new Promise<void>((r) => this.port.close(() => r()));
   }
 
@@ -57,6 +64,7 @@ export class Rn2483Sim {
     const p = this.air.shift();
     if (!p) return;
     this.rx = false;
+    clearTimeout(this.rxTimer);
     this.last = { rssi: p.rssi, snr: p.snr };
     this.write(`radio_rx  ${p.data.toString('hex').toUpperCase()}`); // two spaces, as the module prints it
     p.delivered();
@@ -97,16 +105,27 @@ export class Rn2483Sim {
       return ok();
     }
     if (line === 'radio get snr') return this.write(String(this.last.snr));
-    if (line === 'radio get rssi') return this.write(String(this.last.rssi));
+    if (line === 'radio get rssi') return this.legacy ? bad() : this.write(String(this.last.rssi));
     if (line === 'radio rx 0') {
       if (this.rx) return this.write('busy');
       this.rx = true;
       ok();
+      const wdt = Number(this.settings.get('wdt') ?? '15000');
+      if (wdt > 0) {
+        // the watchdog ends reception: radio_err
+        this.rxTimer = setTimeout(() => {
+          if (!this.rx) return;
+          this.rx = false;
+          this.write('radio_err');
+        }, wdt);
+      }
       setImmediate(() => this.deliver());
       return;
     }
     if (line === 'radio rxstop') {
+      if (this.legacy) return bad();
       this.rx = false;
+      clearTimeout(this.rxTimer);
       return ok();
     }
     if (w[0] === 'radio' && w[1] === 'tx' && w.length === 3) {

@@ -7,7 +7,8 @@ import { loraMachine, loraStateName, type ModemLike } from '../../actors/lora/lo
 import { LoRaDeviceManagerSchema, nodeOfTopic, topicsOf } from '../../src/devices/lora/config.js';
 import { decodeFrame, encodeFrame, packetGap } from '../../src/devices/lora/framing.js';
 import { LoRaRadio, type Uplink } from '../../src/devices/lora/radio.js';
-import { airTimeMs, hasRxStop } from '../../src/devices/lora/rn2483.js';
+import { airTimeMs, hasRxStop, Rn2483, type ReceivedPacket } from '../../src/devices/lora/rn2483.js';
+import { PtyPair, Rn2483Sim } from './rn2483-sim.js';
 import { diagramMarkdown } from '../../src/runtime/diagrams.js';
 import { loadConfig } from '../../src/config/load.js';
 import { ROOT, tempDir, removeDir } from '../helpers.js';
@@ -118,4 +119,42 @@ test('lora - the machine: failed with backoff until the modem opens, online, off
 
 test('lora - the committed diagram matches the machine (run npm run diagrams)', () => {
   assert.equal(readFileSync(join(ROOT, 'docs', 'machines', 'lora.md'), 'utf8'), diagramMarkdown(loraMachine));
+});
+
+test('lora - on firmware before 1.0.5 the driver listens in watchdog windows, transmits between them, reports no RSSI', async () => {
+  const dir = tempDir('switchyard-lora-legacy-');
+  const pty = new PtyPair(dir);
+  await pty.start();
+  const sim = await Rn2483Sim.open(pty.sim);
+  sim.version = 'RN2483 1.0.1 Dec 15 2015 09:38:09';
+  let modem: Rn2483 | undefined;
+  try {
+    modem = await Rn2483.open({
+      path: pty.radio,
+      baudRate: 57600,
+      dataBits: 8,
+      stopBits: 1,
+      parity: 'none',
+      flowControl: 'none',
+      commandTimeout: 2000,
+      healthCheckInterval: 0,
+      legacyRxWindow: 200,
+      settings: { frequencyHz: 868100000, power: 14, spreadingFactor: 7, bandwidth: 125, codingRate: '4/5', syncWord: 0x12 },
+    });
+    assert.equal(sim.settings.get('wdt'), '200');
+    const got: ReceivedPacket[] = [];
+    modem.onPacket((p) => got.push(p));
+    await sim.inject(Buffer.from([1, 7, 0, 0, 0x41]), -70, 4);
+    await modem.transmit(Buffer.from([7, 1, 0, 0, 0x42]));
+    assert.deepEqual([...sim.transmissions[0]!], [7, 1, 0, 0, 0x42]);
+    assert.equal(got.length, 1);
+    assert.equal(got[0]!.rssi, undefined);
+    assert.equal(got[0]!.snr, 4);
+    assert.ok(!sim.commands.includes('radio rxstop') && !sim.commands.includes('radio get rssi'));
+  } finally {
+    await modem?.close();
+    await sim.close();
+    await pty.stop();
+    removeDir(dir);
+  }
 });

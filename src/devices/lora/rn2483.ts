@@ -96,6 +96,8 @@ export class Rn2483 implements ModemLike {
   version = '';
   /** Firmware 1.0.5+: `radio rxstop` and `radio get rssi`. */
   modern = true;
+  /** `radio get rssi` answered a number (not invalid_param). */
+  private rssiSupported = true;
   private pending = '';
   private discarding = false;
   private waiter: Waiter | undefined;
@@ -302,7 +304,8 @@ export class Rn2483 implements ModemLike {
           if (this.txQueue.length > 0) {
             if (this.rxActive) {
               if (!this.modern) return; // the window ends with radio_err, which pumps again
-              await this.command('radio rxstop'); // ok; a packet that raced it is reported on the next round
+              const answer = await this.command('radio rxstop'); // a packet that raced it is reported on the next round
+              if (answer !== 'ok') throw new ModemError(`modem refused "radio rxstop": ${answer}`);
               this.rxActive = false;
               continue;
             }
@@ -334,10 +337,10 @@ export class Rn2483 implements ModemLike {
   private async report(data: Buffer): Promise<void> {
     const snr = Number.parseInt(await this.command('radio get snr'), 10);
     let rssi: number | undefined;
-    if (this.modern) {
+    if (this.modern && this.rssiSupported) {
       const answer = await this.command('radio get rssi');
       if (/^-?\d+$/.test(answer)) rssi = Number(answer);
-      else if (answer === 'invalid_param') this.modern = false; // an older firmware than its version line says
+      else if (answer === 'invalid_param') this.rssiSupported = false; // a firmware without it: do not ask again
     }
     try {
       this.packetListener?.({ data, ...(rssi !== undefined ? { rssi } : {}), ...(Number.isFinite(snr) ? { snr } : {}) });
