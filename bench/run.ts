@@ -10,6 +10,7 @@ import { run as aclFanout } from './acl-fanout.js';
 import { run as schemasModels } from './schemas-models.js';
 import { runMqttBench } from './mqtt/run.js';
 import { runFootprintBench } from './footprint.js';
+import { runFederationBench } from './federation/run.js';
 
 const reports: Array<[string, () => Promise<BenchReport>]> = [
   ['engine-routing', engineRouting],
@@ -25,5 +26,7 @@ for (const [name, run] of reports) {
 }
 process.stdout.write('\n=== bench: mqtt ===\n');
 await runMqttBench();
+process.stdout.write('\n=== bench: federation ===\n');
+await runFederationBench();
 process.stdout.write('\n=== bench: footprint ===\n');
 await runFootprintBench();

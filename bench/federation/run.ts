@@ -1,0 +1,447 @@
+/**
+ * bench/federation: publish on broker A -> subscriber on broker B, end to end, in one run for
+ *   (a) two Switchyard brokers federated through one nats-server (-js, JetStream for QoS 1), by configuration,
+ *   (b) two Mosquitto brokers joined by a Mosquitto bridge on A (`topic b0/# out 0`, `topic b1/# out 1`),
+ *   (c) the same traffic through NATS alone with nats.js (core publish / subscribe for QoS 0; JetStream publish with
+ *       PubAck and a durable consumer with explicit acks for QoS 1): the ceiling.
+ * Per system and QoS: throughput (messages/s received on B while 4 publishers on A keep 200 QoS 1 messages in
+ * flight each, or keep their socket buffers full at QoS 0) and latency p50/p99 at a fixed 2 000 msg/s. The MQTT
+ * clients are the raw-socket load generator of bench/mqtt. Not a test: the numbers vary with the machine.
+ * `BENCH_SECONDS` (default 3) is the length of each measured window; `BENCH_FEDERATION_ONLY=switchyard,mosquitto,nats`
+ * runs some of the systems only. `npm run bench` runs it; `tsx
+ * bench/federation/run.ts` alone too.
+ *
+ * The Switchyard links push `b0/#` / `b1/#` on A and pull them on B (one direction, as the Mosquitto bridge), QoS 0
+ * and QoS 1 link configs respectively. Both Node brokers run with `--max-semi-space-size=32` as in bench/mqtt
+ * (`BENCH_NODE_FLAGS` replaces it). Mosquitto runs without persistence (as in bench/mqtt); Switchyard keeps QoS 1
+ * messages in its persistent outbox (LevelDB) until JetStream acknowledged them.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { connect as natsConnect, type NatsConnection } from '@nats-io/transport-node';
+import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, StorageType } from '@nats-io/jetstream';
+import { LoadClient, publishPacket } from '../mqtt/loadgen.js';
+import { freePort, startNats, type NatsServer } from '../../test/federation/nats-server.js';
+
+const ROOT = resolve(import.meta.dirname, '..', '..');
+const DURATION = Number(process.env.BENCH_SECONDS ?? 3) * 1000;
+const WARMUP = 1000;
+const PAIRS = 4;
+const WINDOW = 200;
+const LAT_RATE = 2000;
+const NODE_FLAGS = process.env.BENCH_NODE_FLAGS !== undefined ? process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean) : ['--max-semi-space-size=32'];
+
+type Qos = 0 | 1;
+
+/** One federated pair of brokers (or NATS alone) as the bench drives it. */
+interface System {
+  name: string;
+  /** Start `n` subscribers on B for topics `<ns>/pair/<i>`; `onMsg(i, payload)` per message. */
+  subscribe(qos: Qos, topic: (i: number) => string, n: number, onMsg: (payload: Buffer) => void): Promise<() => void>;
+  /** A publisher on A. */
+  publisher(qos: Qos): Promise<Publisher>;
+  stop(): Promise<void>;
+}
+
+interface Publisher {
+  /** Keep publishing to `topic` as fast as the system takes it (QoS 1: WINDOW in flight). */
+  flood(topic: string, payload: Buffer): void;
+  /** Publish one message now. */
+  one(topic: string, payload: Buffer): void;
+  close(): void;
+}
+
+const stopProc = (proc: ChildProcess) => async () => {
+  if (proc.exitCode !== null || proc.signalCode !== null) return;
+  const exited = new Promise((r) => proc.once('exit', r));
+  proc.kill('SIGTERM');
+  const t = setTimeout(() => proc.kill('SIGKILL'), 5000);
+  await exited;
+  clearTimeout(t);
+};
+
+function waitLine(proc: ChildProcess, re: RegExp, what: string): Promise<RegExpExecArray> {
+  return new Promise((res, rej) => {
+    let out = '';
+    const t = setTimeout(() => rej(new Error(`${what} did not start: ${out}`)), 30000);
+    const on = (d: Buffer) => {
+      out += d;
+      const m = re.exec(out);
+      if (m) {
+        clearTimeout(t);
+        res(m);
+      }
+    };
+    proc.stdout?.on('data', on);
+    proc.stderr?.on('data', on);
+    proc.once('exit', (code) => rej(new Error(`${what} exited with ${code}: ${out}`)));
+  });
+}
+
+async function until(pred: () => Promise<boolean> | boolean, ms: number, what: string): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await pred()) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out: ${what}`);
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// MQTT brokers (Switchyard, Mosquitto): the raw-socket clients of bench/mqtt
+
+function mqttSystem(name: string, portA: number, portB: number, stop: () => Promise<void>): System {
+  return {
+    name,
+    async subscribe(qos, topic, n, onMsg) {
+      const subs: LoadClient[] = [];
+      for (let i = 0; i < n; i++) {
+        const s = await LoadClient.connect(portB, `fsub${qos}-${i}-${Date.now()}`);
+        s.onPublish = onMsg;
+        await s.subscribe(topic(i), qos);
+        subs.push(s);
+      }
+      return () => subs.forEach((s) => s.close());
+    },
+    async publisher(qos) {
+      const p = await LoadClient.connect(portA, `fpub${qos}-${Math.random().toString(36).slice(2)}`);
+      let pid = 0;
+      const nextPid = () => (pid = pid === 65535 ? 1 : pid + 1);
+      return {
+        flood(topic, payload) {
+          if (qos === 0) {
+            const batch = Buffer.concat(Array(50).fill(publishPacket(topic, payload, 0)));
+            const pump = (): void => {
+              if (p.stopped) return;
+              while (p.socket.writableLength < 128 * 1024) p.socket.write(batch);
+              p.socket.once('drain', pump);
+            };
+            pump();
+            return;
+          }
+          let inflight = 0;
+          const send = (k: number): void => {
+            const bufs: Buffer[] = [];
+            for (let j = 0; j < k; j++) bufs.push(publishPacket(topic, payload, 1, nextPid()));
+            inflight += k;
+            p.socket.write(Buffer.concat(bufs));
+          };
+          p.onAck(() => {
+            inflight--;
+            if (inflight < WINDOW / 2 && !p.stopped) send(WINDOW - inflight);
+          });
+          send(WINDOW);
+        },
+        one(topic, payload) {
+          p.socket.write(publishPacket(topic, payload, qos, nextPid()));
+        },
+        close: () => p.close(),
+      };
+    },
+    stop,
+  };
+}
+
+async function startSwitchyard(tmp: string, tag: string, natsUrl: string, direction: 'push' | 'pull'): Promise<{ port: number; rest: number; stop: () => Promise<void> }> {
+  const configDir = join(tmp, `${tag}-config`);
+  const dataDir = join(tmp, `${tag}-data`);
+  mkdirSync(configDir, { recursive: true });
+  for (const f of readdirSync(join(ROOT, 'config'))) {
+    if (f.endsWith('.yaml') && f !== 'AuthManager.yaml' && f !== 'NetworkConnectionManager.yaml') copyFileSync(join(ROOT, 'config', f), join(configDir, f));
+  }
+  writeFileSync(join(configDir, 'AuthManager.yaml'), 'AuthManager:\n  authenticationEnabled: false\n');
+  const lc = (ns: string, qos: Qos) =>
+    direction === 'push'
+      ? `        - { direction: push, localNamespace: '${ns}/#', remoteNamespace: '${ns}/', qualityOfService: ${qos} }`
+      : `        - { direction: pull, localNamespace: '${ns}/', remoteNamespace: '${ns}/#', qualityOfService: ${qos} }`;
+  writeFileSync(
+    join(configDir, 'NetworkConnectionManager.yaml'),
+    ['NetworkConnectionManager:', '  data:', '    - name: fed', `      url: ${natsUrl}`, '      linkConfigs:', lc('b0', 0), lc('b1', 1), ''].join('\n'),
+  );
+  const port = await freePort();
+  const proc = spawn(process.execPath, [...NODE_FLAGS, '--import', 'tsx', join(ROOT, 'src/main.ts')], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      SWITCHYARD_CONFIG_DIR: configDir,
+      SWITCHYARD_DATA_DIR: dataDir,
+      SWITCHYARD_REST_PORT: '0',
+      SWITCHYARD_REST_HOST: '127.0.0.1',
+      SWITCHYARD_MQTT_PORT: String(port),
+      SWITCHYARD_MQTT_WS_PORT: '0',
+      SWITCHYARD_MQTT_HOST: '127.0.0.1',
+      SWITCHYARD_LOG_LEVEL: 'warn',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const m = await waitLine(proc, /SWITCHYARD_READY rest=(\d+)/, `switchyard ${tag}`);
+  const rest = Number(m[1]);
+  await until(
+    async () => {
+      const r = await fetch(`http://127.0.0.1:${rest}/api/v1/server/integration/fed/status`).catch(() => undefined);
+      return r?.ok === true && ((await r.json()) as { state: string }).state === 'Established';
+    },
+    20000,
+    `switchyard ${tag} link established`,
+  );
+  return { port, rest, stop: stopProc(proc) };
+}
+
+async function switchyardSystem(tmp: string): Promise<System & { nats: NatsServer }> {
+  const nats = await startNats();
+  // B first: its pull consumers exist before A publishes
+  const b = await startSwitchyard(tmp, 'sy-b', nats.url, 'pull');
+  const a = await startSwitchyard(tmp, 'sy-a', nats.url, 'push');
+  const sys = mqttSystem('Switchyard x2 over NATS', a.port, b.port, async () => {
+    await a.stop();
+    await b.stop();
+    await nats.dispose();
+  });
+  return { ...sys, nats };
+}
+
+async function mosquittoSystem(tmp: string): Promise<System> {
+  const portA = await freePort();
+  const portB = await freePort();
+  const base = (port: number) => `listener ${port} 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 10000\nset_tcp_nodelay true\n`;
+  writeFileSync(join(tmp, 'mosq-b.conf'), base(portB));
+  writeFileSync(
+    join(tmp, 'mosq-a.conf'),
+    base(portA) + `connection ab\naddress 127.0.0.1:${portB}\ncleansession true\ntopic b0/# out 0\ntopic b1/# out 1\n`,
+  );
+  const procB = spawn('mosquitto', ['-c', join(tmp, 'mosq-b.conf')], { stdio: ['ignore', 'ignore', 'ignore'] });
+  await until(async () => LoadClient.connect(portB, 'probe-b').then((c) => (c.close(), true)).catch(() => false), 10000, 'mosquitto B');
+  const procA = spawn('mosquitto', ['-c', join(tmp, 'mosq-a.conf')], { stdio: ['ignore', 'ignore', 'ignore'] });
+  await until(async () => LoadClient.connect(portA, 'probe-a').then((c) => (c.close(), true)).catch(() => false), 10000, 'mosquitto A');
+  const sys = mqttSystem('Mosquitto x2 + bridge', portA, portB, async () => {
+    await stopProc(procA)();
+    await stopProc(procB)();
+  });
+  // the bridge is up when a message published on A reaches B
+  let got = 0;
+  const unsub = await sys.subscribe(1, () => 'b1/probe', 1, () => got++);
+  const pub = await sys.publisher(1);
+  await until(() => (pub.one('b1/probe', Buffer.from('x')), got > 0), 10000, 'mosquitto bridge');
+  pub.close();
+  unsub();
+  return sys;
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// NATS alone (nats.js): the ceiling
+
+async function natsSystem(): Promise<System> {
+  const nats = await startNats();
+  const conns: NatsConnection[] = [];
+  const conn = async () => {
+    const nc = await natsConnect({ servers: nats.url });
+    conns.push(nc);
+    return nc;
+  };
+  const admin = await conn();
+  const jsm = await jetstreamManager(admin);
+  await jsm.streams.add({ name: 'NB', subjects: ['b1.>'], storage: StorageType.File });
+  let consumerSeq = 0;
+  return {
+    name: 'NATS alone (nats.js)',
+    async subscribe(qos, topic, n, onMsg) {
+      const stops: Array<() => void> = [];
+      for (let i = 0; i < n; i++) {
+        const subject = topic(i).replaceAll('/', '.');
+        const nc = await conn();
+        if (qos === 0) {
+          const sub = nc.subscribe(subject, { callback: (_e, m) => onMsg(Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength)) });
+          await nc.flush();
+          stops.push(() => sub.unsubscribe());
+        } else {
+          const durable = `bench${consumerSeq++}`;
+          await jsm.consumers.add('NB', { durable_name: durable, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.New, filter_subject: subject, max_ack_pending: 4096 });
+          const c = await jetstream(nc).consumers.get('NB', durable);
+          const msgs = await c.consume({ max_messages: 512 });
+          void (async () => {
+            for await (const m of msgs) {
+              onMsg(Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength));
+              m.ack();
+            }
+          })();
+          stops.push(() => msgs.stop());
+        }
+      }
+      return () => stops.forEach((s) => s());
+    },
+    async publisher(qos) {
+      const nc = await conn();
+      const js = jetstream(nc);
+      let stopped = false;
+      return {
+        flood(topic, payload) {
+          const subject = topic.replaceAll('/', '.');
+          if (qos === 0) {
+            const tick = (): void => {
+              if (stopped) return;
+              for (let k = 0; k < 500; k++) nc.publish(subject, payload);
+              // let the socket drain: nats.js buffers in user space
+              void nc.flush().then(tick, () => undefined);
+            };
+            tick();
+            return;
+          }
+          let inflight = 0;
+          const send = (): void => {
+            while (!stopped && inflight < WINDOW) {
+              inflight++;
+              js.publish(subject, payload).then(
+                () => {
+                  inflight--;
+                  send();
+                },
+                () => inflight--,
+              );
+            }
+          };
+          send();
+        },
+        one(topic, payload) {
+          const subject = topic.replaceAll('/', '.');
+          if (qos === 0) nc.publish(subject, payload);
+          else void js.publish(subject, payload).catch(() => undefined);
+        },
+        close: () => {
+          stopped = true;
+        },
+      };
+    },
+    async stop() {
+      for (const nc of conns) await nc.close().catch(() => undefined);
+      await nats.dispose();
+    },
+  };
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Scenarios
+
+const ns = (qos: Qos) => (qos === 0 ? 'b0' : 'b1');
+
+async function throughput(sys: System, qos: Qos): Promise<number> {
+  let received = 0;
+  const topic = (i: number) => `${ns(qos)}/tp/${i}`;
+  const unsub = await sys.subscribe(qos, topic, PAIRS, () => received++);
+  const pubs: Publisher[] = [];
+  const payload = Buffer.alloc(64, 'x');
+  for (let i = 0; i < PAIRS; i++) {
+    const p = await sys.publisher(qos);
+    p.flood(topic(i), payload);
+    pubs.push(p);
+  }
+  await new Promise((r) => setTimeout(r, WARMUP));
+  const c0 = received;
+  const t0 = performance.now();
+  await new Promise((r) => setTimeout(r, DURATION));
+  const rate = (received - c0) / ((performance.now() - t0) / 1000);
+  pubs.forEach((p) => p.close());
+  unsub();
+  return rate;
+}
+
+async function latency(sys: System, qos: Qos): Promise<{ p50: number; p99: number; n: number }> {
+  const samples: number[] = [];
+  let recording = false;
+  const topic = `${ns(qos)}/lat/${Date.now()}`;
+  const unsub = await sys.subscribe(qos, () => topic, 1, (payload) => {
+    if (recording) samples.push(performance.now() - payload.readDoubleLE(0));
+  });
+  const pub = await sys.publisher(qos);
+  const payload = Buffer.alloc(64);
+  const start = performance.now();
+  let sent = 0;
+  const timer = setInterval(() => {
+    const due = Math.floor(((performance.now() - start) / 1000) * LAT_RATE);
+    while (sent < due) {
+      payload.writeDoubleLE(performance.now(), 0);
+      pub.one(topic, payload);
+      sent++;
+    }
+  }, 1);
+  await new Promise((r) => setTimeout(r, WARMUP));
+  recording = true;
+  await new Promise((r) => setTimeout(r, DURATION));
+  recording = false;
+  clearInterval(timer);
+  await new Promise((r) => setTimeout(r, 200));
+  pub.close();
+  unsub();
+  samples.sort((a, b) => a - b);
+  const q = (p: number) => samples[Math.min(samples.length - 1, Math.floor(p * samples.length))] ?? NaN;
+  return { p50: q(0.5), p99: q(0.99), n: samples.length };
+}
+
+interface Row {
+  tput: Record<Qos, number>;
+  lat: Record<Qos, { p50: number; p99: number; n: number }>;
+}
+
+export async function runFederationBench(): Promise<void> {
+  const tmp = mkdtempSync(join(tmpdir(), 'switchyard-fedbench-'));
+  const results: Array<[string, Row]> = [];
+  const starters: Array<[string, () => Promise<System>]> = [
+    ['switchyard', () => switchyardSystem(tmp)],
+    ...(process.env.BENCH_FEDERATION_ONLY?.includes('single')
+      ? ([['single', async () => {
+          const nats = await startNats();
+          const b = await startSwitchyard(tmp, 'sy-single', nats.url, 'pull');
+          return mqttSystem('Switchyard x1 (no link)', b.port, b.port, async () => { await b.stop(); await nats.dispose(); });
+        }]] as Array<[string, () => Promise<System>]>)
+      : []),
+    ['mosquitto', () => mosquittoSystem(tmp)],
+    ['nats', () => natsSystem()],
+  ];
+  try {
+    const only = process.env.BENCH_FEDERATION_ONLY?.split(',');
+    for (const [label, start] of starters) {
+      if (only && !only.includes(label)) continue;
+      process.stdout.write(`bench/federation: ${label} ...`);
+      const sys = await start();
+      try {
+        const row: Row = { tput: { 0: 0, 1: 0 }, lat: { 0: { p50: NaN, p99: NaN, n: 0 }, 1: { p50: NaN, p99: NaN, n: 0 } } };
+        // latency first (no backlog from a flood yet), then throughput
+        for (const qos of [0, 1] as const) {
+          process.stdout.write(` lat${qos}`);
+          row.lat[qos] = await latency(sys, qos);
+          await new Promise((r) => setTimeout(r, 500));
+        }
+        for (const qos of [0, 1] as const) {
+          process.stdout.write(` qos${qos}`);
+          row.tput[qos] = await throughput(sys, qos);
+          await new Promise((r) => setTimeout(r, 3000)); // let a backlog drain before the next scenario
+        }
+        results.push([sys.name, row]);
+      } finally {
+        await sys.stop();
+      }
+      process.stdout.write(' done\n');
+    }
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  const f = (x: number) => (Number.isFinite(x) ? Math.round(x).toLocaleString('en-US') : 'n/a');
+  const ms = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : 'n/a');
+  const head = ['system (publish on A -> subscriber on B)', 'QoS 0 msg/s', 'QoS 0 p50/p99 ms', 'QoS 1 msg/s', 'QoS 1 p50/p99 ms'];
+  const rows = results.map(([name, r]) => [name, f(r.tput[0]), `${ms(r.lat[0].p50)} / ${ms(r.lat[0].p99)}`, f(r.tput[1]), `${ms(r.lat[1].p50)} / ${ms(r.lat[1].p99)}`]);
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(' | ');
+  process.stdout.write(`\nbench/federation: ${PAIRS} publisher->subscriber pairs, 64-byte payloads, ${DURATION / 1000} s windows; latency at ${LAT_RATE} msg/s\n`);
+  process.stdout.write(`${line(head)}\n${widths.map((w) => '-'.repeat(w)).join('-|-')}\n`);
+  for (const r of rows) process.stdout.write(`${line(r)}\n`);
+  const sy = results.find(([n]) => n.startsWith('Switchyard'))?.[1];
+  const mq = results.find(([n]) => n.startsWith('Mosquitto'))?.[1];
+  if (sy && mq) {
+    process.stdout.write(
+      `Switchyard / Mosquitto bridge at QoS 1: throughput ${(sy.tput[1] / mq.tput[1]).toFixed(2)}x (target >= 1.0x), p99 ${(sy.lat[1].p99 / mq.lat[1].p99).toFixed(2)}x (target <= 1.5x)\n`,
+    );
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) await runFederationBench();
