@@ -28,6 +28,7 @@ import { messagingRoutes } from './routes/messaging/messaging.routes.js';
 import { sseRoutes } from './routes/messaging/sse.routes.js';
 import { schemaRoutes } from './routes/schemas/schemas.routes.js';
 import { modelRoutes } from './routes/models/models.routes.js';
+import { hardwareRoutes } from './routes/hardware/hardware.routes.js';
 import { RestSessions } from './rest-session.js';
 import { TokenStore } from './tokens.js';
 
@@ -117,6 +118,10 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   await app.register(sseRoutes, ctx);
   await app.register(schemaRoutes, ctx);
   await app.register(modelRoutes, ctx);
+  await app.register(hardwareRoutes, ctx);
+  await app.register((await import('./routes/lora/lora.routes.js')).loraRoutes, ctx); // LoRaDeviceApi
+  await app.register((await import('./routes/discovery/discovery.routes.js')).discoveryRoutes, ctx); // DiscoveryManagementApi
+  await app.register((await import('./routes/integrations/integrations.routes.js')).integrationRoutes, ctx); // IntegrationManagementApi (#48–54)
   await app.ready();
   return app as unknown as FastifyInstance;
 }

@@ -1,6 +1,9 @@
 import { securityService } from '../security/service.js';
+import { discoveryService } from '../discovery/discovery.service.js';
 import { schemasService } from '../schemas/schemas.service.js';
 import { modelsService } from '../models/models.service.js';
+import { devicesService } from '../devices/devices.service.js';
+import { loraService } from '../devices/lora/lora.service.js';
 import { destinationsService } from './destinations.service.js';
 import { endpointsService } from './endpoints.service.js';
 import { mqttBrokerService } from './mqtt-broker.service.js';
@@ -8,6 +11,7 @@ import { messagingService } from './messaging.service.js';
 import { restSessionsService } from './rest-sessions.service.js';
 import { subscriptionsService } from './subscriptions.service.js';
 import { sysTopicsService } from './sys-topics.js';
+import { integrationsService } from '../links/integrations.service.js';
 import type { Runtime } from './runtime.js';
 
 /**
@@ -22,7 +26,11 @@ export function registerServices(rt: Runtime): void {
   rt.use(restSessionsService()); // persistent REST messaging sessions, restored hibernated before any endpoint runs
   rt.use(mqttBrokerService()); // the MQTT broker: sessions (restored at boot) and connections
   rt.use(endpointsService()); // network endpoints (one actor each, under the endpoints supervisor)
+  rt.use(discoveryService()); // mDNS / NATS discovery (dependsOn endpoints; off unless DiscoveryManager.enabled)
   rt.use(subscriptionsService()); // one actor per durable subscription, under the subscriptions supervisor
   rt.use(destinationsService()); // one actor per destination, under the destinations supervisor
+  rt.use(integrationsService()); // integration links (one actor each, under the integrations supervisor; outboxes in the engine)
   rt.use(sysTopicsService()); // $SYS topics into the engine
+  rt.use(devicesService()); // I²C sensors: one actor each under the devices supervisor, readings into the engine
+  rt.use(loraService()); // LoRa radios (RN2483 on serial ports): one actor each under the lora supervisor, uplinks into the engine
 }
