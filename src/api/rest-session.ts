@@ -38,6 +38,8 @@ export class RestSession {
     now: number,
     /** Set for the session of a persistent login. */
     readonly durable?: DurableRestRecord,
+    /** `RestApi.maxEventsPerDestination`: events kept per destination for each subscription, oldest dropped (0: no cap). */
+    readonly maxPerDestination = 0,
   ) {
     this.lastUsed = now;
     this.engineSessionId = durable ? durable.engineSessionId : `rest:${id}`;
@@ -101,6 +103,11 @@ export class RestSessions {
     return n;
   }
 
+  /** `RestApi.maxEventsPerDestination` as configured now. */
+  private get maxPerDestination(): number {
+    return this.rt.config.RestApi.maxEventsPerDestination;
+  }
+
   /** The caller's session id: the login session, or the anonymous `maps_session` cookie (set when missing). */
   static idOf(request: FastifyRequest): string {
     return sessionIdOf(request);
@@ -116,7 +123,7 @@ export class RestSessions {
     let s = this.sessions.get(id);
     if (!s || s.engine !== engine) {
       const keeper = login?.persistent ? restSessionsOf(this.rt) : undefined;
-      s = keeper && login ? this.resume(id, engine, login) : new RestSession(id, engine, this.now());
+      s = keeper && login ? this.resume(id, engine, login) : new RestSession(id, engine, this.now(), undefined, this.maxPerDestination);
       this.sessions.set(id, s);
     }
     s.lastUsed = this.now();
@@ -136,14 +143,14 @@ export class RestSessions {
       return live;
     }
     const rec: DurableRestRecord = keeper.get(key) ?? { engineSessionId: key, sessionId, uniqueId: login.uniqueId, username: login.username, subscriptions: [] };
-    const s = new RestSession(id, engine, this.now(), rec);
+    const s = new RestSession(id, engine, this.now(), rec, this.maxPerDestination);
     for (const st of rec.subscriptions) {
       let sub = engine.subscription(key, st.filter);
       if (sub && !sub.closed) sub.attach({ kind: 'pull' });
       else {
         try {
           const authorize = this.rt.security.deliveryAuthorizer?.({ uniqueId: login.uniqueId });
-          sub = engine.subscribe(restSubscribeOptions(key, st, { durable: true, retainMessage: false, authorize }));
+          sub = engine.subscribe(restSubscribeOptions(key, st, { durable: true, retainMessage: false, authorize, maxPerDestination: this.maxPerDestination }));
         } catch {
           continue;
         }

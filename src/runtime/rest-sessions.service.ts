@@ -44,11 +44,15 @@ export function durableRestSessionId(uniqueId: string, sessionId: string): strin
   return `rest:durable:${uniqueId}:${sessionId}`;
 }
 
-/** Engine subscribe options of a REST (pull) subscription; `authorize`: the owner's delivery check per topic. */
+/**
+ * Engine subscribe options of a REST (pull) subscription; `authorize`: the owner's delivery check per topic;
+ * `maxPerDestination`: `RestApi.maxEventsPerDestination` (MAPS: at most that many events kept per destination, the
+ * oldest dropped).
+ */
 export function restSubscribeOptions(
   engineSessionId: string,
   s: DurableRestSubscription,
-  opts: { durable: boolean; retainMessage: boolean; authorize?: SubscribeOptions['authorize'] },
+  opts: { durable: boolean; retainMessage: boolean; authorize?: SubscribeOptions['authorize']; maxPerDestination?: number },
 ): SubscribeOptions {
   return {
     ...(opts.authorize !== undefined ? { authorize: opts.authorize } : {}),
@@ -56,6 +60,7 @@ export function restSubscribeOptions(
     filter: s.filter,
     selector: messageSelector(s.selector),
     maxDepth: s.maxDepth,
+    maxPerDestination: opts.maxPerDestination ?? 0,
     transactional: s.transactional,
     qos: s.transactional ? 1 : 0,
     retainHandling: opts.retainMessage ? 0 : 2,
@@ -124,7 +129,8 @@ export class RestSessionsService implements Service {
       if (engine !== undefined) for (const s of rec.subscriptions) {
         try {
           const authorize = rt.security.deliveryAuthorizer?.({ uniqueId: rec.uniqueId });
-          engine.subscribe(restSubscribeOptions(key, s, { durable: true, retainMessage: false, authorize })).hibernate();
+          const maxPerDestination = rt.config.RestApi.maxEventsPerDestination;
+          engine.subscribe(restSubscribeOptions(key, s, { durable: true, retainMessage: false, authorize, maxPerDestination })).hibernate();
         } catch (err) {
           rt.log.warn({ err, session: key, filter: s.filter }, 'could not restore a persistent REST subscription');
         }

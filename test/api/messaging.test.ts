@@ -6,7 +6,9 @@ import { b64, RestClient, unb64 } from '../rest-client.js';
 describe('REST messaging', () => {
   let s: TestServer;
   before(async () => {
-    s = await startServer({ auth: false });
+    // RestApi.maxEventsPerDestination (MAPS, default 10 per destination, oldest dropped) is tested in
+    // rest-config-keys.test.ts; here it is raised so the depth tests can hold 15 messages of one topic
+    s = await startServer({ auth: false, overrides: { RestApi: { maxEventsPerDestination: 1000 } } });
   });
   after(async () => s.close());
   const client = () => new RestClient(s.app);

@@ -21,7 +21,13 @@ export const SubscriptionRequest = z
     destinationName: name('destinationName').describe('topic or queue name; MQTT wildcards + and # allowed'),
     namedSubscription: z.string().trim().min(1).max(256).nullish().describe('a shared subscription name: sessions using the same name share the messages'),
     filter: z.string().nullish().describe('JMS / SQL-92 selector over message fields, dataMap and metaData'),
-    maxDepth: z.number().int().min(1, 'maxDepth must be at least 1').max(100000, 'maxDepth must be at most 100000').nullish().describe('messages held before new ones are dropped (default 1)'),
+    maxDepth: z
+      .number()
+      .int()
+      .min(1, 'maxDepth must be at least 1')
+      .max(100000, 'maxDepth must be at most 100000')
+      .nullish()
+      .describe('messages held before new ones are dropped (default 1); besides, at most RestApi.maxEventsPerDestination (10) per destination are kept, the oldest of that destination dropped'),
     transactional: z.boolean().nullish().describe('taken messages stay in flight until commit or abort'),
     retainMessage: z.boolean().nullish().describe('true: receive the topic’s retained message on subscribe'),
   })
@@ -64,7 +70,7 @@ export function subscribeSession(session: RestSession, body: z.infer<typeof Subs
     restSubscribeOptions(
       session.engineSessionId,
       { name: dest, filter, selector, maxDepth: body.maxDepth ?? 1, transactional },
-      { durable: session.durable !== undefined, retainMessage: body.retainMessage === true, authorize },
+      { durable: session.durable !== undefined, retainMessage: body.retainMessage === true, authorize, maxPerDestination: session.maxPerDestination },
     ),
   );
   const rs: RestSubscription = { name: dest, sub, transactional, ...(selector !== undefined ? { selector } : {}) };
