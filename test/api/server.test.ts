@@ -97,7 +97,17 @@ describe('server routes', () => {
 
   test('config - GET /api/v1/server/config lists the sections', async () => {
     const r = await get('/api/v1/server/config');
-    assert.deepEqual(r.json(), ['MessageDaemon', 'RestApi', 'NetworkManager', 'AuthManager', 'DestinationManager']);
+    assert.deepEqual(r.json(), [
+      'MessageDaemon',
+      'RestApi',
+      'NetworkManager',
+      'AuthManager',
+      'DestinationManager',
+      'DiscoveryManager',
+      'NetworkConnectionManager',
+      'DeviceManager',
+      'LoRaDeviceManager',
+    ]);
   });
 
   test('config - GET /api/v1/server/config/{name} returns the value and its JSON Schema, by name or MAPS alias', async () => {
