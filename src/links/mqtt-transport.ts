@@ -26,6 +26,8 @@ import type { DescribedTransport, LinkMessage, ReceiveHandler, ReceiveOptions, T
 export const ORIGIN_PROPERTY = 'sy-origin';
 export const HOPS_PROPERTY = 'sy-hops';
 export const PRIORITY_PROPERTY = 'sy-priority';
+/** How long a message the persistent session delivers before any receive() matches it may wait for one. */
+const HANDLER_WAIT_MS = 10000;
 
 interface MqttOptions {
   protocolVersion: 4 | 5;
@@ -70,6 +72,8 @@ export class MqttTransport implements DescribedTransport {
   private readonly pending = new Set<(err: Error) => void>();
   private closing = false;
   private lost = false;
+  /** Incoming messages waiting for the receive() that takes them (see handleIncoming). */
+  private readonly waiters = new Set<() => void>();
 
   constructor(
     private readonly link: LinkConfig,
@@ -177,12 +181,41 @@ export class MqttTransport implements DescribedTransport {
   }
 
   /** mqtt.js calls this for every incoming PUBLISH (QoS 2: on PUBREL) and acknowledges once `done` is called. */
-  private handleIncoming(packet: IPublishPacket, done: (err?: Error) => void): void {
+  private handlerFor(packet: IPublishPacket): { filter: string; handler: ReceiveHandler } | undefined {
     const subIds = packet.properties?.subscriptionIdentifier;
     const ids = subIds === undefined ? [] : Array.isArray(subIds) ? subIds : [subIds];
-    let entry = ids.map((id) => this.handlers.get(id)).find((h) => h !== undefined);
+    let entry = ids.map((id) => this.handlers.get(id)).find((h) => h !== undefined && topicMatchesFilter(h.filter, packet.topic));
     if (!entry) for (const h of this.handlers.values()) if (topicMatchesFilter(h.filter, packet.topic)) entry = h;
-    if (!entry) return done(); // nothing of ours (a session subscription from an earlier configuration)
+    return entry;
+  }
+
+  private handleIncoming(packet: IPublishPacket, done: (err?: Error) => void): void {
+    const entry = this.handlerFor(packet);
+    if (entry) return this.deliverIncoming(entry, packet, done);
+    // A persistent session delivers what it queued right after CONNACK, before the link has subscribed again:
+    // wait (mqtt.js reads nothing else meanwhile) for the receive() that takes it. What no receive() takes within
+    // HANDLER_WAIT_MS belongs to no linkConfig any more (an earlier configuration): acknowledged and dropped.
+    const deadline = Date.now() + HANDLER_WAIT_MS;
+    const retry = () => {
+      const h = this.handlerFor(packet);
+      if (h) return this.deliverIncoming(h, packet, done);
+      if (this.closing || this.lost) return; // not acknowledged: delivered again on the next connection
+      if (Date.now() >= deadline) return done();
+      const timer = setTimeout(() => {
+        this.waiters.delete(wake);
+        retry();
+      }, Math.max(1, deadline - Date.now()));
+      const wake = () => {
+        clearTimeout(timer);
+        this.waiters.delete(wake);
+        retry();
+      };
+      this.waiters.add(wake);
+    };
+    retry();
+  }
+
+  private deliverIncoming(entry: { filter: string; handler: ReceiveHandler }, packet: IPublishPacket, done: (err?: Error) => void): void {
     const props = packet.properties ?? {};
     const user = { ...(props.userProperties ?? {}) } as Record<string, string | string[]>;
     const origin = firstString(user[ORIGIN_PROPERTY]) ?? '';
@@ -251,6 +284,9 @@ export class MqttTransport implements DescribedTransport {
     if (!client || !client.connected) return Promise.reject(new Error(`${this.link.url}: not connected`));
     const id = this.nextSubId++;
     this.handlers.set(id, { filter: opts.filter, handler });
+    queueMicrotask(() => {
+      for (const w of [...this.waiters]) w();
+    });
     const v5 = this.opts.protocolVersion === 5;
     const filter = opts.shareGroup ? `$share/${opts.shareGroup}/${opts.filter}` : opts.filter;
     return new Promise<void>((resolve, reject) => {
@@ -262,6 +298,7 @@ export class MqttTransport implements DescribedTransport {
           const code = granted?.[0]?.qos ?? 0;
           if (code >= 0x80) return reject(new Error(`${this.link.url}: subscription to ${filter} refused (reason code 0x${code.toString(16)})`));
           resolve();
+          for (const w of [...this.waiters]) w();
         },
       );
     });

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 
 /** A free TCP port on 127.0.0.1 (bound once and released). */
@@ -41,6 +41,9 @@ export interface Mosquitto {
  */
 export async function startMosquitto(dir: string, port: number): Promise<Mosquitto> {
   mkdirSync(dir, { recursive: true });
+  // mosquitto started as root drops to the user mosquitto, which must reach this dir and write its persistence file
+  chmodSync(dir, 0o777);
+  chmodSync(dirname(dir), 0o755);
   const conf = join(dir, 'mosquitto.conf');
   writeFileSync(
     conf,

@@ -1,0 +1,148 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import type { MqttClient } from 'mqtt';
+import { removeDir, startServer, tempDir, type TestServer } from '../helpers.js';
+import { collect, connectClient, freePort, publishMany, startMosquitto, until, type Mosquitto } from './helpers.js';
+
+/**
+ * An MQTT bridge link from an in-process Switchyard to a real mosquitto (its own port, config and persistence dir):
+ * push site-a/# → fed/site-a/, pull fed/site-b/# → site-b/, QoS 1 end to end.
+ */
+describe('MQTT bridge to mosquitto', () => {
+  const dir = tempDir('switchyard-mosq-');
+  let mosq: Mosquitto;
+  let mport = 0;
+  let s: TestServer;
+  let local: MqttClient; // on Switchyard
+  const clients: MqttClient[] = [];
+  const fromPull: Array<{ topic: string; payload: string }> = [];
+
+  before(async () => {
+    mport = await freePort();
+    mosq = await startMosquitto(join(dir, 'mosq'), mport);
+    s = await startServer({
+      overrides: {
+        AuthManager: { authenticationEnabled: false, authorisationEnabled: false },
+        NetworkConnectionManager: {
+          data: [
+            {
+              name: 'mosq',
+              url: `mqtt://127.0.0.1:${mport}`,
+              backoff: { initial: 100, max: 1000, jitter: 0.2 },
+              linkConfigs: [
+                { direction: 'push', localNamespace: 'site-a/#', remoteNamespace: 'fed/site-a/', qualityOfService: 1 },
+                { direction: 'pull', localNamespace: 'site-b/', remoteNamespace: 'fed/site-b/#', qualityOfService: 1 },
+              ],
+            },
+          ],
+        },
+      },
+    });
+    const port = s.rt.service('endpoints')!.entries.get('MQTT Interface')!.handle!.port;
+    local = await connectClient(port, { clientId: 'local-sub' });
+    clients.push(local);
+    await collect(local, 'site-b/#', fromPull);
+    await until(() => linkState() === 'Established', 10000, 'link established');
+  });
+  after(async () => {
+    for (const c of clients) c.end(true);
+    await s?.close();
+    await mosq?.stop('SIGKILL');
+    removeDir(dir);
+  });
+
+  const linkState = () => s.rt.service('integrations')!.connectionState(s.rt.service('integrations')!.find('mosq'));
+  const status = async () => (await s.inject({ url: '/api/v1/server/integration/mosq/status' })).json() as { state: string; outbox: number; messagesSent: number; messagesReceived: number };
+  const localPublisher = async () => {
+    const port = s.rt.service('endpoints')!.entries.get('MQTT Interface')!.handle!.port;
+    const c = await connectClient(port, { clientId: `pub-${clients.length}` });
+    clients.push(c);
+    return c;
+  };
+  const remoteClient = async (clientId: string) => {
+    const c = await connectClient(mport, { clientId });
+    clients.push(c);
+    return c;
+  };
+
+  test('links - push and pull through mosquitto: every QoS 1 message arrives once, mapped into the other namespace, in order', async () => {
+    const remoteGot: Array<{ topic: string; payload: string }> = [];
+    const rsub = await remoteClient('remote-sub-1');
+    await collect(rsub, 'fed/site-a/#', remoteGot);
+    const pub = await localPublisher();
+    await publishMany(pub, () => 'site-a/t', 200, 1, 'a');
+    const rpub = await remoteClient('remote-pub-1');
+    const pulledBefore = fromPull.length;
+    await publishMany(rpub, () => 'fed/site-b/x', 200, 1, 'b');
+    await until(() => remoteGot.length >= 200 && fromPull.length - pulledBefore >= 200, 15000, 'both directions');
+    await new Promise((r) => setTimeout(r, 200)); // a duplicate would show up now
+    assert.equal(remoteGot.length, 200);
+    assert.deepEqual(remoteGot.map((m) => m.payload), Array.from({ length: 200 }, (_, i) => `a-${i}`));
+    assert.ok(remoteGot.every((m) => m.topic === 'fed/site-a/t'));
+    const pulled = fromPull.slice(pulledBefore);
+    assert.equal(pulled.length, 200);
+    assert.deepEqual(pulled.map((m) => m.payload), Array.from({ length: 200 }, (_, i) => `b-${i}`));
+    assert.ok(pulled.every((m) => m.topic === 'site-b/x'));
+    const st = await status();
+    assert.ok(st.messagesSent >= 200 && st.messagesReceived >= 200, JSON.stringify(st));
+    rsub.end(true);
+  });
+
+  test('links - paused: nothing flows, the outbox holds; across a mosquitto restart, resume drains it in order and the remote queue arrives', async () => {
+    assert.equal((await s.inject({ method: 'PATCH', url: '/api/v1/server/integration/mosq', payload: { state: 'paused' } })).json().status, 'Success');
+    assert.equal(linkState(), 'Disconnected');
+    const remoteGot: Array<{ topic: string; payload: string }> = [];
+    const rsub = await remoteClient('remote-sub-2');
+    await collect(rsub, 'fed/site-a/#', remoteGot);
+    const pub = await localPublisher();
+    await publishMany(pub, () => 'site-a/p', 300, 1, 'p'); // every one PUBACKed: it is in the outbox
+    const rpub = await remoteClient('remote-pub-2');
+    const pulledBefore = fromPull.length;
+    await publishMany(rpub, () => 'fed/site-b/q', 300, 1, 'q'); // queued by mosquitto for the link's persistent session
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(remoteGot.length, 0, 'paused: nothing pushed');
+    assert.equal(fromPull.length, pulledBefore, 'paused: nothing pulled');
+    assert.equal((await status()).outbox, 300);
+
+    // mosquitto restarts (its persistence keeps the link's session and the 300 queued for it)
+    rsub.end(true);
+    rpub.end(true);
+    await mosq.stop('SIGTERM');
+    mosq = await startMosquitto(join(dir, 'mosq'), mport);
+    const remoteAfter: Array<{ topic: string; payload: string }> = [];
+    const rsub2 = await remoteClient('remote-sub-3');
+    await collect(rsub2, 'fed/site-a/#', remoteAfter);
+
+    assert.equal((await s.inject({ method: 'PATCH', url: '/api/v1/server/integration/mosq', payload: { state: 'resumed' } })).json().status, 'Success');
+    await until(() => remoteAfter.length >= 300 && fromPull.length - pulledBefore >= 300, 20000, 'outbox drained and remote queue received').catch(async (err) => {
+      throw new Error(`${(err as Error).message}: pushed ${remoteAfter.length}, pulled ${fromPull.length - pulledBefore}, status ${JSON.stringify(await status())}`);
+    });
+    await new Promise((r) => setTimeout(r, 200));
+    assert.deepEqual(remoteAfter.map((m) => m.payload), Array.from({ length: 300 }, (_, i) => `p-${i}`), 'the outbox drains in publish order, each once');
+    const pulled = fromPull.slice(pulledBefore).map((m) => m.payload);
+    assert.equal(pulled.length, 300);
+    assert.deepEqual(pulled, Array.from({ length: 300 }, (_, i) => `q-${i}`));
+    assert.equal((await status()).outbox, 0);
+    rsub2.end(true);
+  });
+
+  test('links - mosquitto killed: the link goes Delayed, /health Warning after the cap, QoS 1 published meanwhile arrives after it returns', async () => {
+    await until(() => linkState() === 'Established', 10000, 'established');
+    await mosq.stop('SIGKILL');
+    await until(() => ['Delayed', 'Connecting'].includes(linkState()), 10000, 'Delayed');
+    const pub = await localPublisher();
+    await publishMany(pub, () => 'site-a/k', 100, 1, 'k');
+    assert.ok(['Delayed', 'Connecting'].includes((await status()).state));
+    await until(async () => (await s.app.inject({ url: '/health' })).body === 'Warning', 10000, '/health Warning');
+    assert.equal((await s.app.inject({ url: '/health' })).headers['x-switchyard-stalled-integrations'], 'mosq');
+    mosq = await startMosquitto(join(dir, 'mosq'), mport);
+    const remoteGot: Array<{ topic: string; payload: string }> = [];
+    const rsub = await remoteClient('remote-sub-4');
+    await collect(rsub, 'fed/site-a/#', remoteGot);
+    await until(() => remoteGot.length >= 100, 20000, 'outbox sent after the outage');
+    assert.equal(linkState(), 'Established');
+    assert.deepEqual(remoteGot.map((m) => m.payload), Array.from({ length: 100 }, (_, i) => `k-${i}`));
+    await until(async () => (await s.app.inject({ url: '/health' })).body === 'Ok', 5000, '/health Ok again');
+  });
+});
