@@ -110,8 +110,29 @@ export function shardId(name: string, index: number): string {
   return `${name}#${index}`;
 }
 
-function childIdOf(eventType: string): string {
-  return eventType.replace(/^xstate\.(error|done)\.actor\./, '');
+/** The child a done/error event is about: `childId` of a normalised event (below), else the suffix of its type. */
+function childIdOf(event: { type: string }): string {
+  return (event as { childId?: string }).childId ?? event.type.replace(/^xstate\.(error|done)\.actor\./, '');
+}
+
+/** The one type each kind of child event takes inside the supervisor (see normaliseChildEvent). */
+const CHILD_DONE = 'xstate.done.actor.(child)';
+const CHILD_ERROR = 'xstate.error.actor.(child)';
+
+/**
+ * XState memoises the transition candidates of each state node per event type, forever (a module-level cache keyed
+ * by the state node). A child that finishes or crashes sends its parent `xstate.done.actor.<child id>` /
+ * `xstate.error.actor.<child id>`, so a supervisor of a dynamic set (one child per topic, subscription, user)
+ * would keep one cache entry per child ever seen: about 300 bytes of heap per topic published once, never given
+ * back (bench/idle-destinations). Inside the supervisor these events take one fixed type each, with the child's
+ * id in `childId`; the type keeps its `xstate.done.actor.` / `xstate.error.actor.` prefix, which XState checks
+ * (an unhandled error event fails the supervisor), and the inspection stream still shows the original event.
+ */
+function normaliseChildEvent<E extends { type: string }>(event: E): E {
+  const t = event.type;
+  if (t.startsWith('xstate.done.actor.') && t !== CHILD_DONE) return { ...event, type: CHILD_DONE, childId: t.slice(18) };
+  if (t.startsWith('xstate.error.actor.') && t !== CHILD_ERROR) return { ...event, type: CHILD_ERROR, childId: t.slice(19) };
+  return event;
 }
 
 function describe(error: unknown): string {
@@ -161,7 +182,7 @@ export const supervisorMachine = setup({
     input: {} as SupervisorInput & { now?: () => number },
   },
   guards: {
-    isKnownChild: ({ context, event }) => context.specs.has(childIdOf(event.type)),
+    isKnownChild: ({ context, event }) => context.specs.has(childIdOf(event)),
     isKnownSupervisor: ({ context, event }) => event.type === 'supervisor.failed' && context.specs.has(event.id),
     hasBudget: ({ context }) => {
       const since = context.now() - context.period;
@@ -218,7 +239,7 @@ export const supervisorMachine = setup({
       spawnSpec(enqueue, spec);
     }),
     removeChild: enqueueActions(({ context, event, enqueue }) => {
-      const id = event.type === 'child.stop' ? event.id : childIdOf(event.type);
+      const id = event.type === 'child.stop' ? event.id : childIdOf(event);
       if (!context.specs.has(id)) return;
       enqueue.stopChild(id);
       if (context.pending.includes(id)) {
@@ -230,7 +251,7 @@ export const supervisorMachine = setup({
       context.childCount = context.specs.size;
     }),
     scheduleRestart: enqueueActions(({ context, event, enqueue }) => {
-      const id = childIdOf(event.type);
+      const id = childIdOf(event);
       const attempt = (context.attempts.get(id) ?? 0) + 1;
       context.attempts.set(id, attempt);
       const now = context.now();
@@ -250,7 +271,7 @@ export const supervisorMachine = setup({
       spawnSpec(enqueue, spec);
     }),
     recordFailure: assign(({ context, event }) => ({
-      lastError: `restart budget spent (${context.intensity} restarts within ${context.period} ms); last crash: ${childIdOf(event.type)}: ${describe((event as { error?: unknown }).error)}`,
+      lastError: `restart budget spent (${context.intensity} restarts within ${context.period} ms); last crash: ${childIdOf(event)}: ${describe((event as { error?: unknown }).error)}`,
       pending: [],
     })),
     scheduleSupervisorReset: enqueueActions(({ context, event, enqueue }) => {
@@ -335,3 +356,9 @@ export const supervisorMachine = setup({
     },
   },
 });
+
+{
+  // every supervisor actor runs this machine object (shards too: logicOf(self)), so the wrapper covers them all
+  const transition = supervisorMachine.transition.bind(supervisorMachine);
+  supervisorMachine.transition = (snapshot, event, scope) => transition(snapshot, normaliseChildEvent(event), scope);
+}
