@@ -69,12 +69,16 @@ export class DevicesService implements Service {
   private rt!: Runtime;
   private cfg!: DeviceManagerConfig;
   private scanning: Promise<unknown> = Promise.resolve();
+  private queued?: Promise<string[]>;
+  /** The last scan failure per bus (logged when it changes, not at every request). */
+  private readonly scanErrors = new Map<number, string>();
 
   async start(rt: Runtime): Promise<void> {
     this.rt = rt;
     this.cfg = rt.config.DeviceManager;
     this.entries.clear();
     this.buses.clear();
+    this.scanErrors.clear();
     for (const b of this.cfg.buses) {
       const handle = new BusHandle(b.bus, () => this.openBus);
       this.buses.set(b.bus, handle);
@@ -219,7 +223,14 @@ export class DevicesService implements Service {
    * found are removed. A bus that cannot be opened is logged and skipped; when every configured bus fails, 409.
    */
   scan(): Promise<string[]> {
-    const run = this.scanning.then(() => this.scanOnce());
+    // bounded: at most one scan runs and one waits; requests arriving while one waits share it (it starts after
+    // them, so each still gets a scan made after it asked)
+    if (this.queued) return this.queued;
+    const run = this.scanning.then(() => {
+      this.queued = undefined;
+      return this.scanOnce();
+    });
+    this.queued = run;
     this.scanning = run.catch(() => undefined);
     return run;
   }
@@ -233,10 +244,13 @@ export class DevicesService implements Service {
       try {
         present = await handle.exclusive((bus) => this.identify(bus, busCfg.bus));
       } catch (err) {
-        failures.push((err as Error).message);
-        this.rt.log.warn({ bus: handle.path, err: (err as Error).message }, 'I²C bus scan failed');
+        const message = (err as Error).message;
+        failures.push(message);
+        if (this.scanErrors.get(busCfg.bus) !== message) this.rt.log.warn({ bus: handle.path, err: message }, 'I²C bus scan failed'); // once per distinct failure
+        this.scanErrors.set(busCfg.bus, message);
         continue;
       }
+      this.scanErrors.delete(busCfg.bus);
       const claimed = new Set<number>();
       for (const e of this.entries.values()) {
         if (e.bus !== handle || !e.configured) continue;

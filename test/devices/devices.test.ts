@@ -8,7 +8,7 @@ import { ConfigError } from '../../src/errors.js';
 import { Runtime } from '../../src/runtime/runtime.js';
 import { registerServices } from '../../src/runtime/services.js';
 import { compensateHumidity, compensateTemperature } from '../../src/devices/i2c/drivers/bme280.js';
-import { CONFIG_DIR, MQTT_TEST_ENV, removeDir, tempDir, waitUntil } from '../helpers.js';
+import { CONFIG_DIR, MQTT_TEST_ENV, removeDir, startServer, tempDir, waitUntil } from '../helpers.js';
 import { ADC, DATASHEET_TRIM, SimBme280, SimBus, SimSht31, simOpener } from './sim-bus.js';
 
 /**
@@ -107,6 +107,14 @@ describe('devices - device manager in a running broker', () => {
     assert.ok(['Online', 'Polling'].includes(w.state), w.state);
   });
 
+  test('devices - concurrent scan requests all answer (one scan runs, at most one waits and is shared)', async () => {
+    const answers = await Promise.all(Array.from({ length: 20 }, () => app.inject({ method: 'POST', url: '/api/v1/server/hardware/scan' })));
+    for (const r of answers) {
+      assert.equal(r.statusCode, 200, r.body);
+      assert.deepEqual(r.json(), ['sht31-1-0x44', 'weather']);
+    }
+  });
+
   test('devices - readings are published as JSON with datasheet-correct values', async () => {
     await waitUntil(() => messages.some((m) => m.topic === 'sensors/weather') && messages.some((m) => m.topic === 'devices/sht31-1-0x44'), 10000, 'readings');
     const w = messages.find((m) => m.topic === 'sensors/weather')!.body;
@@ -198,6 +206,21 @@ describe('devices - configuration and no hardware', () => {
       await app.close();
       await rt.stop();
       removeDir(dataDir);
+    }
+  });
+
+  test('devices - both routes are in the OpenAPI document with their permission, and need credentials', async () => {
+    const s = await startServer();
+    try {
+      const doc = (await s.inject('/openapi.json')).json() as { paths: Record<string, Record<string, { 'x-required-permission'?: { permission: string } }>> };
+      assert.equal(doc.paths['/api/v1/server/hardware']!.get!['x-required-permission']!.permission, 'view_stats');
+      assert.equal(doc.paths['/api/v1/server/hardware/scan']!.post!['x-required-permission']!.permission, 'manage_interfaces');
+      const anon = await s.app.inject({ method: 'POST', url: '/api/v1/server/hardware/scan' });
+      assert.equal(anon.statusCode, 401);
+      assert.equal(typeof anon.json().status, 'string');
+      assert.deepEqual((await s.inject('/api/v1/server/hardware')).json(), []);
+    } finally {
+      await s.close();
     }
   });
 
