@@ -158,3 +158,23 @@ test('lora - on firmware before 1.0.5 the driver listens in watchdog windows, tr
     removeDir(dir);
   }
 });
+
+test('lora - with acknowledge on, uplinks addressed to the radio are answered with a RadioHead ACK (also duplicates), broadcasts are not', async () => {
+  const cfg = LoRaDeviceManagerSchema.parse({ data: [{ name: 'r', address: 1, acknowledge: true, transmissionRate: 1, serialConfig: { port: '/dev/null' } }] }).data[0]!;
+  const radio = new LoRaRadio(cfg, () => {});
+  const sent: Buffer[] = [];
+  radio.attach({ transmit: async (b) => void sent.push(b) });
+  const pkt = (to: number, id: number, flags = 0) => ({ data: encodeFrame({ to, from: 5, id, flags, payload: Buffer.from('x') }) });
+  radio.received(pkt(1, 9));
+  radio.received(pkt(1, 9, 0x40)); // the node did not hear the first ACK and retried
+  radio.received(pkt(255, 10));
+  for (let i = 0; i < 50 && sent.length < 2; i++) await new Promise((r) => setImmediate(r));
+  assert.deepEqual(sent.map((b) => [...b]), [
+    [5, 1, 9, 0x80, 0x21],
+    [5, 1, 9, 0x80, 0x21],
+  ]);
+  assert.equal(radio.acksSent, 2);
+  assert.equal(radio.nodes.get(5)!.duplicatePackets, 1);
+  assert.equal(radio.nodes.get(5)!.missedPackets, 0);
+  radio.stop();
+});

@@ -79,6 +79,10 @@ export const LoRaSerialDeviceSchema = z
       .describe('topic root of this radio; default lora/<name>'),
     uplinkTopic: topicTemplate('uplink').optional().describe('where node N\'s packets are published; default <topic>/{node}/up'),
     downlinkTopic: topicTemplate('downlink').optional().describe('messages published here are sent to node N; default <topic>/{node}/down'),
+    acknowledge: z
+      .boolean()
+      .default(false)
+      .describe('answer each uplink addressed to this radio (not broadcasts) with a RadioHead ACK (flags 0x80, same id, payload "!"), as RHReliableDatagram nodes expect; ACKs are sent first and outside transmissionRate'),
     maxNodes: z.number().int().min(1).max(255).default(255).describe('nodes tracked at once; when full the least recently heard one is forgotten'),
     downlinkQueueSize: z.number().int().min(1).max(1000).default(16).describe('messages queued per node for the air; when full the oldest is dropped (counted)'),
     healthCheckInterval: z.number().int().min(0).max(3600000).default(30000).describe('ms between `sys get ver` checks of an idle modem (0 = off); no answer takes the radio offline'),

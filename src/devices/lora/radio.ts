@@ -60,6 +60,9 @@ export class LoRaRadio {
   /** Least recently heard first (a node is moved to the end when heard). */
   readonly nodes = new Map<number, NodeRecord>();
   private readonly downlinks = new Map<number, Buffer[]>();
+  /** ACK packets waiting for the air (at most 16; the oldest is dropped: its sender has retried by then). */
+  private readonly acks: Buffer[] = [];
+  acksSent = 0;
   private readonly txIds = new Map<number, number>();
   private transmitter: Transmitter | undefined;
   private sending = false;
@@ -103,6 +106,7 @@ export class LoRaRadio {
       return;
     }
     if (frame.flags & Flags.Ack) return; // acknowledgements carry nothing to publish
+    if (this.config.acknowledge && frame.to === this.config.address) this.acknowledge(frame);
     let node = this.nodes.get(frame.from);
     const isNew = node === undefined;
     if (node === undefined) {
@@ -149,9 +153,17 @@ export class LoRaRadio {
     this.kick();
   }
 
+  /** RadioHead's reliable datagram ACK: same id, ACK flag, one byte '!'. Duplicates are acknowledged too (the first ACK may be lost). */
+  private acknowledge(frame: Frame): void {
+    this.acks.push(encodeFrame({ to: frame.from, from: this.config.address, id: frame.id, flags: Flags.Ack, payload: Buffer.from('!') }));
+    if (this.acks.length > 16) this.acks.shift();
+    this.kick();
+  }
+
   /** The modem to transmit through (undefined while offline: downlinks wait). */
   attach(t: Transmitter | undefined): void {
     this.transmitter = t;
+    if (!t) this.acks.length = 0; // an ACK is only worth sending at once
     this.kick();
   }
 
@@ -162,7 +174,13 @@ export class LoRaRadio {
   }
 
   private kick(): void {
-    if (!this.transmitter || this.sending || this.timer) return;
+    if (!this.transmitter || this.sending) return;
+    const ack = this.acks.shift();
+    if (ack) {
+      this.send(ack, ack[0]!, true);
+      return;
+    }
+    if (this.timer) return;
     const wait = this.nextTxAt - this.now();
     if (wait > 0) {
       this.timer = setTimeout(() => {
@@ -181,16 +199,21 @@ export class LoRaRadio {
     const id = this.txIds.get(nodeId) ?? 0;
     this.txIds.set(nodeId, (id + 1) & 0xff);
     const packet = encodeFrame({ to: nodeId, from: this.config.address, id, flags: 0, payload });
-    const t = this.transmitter;
-    this.sending = true;
     const rate = this.config.transmissionRate;
     this.nextTxAt = this.now() + (rate > 0 ? Math.ceil(60000 / rate) : 0);
+    this.send(packet, nodeId, false);
+  }
+
+  private send(packet: Buffer, nodeId: number, isAck: boolean): void {
+    const t = this.transmitter!;
+    this.sending = true;
     t.transmit(packet).then(
       () => {
         const now = this.now();
         this.packetsSent++;
         this.bytesSent += packet.length;
         this.lastWrite = now;
+        if (isAck) this.acksSent++;
         const node = this.nodes.get(nodeId);
         if (node) {
           node.lastWriteTime = now;
