@@ -19,7 +19,7 @@ import type { Runtime } from './runtime.js';
  * runtime starts them dependencies first, in this registration order otherwise, and stops them in reverse.
  */
 export function registerServices(rt: Runtime): void {
-  rt.use(securityService); // first: rt.security must be in place before any protocol or route uses it
+  rt.use(securityService()); // first: rt.security must be in place before any protocol or route uses it
   rt.use(modelsService()); // ML model store under {data}/models (before messaging: selector model functions use it)
   rt.use(messagingService());
   rt.use(schemasService()); // schema registry: binds payload schemas to destinations, $schema/<destination> topics
