@@ -183,3 +183,73 @@ describe('integration routes', () => {
     assert.ok(ifs.some((x) => x.interfaceName === 'integration:Site-B'));
   });
 });
+
+describe('integration outbox cap', () => {
+  let s: TestServer;
+  before(async () => {
+    const closed = await freePort();
+    s = await startServer({
+      overrides: {
+        AuthManager: { authenticationEnabled: false, authorisationEnabled: false },
+        NetworkConnectionManager: {
+          data: [
+            {
+              name: 'capped',
+              url: `mqtt://127.0.0.1:${closed}`,
+              maxOutbox: 5,
+              backoff: { initial: 1000, max: 60000, jitter: 0 },
+              linkConfigs: [{ direction: 'push', localNamespace: 'cap/#', remoteNamespace: 'remote/', qualityOfService: 1 }],
+            },
+          ],
+        },
+      },
+    });
+  });
+  after(async () => {
+    await s?.close();
+  });
+
+  test('links - a full outbox refuses QoS 1 publishes (MQTT 5 PUBACK 0x97) and lets a QoS 0 copy replace the oldest QoS 0 copy', async () => {
+    const port = s.rt.service('endpoints')!.entries.get('MQTT Interface')!.handle!.port;
+    const { connectClient } = await import('./helpers.js');
+    const c = await connectClient(port, { clientId: 'cap-pub' });
+    try {
+      await c.publishAsync('cap/a', 'zero-1', { qos: 0 });
+      await c.publishAsync('cap/a', 'zero-2', { qos: 0 });
+      for (let i = 0; i < 3; i++) await c.publishAsync('cap/a', `one-${i}`, { qos: 1 });
+      const svc = s.rt.service('integrations')!;
+      const entry = svc.find('capped');
+      await until(() => svc.manager!.outboxDepth(entry) === 5, 3000, 'outbox full');
+      await assert.rejects(c.publishAsync('cap/a', 'one-refused', { qos: 1 }), (err: Error & { code?: number }) => err.code === 0x97);
+      await c.publishAsync('cap/a', 'zero-3', { qos: 0 });
+      await new Promise((r) => setTimeout(r, 100));
+      const sub = s.rt.engine!.subscription('link:capped#0', 'cap/#')!;
+      const held: string[] = [];
+      sub.held.removeWhere(
+        (m) => {
+          held.push(m.payload.toString());
+          return false; // only looks
+        },
+        () => {},
+      );
+      assert.deepEqual(held, ['zero-2', 'one-0', 'one-1', 'one-2', 'zero-3'], 'the oldest QoS 0 copy made room; the refused QoS 1 never entered');
+      const st = (await s.inject({ url: '/api/v1/server/integration/capped/status' })).json() as { outbox: number };
+      assert.equal(st.outbox, 5);
+    } finally {
+      c.end(true);
+    }
+  });
+});
+
+test('links - a wrong link configuration stops start-up with one line naming the key', async () => {
+  const { loadConfig } = await import('../../src/config/load.js');
+  const { CONFIG_DIR } = await import('../helpers.js');
+  const bad = (data: unknown[]) => () => loadConfig({ configDir: CONFIG_DIR, env: {}, overrides: { NetworkConnectionManager: { data } } });
+  assert.throws(bad([{ name: 'x', url: 'http://h:1' }]), (e: Error) => /NetworkConnectionManager.*'data\.0\.url'.*nats:\/\//.test(e.message) && !e.message.includes('\n'));
+  assert.throws(bad([{ name: 'x', url: 'mqtt://h:1', linkConfigs: [{ direction: 'sideways', localNamespace: 'a/', remoteNamespace: 'b/' }] }]), /data\.0\.linkConfigs\.0\.direction/);
+  assert.throws(bad([{ name: 'x', url: 'mqtt://h:1', cost: 'cheap' }]), /data\.0\.cost/);
+  assert.throws(bad([{ name: 'x', url: 'mqtt://h:1' }, { name: 'X', url: 'mqtt://h:2' }]), /unique/);
+  const ok = loadConfig({ configDir: CONFIG_DIR, env: {} });
+  assert.deepEqual(ok.config.NetworkConnectionManager.data, [], 'the shipped configuration has no links');
+  assert.equal(ok.config.NetworkConnectionManager.globalConfig.backoff.max, 30000);
+});

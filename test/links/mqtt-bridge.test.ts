@@ -35,6 +35,9 @@ describe('MQTT bridge to mosquitto', () => {
                 { direction: 'pull', localNamespace: 'site-b/', remoteNamespace: 'fed/site-b/#', qualityOfService: 1 },
               ],
             },
+            // two links to the same broker, one out and one in, over one namespace: a loop unless the links stop it
+            { name: 'loop-out', url: `mqtt://127.0.0.1:${mport}`, backoff: { initial: 100, max: 1000, jitter: 0.2 }, linkConfigs: [{ direction: 'push', localNamespace: 'loop/#', remoteNamespace: 'loop/', qualityOfService: 1 }] },
+            { name: 'loop-in', url: `mqtt://127.0.0.1:${mport}`, backoff: { initial: 100, max: 1000, jitter: 0.2 }, linkConfigs: [{ direction: 'pull', localNamespace: 'loop/', remoteNamespace: 'loop/#', qualityOfService: 1 }] },
           ],
         },
       },
@@ -86,6 +89,36 @@ describe('MQTT bridge to mosquitto', () => {
     assert.ok(pulled.every((m) => m.topic === 'site-b/x'));
     const st = await status();
     assert.ok(st.messagesSent >= 200 && st.messagesReceived >= 200, JSON.stringify(st));
+    rsub.end(true);
+  });
+
+  test('links - no loops: our own messages coming back are dropped and counted, messages that came in over a link are not pushed out again', async () => {
+    const svc = s.rt.service('integrations')!;
+    await until(() => ['loop-out', 'loop-in'].every((n) => svc.connectionState(svc.find(n)) === 'Established'), 10000, 'loop links established');
+    const remoteGot: Array<{ topic: string; payload: string }> = [];
+    const rsub = await remoteClient('remote-loop-sub');
+    await collect(rsub, 'loop/#', remoteGot);
+    const localGot: Array<{ topic: string; payload: string }> = [];
+    const lsub = await localPublisher();
+    await collect(lsub, 'loop/#', localGot);
+    // published here: loop-out pushes it; loop-in receives it back with our origin and drops it
+    const pub = await localPublisher();
+    await publishMany(pub, () => 'loop/a', 50, 1, 'here');
+    // published there: loop-in pulls it; loop-out must not push it back
+    const rpub = await remoteClient('remote-loop-pub');
+    await publishMany(rpub, () => 'loop/b', 50, 1, 'there');
+    await until(() => svc.find('loop-in').counters.loopsDropped >= 50 && localGot.filter((m) => m.topic === 'loop/b').length >= 50, 15000, 'loops dropped');
+    await new Promise((r) => setTimeout(r, 500)); // a loop would keep going now
+    assert.equal(svc.find('loop-in').counters.loopsDropped, 50, 'each own message came back once and was dropped');
+    assert.equal(localGot.filter((m) => m.topic === 'loop/a').length, 50, 'local subscriber: each local message once');
+    assert.equal(localGot.filter((m) => m.topic === 'loop/b').length, 50, 'local subscriber: each remote message once');
+    assert.equal(remoteGot.filter((m) => m.topic === 'loop/a').length, 50, 'remote subscriber: each pushed message once');
+    assert.equal(remoteGot.filter((m) => m.topic === 'loop/b').length, 50, 'remote subscriber: remote messages not pushed back');
+    assert.equal(svc.find('loop-out').counters.messagesSent, 50);
+    const st = (await s.inject({ url: '/api/v1/server/integration/loop-in/status' })).json() as { loopsDropped: number };
+    assert.equal(st.loopsDropped, 50);
+    await s.inject({ method: 'PATCH', url: '/api/v1/server/integration/loop-out', payload: { state: 'stopped' } });
+    await s.inject({ method: 'PATCH', url: '/api/v1/server/integration/loop-in', payload: { state: 'stopped' } });
     rsub.end(true);
   });
 
