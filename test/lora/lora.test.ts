@@ -2,6 +2,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer, tempDir, removeDir, waitUntil, type TestServer } from '../helpers.js';
 import { b64, RestClient, unb64 } from '../rest-client.js';
+import mqtt from 'mqtt';
+import { mqttPort } from '../mqtt/helpers.js';
 import { PtyPair, Rn2483Sim } from './rn2483-sim.js';
 
 /**
@@ -132,6 +134,24 @@ describe('LoRa radio over a pty', () => {
     await waitUntil(async () => (await device()).packetsSent === 2, 5000, 'two packets counted as sent');
     const [n7] = (await s.inject('/api/v1/device/lora/gw/7')).json();
     assert.ok(n7.lastWriteTime > 0);
+  });
+
+  test('lora - an MQTT client receives a node uplink and its publish on the downlink topic goes on the air', async () => {
+    const c = await mqtt.connectAsync(`mqtt://127.0.0.1:${await mqttPort(s)}`, { clientId: 'lora-app', username: 'admin', password: s.adminPassword, reconnectPeriod: 0 });
+    try {
+      const got: Array<[string, string]> = [];
+      c.on('message', (topic, payload) => got.push([topic, payload.toString()]));
+      await c.subscribeAsync('lora/gw/+/up');
+      await sim.inject(frame(1, 9, 201, 'door=open'), -88, 2);
+      await waitUntil(() => got.length === 1, 5000, 'the MQTT client gets the uplink');
+      assert.deepEqual(got[0], ['lora/gw/9/up', 'door=open']);
+      const before = sim.transmissions.length;
+      await c.publishAsync('lora/gw/9/down', 'lock', { qos: 1 });
+      await waitUntil(() => sim.transmissions.length > before, 5000, 'the downlink on the air');
+      assert.deepEqual([...sim.transmissions[before]!], [9, 1, 0, 0, ...Buffer.from('lock')]);
+    } finally {
+      await c.endAsync();
+    }
   });
 
   test('lora - the three routes and their errors', async () => {
