@@ -158,6 +158,18 @@ describe('devices - device manager in a running broker', () => {
     assert.ok(['Online', 'Polling'].includes((await stateOf('weather'))!));
   });
 
+  test('devices - a device in error comes back by itself after its backoff (no scan)', async () => {
+    bus.detach(0x44);
+    await waitUntil(async () => (await stateOf('sht31-1-0x44')) === 'Error', 10000, 'sht31 in Error');
+    sht.raw = { T: 0x7000, RH: 0x4000 };
+    bus.reattach(0x44);
+    const seen = messages.length;
+    await waitUntil(() => messages.slice(seen).some((m) => m.topic === 'devices/sht31-1-0x44'), 10000, 'sht31 readings again');
+    const r = messages.slice(seen).find((m) => m.topic === 'devices/sht31-1-0x44')!.body;
+    assert.equal(r.temperature, Math.round((-45 + (175 * 0x7000) / 65535) * 100) / 100);
+    assert.equal(r.humidity, 25);
+  });
+
   test('devices - the device actors sit under the devices supervisor as device:<name>', async () => {
     const ids = rt.childActors('devices').map(([id]) => id).sort();
     assert.deepEqual(ids, ['device:sht31-1-0x44', 'device:weather']);
