@@ -259,6 +259,8 @@ export class LinkManager {
       retain: msg.retain,
       originServer: msg.metaData[META_ORIGIN] ?? this.serverId,
       hops: (Number(msg.metaData[META_HOPS] ?? 0) || 0) + 1,
+      // stable across retries and restarts (engine ids survive them): JetStream de-duplicates a resend (Nats-Msg-Id)
+      id: `${this.serverId}:${entry.name}:${ch.index}:${msg.id}`,
       ...(msg.contentType !== undefined ? { contentType: msg.contentType } : {}),
       ...(msg.correlationData !== undefined ? { correlationData: msg.correlationData } : {}),
       ...(msg.userProperties !== undefined ? { userProperties: msg.userProperties } : {}),
