@@ -120,8 +120,10 @@ export class MdnsAgent {
   private publish(ad: Advertisement): void {
     const host = `${hostname().split('.')[0] || 'switchyard'}.local`;
     for (const inst of this.instances) {
+      const first = inst === this.instances[0];
       for (const s of ad.services) {
-        const svc = inst.bonjour.publish({ name: s.instance, type: s.type, port: s.port, host, txt: s.txt, protocol: 'tcp' });
+        // probe (RFC 6762 §8.1) once: the other interfaces' instances would hear the first one's answer as a conflict
+        const svc = inst.bonjour.publish({ name: s.instance, type: s.type, port: s.port, host, txt: s.txt, protocol: 'tcp', probe: first });
         const records = svc.records.bind(svc);
         const ttl = this.opts.ttl;
         const only = this.addresses;
