@@ -33,7 +33,10 @@ describe('MQTT bridge to mosquitto', () => {
               linkConfigs: [
                 { direction: 'push', localNamespace: 'site-a/#', remoteNamespace: 'fed/site-a/', qualityOfService: 1 },
                 { direction: 'pull', localNamespace: 'site-b/', remoteNamespace: 'fed/site-b/#', qualityOfService: 1 },
+                { direction: 'push', localNamespace: 'q2/', remoteNamespace: 'fed/q2/', qualityOfService: 2 },
+                { direction: 'pull', localNamespace: 'q2in/', remoteNamespace: 'fed/q2in/', qualityOfService: 2 },
               ],
+              willConfig: { topic: 'bridges/mosq/state', payload: 'offline', qos: 1 },
             },
             // two links to the same broker, one out and one in, over one namespace: a loop unless the links stop it
             { name: 'loop-out', url: `mqtt://127.0.0.1:${mport}`, backoff: { initial: 100, max: 1000, jitter: 0.2 }, linkConfigs: [{ direction: 'push', localNamespace: 'loop/#', remoteNamespace: 'loop/', qualityOfService: 1 }] },
@@ -90,6 +93,49 @@ describe('MQTT bridge to mosquitto', () => {
     const st = await status();
     assert.ok(st.messagesSent >= 200 && st.messagesReceived >= 200, JSON.stringify(st));
     rsub.end(true);
+  });
+
+  test('links - QoS 2 end to end in both directions', async () => {
+    const remoteQos: number[] = [];
+    const rsub = await remoteClient('remote-q2-sub');
+    rsub.on('message', (topic, _p, packet) => {
+      if (topic.startsWith('fed/q2/')) remoteQos.push(packet.qos);
+    });
+    await rsub.subscribeAsync('fed/q2/#', { qos: 2 });
+    const localQos: number[] = [];
+    const lsub = await localPublisher();
+    lsub.on('message', (topic, _p, packet) => {
+      if (topic.startsWith('q2in/')) localQos.push(packet.qos);
+    });
+    await lsub.subscribeAsync('q2in/#', { qos: 2 });
+    const pub = await localPublisher();
+    await publishMany(pub, () => 'q2/x', 50, 2, 'two');
+    const rpub = await remoteClient('remote-q2-pub');
+    await publishMany(rpub, () => 'fed/q2in/y', 50, 2, 'two-in');
+    await until(() => remoteQos.length >= 50 && localQos.length >= 50, 15000, 'QoS 2 both ways');
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(remoteQos.length, 50);
+    assert.equal(localQos.length, 50);
+    assert.ok(remoteQos.every((q) => q === 2) && localQos.every((q) => q === 2));
+    rsub.end(true);
+  });
+
+  test('links - the will from willConfig is published when the link connection drops, and the link reconnects', async () => {
+    const wills: string[] = [];
+    const wsub = await remoteClient('remote-will-sub');
+    wsub.on('message', (topic, payload) => {
+      if (topic === 'bridges/mosq/state') wills.push(payload.toString());
+    });
+    await wsub.subscribeAsync('bridges/mosq/state', { qos: 1 });
+    const svc = s.rt.service('integrations')!;
+    const entry = svc.find('mosq');
+    const before = entry.counters.connects;
+    // the socket dies without DISCONNECT (as when the network goes)
+    (entry.transport as unknown as { client: { stream: { destroy(): void } } }).client.stream.destroy();
+    await until(() => wills.length >= 1, 10000, 'will published');
+    assert.deepEqual(wills, ['offline']);
+    await until(() => linkState() === 'Established' && entry.counters.connects > before, 10000, 'reconnected');
+    wsub.end(true);
   });
 
   test('links - no loops: our own messages coming back are dropped and counted, messages that came in over a link are not pushed out again', async () => {
