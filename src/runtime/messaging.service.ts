@@ -1,4 +1,5 @@
 import { Engine, levelEngineStore } from '../engine/index.js';
+import { RECLAIM_MIN_REMOVED, reclaimMemory } from './reclaim.js';
 import type { Runtime, Service } from './runtime.js';
 
 /**
@@ -10,6 +11,7 @@ import type { Runtime, Service } from './runtime.js';
 export function messagingService(): Service {
   let sweep: NodeJS.Timeout | undefined;
   let idle: NodeJS.Timeout | undefined;
+  let reclaimTimer: NodeJS.Timeout | undefined;
   return {
     name: 'messaging',
     dependsOn: ['security'], // deliveries are authorised per subscriber
@@ -57,6 +59,14 @@ export function messagingService(): Service {
         idle = setInterval(() => {
           const removed = engine.sweepIdle(dm.idleTimeout, rt.now());
           if (removed.length) rt.log.debug({ removed: removed.length }, 'idle topics removed');
+          // many at once: give their memory back now (an idle process would not GC); see reclaim.ts
+          if (removed.length >= RECLAIM_MIN_REMOVED && reclaimTimer === undefined) {
+            reclaimTimer = setTimeout(() => {
+              reclaimTimer = undefined;
+              if (reclaimMemory()) rt.log.debug({ removed: removed.length }, 'memory reclaimed after the idle-topic sweep');
+            }, 1000);
+            reclaimTimer.unref();
+          }
         }, Math.max(250, Math.min(60000, Math.floor(dm.idleTimeout / 4))));
         idle.unref();
       }
@@ -64,7 +74,8 @@ export function messagingService(): Service {
     async stop(rt: Runtime) {
       if (sweep) clearInterval(sweep);
       if (idle) clearInterval(idle);
-      sweep = idle = undefined;
+      if (reclaimTimer) clearTimeout(reclaimTimer);
+      sweep = idle = reclaimTimer = undefined;
       const engine = rt.engine;
       rt.engineView = undefined;
       rt.engine = undefined;
