@@ -19,7 +19,7 @@
  * each with radio_err), transmits between windows, and reports no RSSI.
  *
  * A modem that closes (USB unplugged), stops answering a command within `commandTimeout`, or fails its periodic
- * `sys get ver` health check is lost: `onLost` fires once and the port is closed. Lines are capped at 1 100
+ * `sys get ver` health check (asked with the radio idle, between `radio rxstop` and `radio rx 0`) is lost: `onLost` fires once and the port is closed. Lines are capped at 1 100
  * characters (a 255-byte packet is 520); a longer run without CR LF is discarded.
  */
 import type { SerialPort as SerialPortType } from 'serialport';
@@ -295,6 +295,14 @@ export class Rn2483 implements ModemLike {
             await this.report(packet);
             continue;
           }
+          if ((this.healthDue || this.txQueue.length > 0) && this.rxActive) {
+            // health checks and transmissions happen with the radio idle
+            if (!this.modern) return; // the window ends with radio_err, which pumps again
+            const answer = await this.command('radio rxstop'); // a packet that raced it is reported on the next round
+            if (answer !== 'ok') throw new ModemError(`modem refused "radio rxstop": ${answer}`);
+            this.rxActive = false;
+            continue;
+          }
           if (this.healthDue) {
             this.healthDue = false;
             const v = await this.command('sys get ver');
@@ -302,13 +310,6 @@ export class Rn2483 implements ModemLike {
             continue;
           }
           if (this.txQueue.length > 0) {
-            if (this.rxActive) {
-              if (!this.modern) return; // the window ends with radio_err, which pumps again
-              const answer = await this.command('radio rxstop'); // a packet that raced it is reported on the next round
-              if (answer !== 'ok') throw new ModemError(`modem refused "radio rxstop": ${answer}`);
-              this.rxActive = false;
-              continue;
-            }
             await this.sendOne(this.txQueue.shift()!);
             continue;
           }
