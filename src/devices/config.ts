@@ -36,7 +36,13 @@ export const I2cDeviceConfigSchema = z
     name: z.string().trim().min(1).max(128).regex(/^[^/#+\s][^#+]*$/, 'a device name without MQTT wildcards (+ #) that does not start with / or a space'),
     address,
     driver: z.enum(DRIVER_IDS),
-    topic: z.string().min(1).max(1024).optional().describe("where readings are published (default: topicPrefix + name)"),
+    topic: z
+      .string()
+      .min(1)
+      .max(1024)
+      .regex(/^[^#+$][^#+]*$/, 'a topic name without MQTT wildcards (+ #) that does not start with $')
+      .optional()
+      .describe('where readings are published (default: topicPrefix + name)'),
     interval: z.number().int().min(100).max(86400000).optional().describe('ms between readings (default: the section interval)'),
     options: DeviceOptionsSchema.prefault({}),
   })
@@ -63,7 +69,11 @@ export const DeviceManagerSchema = z
       }, 'device names must be unique across buses')
       .refine((l) => l.every((b) => new Set(b.devices.map((d) => d.address)).size === b.devices.length), 'two devices on one bus cannot share an address')
       .describe('I²C buses to use; none by default'),
-    topicPrefix: z.string().max(512).default('devices/').describe('topic of a device without its own: topicPrefix + device name'),
+    topicPrefix: z
+      .string()
+      .max(512)
+      .regex(/^([^#+$][^#+]*)?$/, 'a topic prefix without MQTT wildcards (+ #) that does not start with $')
+      .default('devices/').describe('topic of a device without its own: topicPrefix + device name'),
     interval: z.number().int().min(100).max(86400000).default(10000).describe('ms between readings of a device without its own interval'),
     retryInitial: z.number().int().min(10).default(1000).describe('ms before the first retry of a device that stopped answering (doubling)'),
     retryMax: z.number().int().min(10).default(60000).describe('longest wait between retries, and the retry period of an offline device'),

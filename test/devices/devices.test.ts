@@ -252,5 +252,6 @@ describe('devices - configuration and no hardware', () => {
     assert.match(bad({ buses: [{ bus: 1, devices: [{ name: 'x', address: 0x76, driver: 'bme280', options: { mode: 'turbo' } }] }] }), /mode/);
     assert.match(bad({ buses: [{ bus: 1, devices: [{ name: 'x', address: 0x76, driver: 'bme280', options: { oversampling: { pressure: 3 } } }] }] }), /an oversampling of 0 \(skip\), 1, 2, 4, 8 or 16; got 3/);
     assert.match(bad({ buses: [{ bus: 1 }, { bus: 1 }] }), /each bus number may appear once/);
+    assert.match(bad({ buses: [{ bus: 1, devices: [{ name: 'x', address: 0x76, driver: 'bme280', topic: 'sensors/#' }] }] }), /without MQTT wildcards/);
   });
 });
