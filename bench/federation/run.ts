@@ -194,7 +194,18 @@ async function switchyardSystem(tmp: string): Promise<System & { nats: NatsServe
   // B first: its pull consumers exist before A publishes
   const b = await startSwitchyard(tmp, 'sy-b', nats.url, 'pull');
   const a = await startSwitchyard(tmp, 'sy-a', nats.url, 'push');
+  // BENCH_DEBUG: the links' outbox and counters every second
+  const debug = process.env.BENCH_DEBUG
+    ? setInterval(() => {
+        void Promise.all([a.rest, b.rest].map((p) => fetch(`http://127.0.0.1:${p}/api/v1/server/integration/fed/status`).then((r) => r.json())))
+          .then(([sa, sb]: Array<Record<string, unknown>>) =>
+            process.stderr.write(`\n[A sent ${sa!.messagesSent} outbox ${sa!.outbox}] [B received ${sb!.messagesReceived}]`),
+          )
+          .catch(() => undefined);
+      }, 1000)
+    : undefined;
   const sys = mqttSystem('Switchyard x2 over NATS', a.port, b.port, async () => {
+    clearInterval(debug);
     await a.stop();
     await b.stop();
     await nats.dispose();
