@@ -127,10 +127,9 @@ let natsFactory: Promise<TransportFactory> | undefined;
 /** The NATS transport, loaded on first use (src/links/nats-transport.ts). */
 async function loadNats(): Promise<TransportFactory> {
   natsFactory ??= (async () => {
-    const path = './nats-transport.js';
     let mod: { createNatsTransport?: TransportFactory };
     try {
-      mod = (await import(path)) as { createNatsTransport?: TransportFactory };
+      mod = await import('./nats-transport.js'); // loaded on first use: a broker without NATS links never loads the NATS client
     } catch (err) {
       natsFactory = undefined;
       throw new Error(`NATS transport not available: ${(err as Error).message}`);
