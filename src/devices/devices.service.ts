@@ -18,7 +18,7 @@ import { ConflictError } from '../errors.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
 import type { DeviceManagerConfig, DeviceOptions } from './config.js';
 import { BusHandle } from './i2c/bus-handle.js';
-import { hex, openI2cBus, type I2cBusOpener } from './i2c/bus.js';
+import { hex, openI2cBus, type I2cBus, type I2cBusOpener } from './i2c/bus.js';
 import { DRIVERS, type SensorDevice, type SensorDriver } from './i2c/drivers/index.js';
 
 declare module '../runtime/registry.js' {
@@ -242,7 +242,7 @@ export class DevicesService implements Service {
       const handle = this.buses.get(busCfg.bus)!;
       let present: Map<number, SensorDriver | undefined>;
       try {
-        present = await handle.exclusive((bus) => this.identify(bus, busCfg.bus));
+        present = await handle.exclusive((bus) => this.identify(bus));
       } catch (err) {
         const message = (err as Error).message;
         failures.push(message);
@@ -315,7 +315,7 @@ export class DevicesService implements Service {
   }
 
   /** Addresses that acknowledge on the bus, each with the driver that identifies the chip there (if any). */
-  private async identify(bus: import('./i2c/bus.js').I2cBus, _busNumber: number): Promise<Map<number, SensorDriver | undefined>> {
+  private async identify(bus: I2cBus): Promise<Map<number, SensorDriver | undefined>> {
     const acks = await bus.scan(0x03, 0x77);
     const out = new Map<number, SensorDriver | undefined>();
     for (const address of acks) {
