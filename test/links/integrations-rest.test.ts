@@ -171,6 +171,24 @@ describe('integration routes', () => {
     assert.deepEqual(again.map((i) => i.state), ['Started', 'Started']);
   });
 
+  test('links - a server restart brings the links back with their configuration', async () => {
+    await s.rt.restart();
+    const list = (await get('/api/v1/server/integrations')).body as Array<{ config: { name: string }; state: string }>;
+    assert.deepEqual(list.map((i) => [i.config.name, i.state]), [
+      ['Site-B', 'Started'],
+      ['idle', 'Stopped'],
+    ]);
+    await until(async () => ((await get('/api/v1/server/integration/site-b/status')).body as { state: string }).state === 'Delayed', 5000, 'Delayed again');
+  });
+
+  test('links - the link actor is inspectable: state, accepted requests, transitions', async () => {
+    const r = await get(`/api/v1/server/actors/${encodeURIComponent('integration:Site-B')}`);
+    assert.equal(r.status, 200);
+    const text = JSON.stringify(r.body);
+    assert.match(text, /integration\.stop/);
+    assert.match(text, /started/);
+  });
+
   test('links - per-link series on /metrics and $SYS/server/integration/<name>/status, the link in $SYS/server/interface/status', async () => {
     const m = await s.app.inject({ url: '/metrics' });
     assert.match(m.body, /switchyard_link_state\{link="Site-B"\} \d/);
