@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { BrokerError, ForbiddenError } from '../errors.js';
 import type { Runtime } from '../runtime/runtime.js';
-import { SecurityManager } from '../security/service.js';
 import type { Principal } from '../security/types.js';
 
 /**
@@ -70,8 +69,8 @@ export class TokenStore {
  * token's own principal when there are no stored users (authentication off, anonymous).
  */
 export function streamPrincipal(rt: Runtime, rec: StreamToken): Principal {
-  const sm = rt.security;
-  if (!(sm instanceof SecurityManager) || !sm.enabled || rec.principal.anonymous) return rec.principal;
+  const sm = rt.service('security')?.manager;
+  if (sm === undefined || !sm.enabled || rec.principal.anonymous) return rec.principal;
   const u = sm.identities.user(rec.principal.uniqueId);
   if (!u) throw new ForbiddenError('The user this token was issued to no longer exists');
   return sm.principalOf(u);

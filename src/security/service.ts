@@ -41,7 +41,7 @@ interface Grant {
 
 /**
  * The real SecurityService: users, groups, ACLs, sessions and lockouts from the store. Installed as `rt.security`
- * by `securityService` at boot. Protocols use `authenticate` (with lockout) and `isAllowed` (cached); the REST
+ * by `SecurityManagerService` at boot. Protocols use `authenticate` (with lockout) and `isAllowed` (cached); the REST
  * routes use the management methods, which audit every change and clear the caches.
  */
 export class SecurityManager implements SecurityService {
@@ -614,26 +614,45 @@ export function supervisorHost(rt: Runtime): LockoutHost {
 
 export { DESTINATION_TYPES };
 
+declare module '../runtime/runtime.js' {
+  interface RuntimeServices {
+    security: SecurityManagerService;
+  }
+}
+
 /**
  * Boots with the server: loads users, groups, ACLs, sessions and stored lockouts, makes the first-boot defaults,
- * installs `rt.security`; once the supervisors run, gives every stored lockout its actor again.
+ * installs `rt.security`; once the supervisors run, gives every stored lockout its actor again. Its `manager` is
+ * the typed handle REST code reaches through the registry (`rt.service('security')`, `securityOf(rt)`).
  */
-export const securityService: Service = {
-  name: 'security',
-  async start(rt) {
-    rt.security = await SecurityManager.open(rt);
-  },
-  running(rt) {
-    if (rt.security instanceof SecurityManager) rt.security.lockouts.revive();
-  },
-  async stop(rt) {
+export class SecurityManagerService implements Service {
+  readonly name = 'security';
+  /** The SecurityManager of the current boot (undefined before the first start). */
+  manager: SecurityManager | undefined = undefined;
+
+  async start(rt: Runtime): Promise<void> {
+    this.manager = await SecurityManager.open(rt);
+    rt.security = this.manager;
+  }
+
+  running(): void {
+    this.manager?.lockouts.revive();
+  }
+
+  async stop(): Promise<void> {
     // everything else is in the store already; lockout writes may still be under way
-    if (rt.security instanceof SecurityManager) await rt.security.lockouts.flushed();
-  },
-};
+    await this.manager?.lockouts.flushed();
+  }
+}
+
+/** The security service of one runtime (register it first: rt.security must be in place before anything uses it). */
+export function securityService(): SecurityManagerService {
+  return new SecurityManagerService();
+}
 
 /** The SecurityManager of a runtime, for the REST auth routes (503 when the security service is not running). */
 export function securityOf(rt: Runtime): SecurityManager {
-  if (rt.security instanceof SecurityManager) return rt.security;
+  const manager = rt.service('security')?.manager;
+  if (manager !== undefined) return manager;
   throw new BrokerError('The security service is not running', 503);
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import { AddressBlockedError } from '../../security/address-limits.js';
-import { SecurityManager } from '../../security/service.js';
+import type { SecurityManager } from '../../security/service.js';
 import type { SessionRecord } from '../../security/sessions.js';
 import { TokenInvalidError } from '../../security/sessions.js';
 import { ANONYMOUS, AuthenticationFailedError, type Principal, type RoutePermission } from '../../security/types.js';
@@ -42,15 +42,16 @@ declare module 'fastify' {
      * `maps_session` cookie.
      */
     sessionId?: string;
+    /** The reply of this request (`sessionIdOf` sets the `maps_session` cookie on it). */
+    sessionReply?: FastifyReply;
+    /** A `maps_session` id made for this request by `sessionIdOf` (the same one for every call). */
+    generatedSessionId?: string;
   }
 }
 
 export const DEFAULT_PERMISSION: RoutePermission = { permission: 'rest_api_access', resourceType: 'Server' };
 export const ACCESS_COOKIE = 'maps_access_token';
 export const SESSION_COOKIE = 'maps_session';
-
-const replies = new WeakMap<FastifyRequest, FastifyReply>();
-const generated = new WeakMap<FastifyRequest, string>();
 
 /** The permission a route needs, or undefined for a public route. */
 export function routePermission(config: { permission?: RoutePermission; public?: boolean } | undefined): RoutePermission | undefined {
@@ -69,11 +70,11 @@ export function sessionIdOf(request: FastifyRequest): string {
   const c = request.cookies?.[SESSION_COOKIE];
   // The cookie alphabet has no ':', so a cookie can never pose as a login: or basic: session.
   if (c && /^[A-Za-z0-9-]{8,64}$/.test(c)) return c;
-  let v = generated.get(request);
+  let v = request.generatedSessionId;
   if (!v) {
     v = randomUUID();
-    generated.set(request, v);
-    replies.get(request)?.setCookie(SESSION_COOKIE, v, { path: '/', httpOnly: true, sameSite: 'lax', secure: request.protocol === 'https' });
+    request.generatedSessionId = v;
+    request.sessionReply?.setCookie(SESSION_COOKIE, v, { path: '/', httpOnly: true, sameSite: 'lax', secure: request.protocol === 'https' });
   }
   return v;
 }
@@ -185,6 +186,10 @@ export function registerAuth(app: FastifyInstance, ctx: ApiContext): void {
   app.decorateRequest('authMethod', undefined);
   app.decorateRequest('loginSession', undefined);
   app.decorateRequest('sessionId', undefined);
+  app.decorateRequest('sessionReply', undefined);
+  app.decorateRequest('generatedSessionId', undefined);
+  // the security service's manager, through the typed registry (the service object stays; its manager is per boot)
+  const securityService = rt.service('security');
 
   // The Swagger UI serves the OpenAPI document and its own static files: public like the document.
   app.addHook('onRoute', (route) => {
@@ -192,10 +197,10 @@ export function registerAuth(app: FastifyInstance, ctx: ApiContext): void {
   });
 
   app.addHook('onRequest', async (request, reply) => {
-    replies.set(request, reply);
+    request.sessionReply = reply;
     if (!request.routeOptions.url) return; // no route: the 404/405 handler answers
     const sec = rt.security;
-    const sm = sec instanceof SecurityManager ? sec : undefined;
+    const sm = securityService?.manager;
     const need = routePermission(request.routeOptions.config);
     const enforce = sec.enabled && rt.config.RestApi.enableAuthentication;
     let failure: AuthFailure | undefined;
