@@ -25,6 +25,7 @@ import { messageSelector } from '../runtime/message-selector.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { LinkConfig, LinkDirectionConfig, NetworkConnectionManagerConfig } from './link-config.js';
 import { createMqttTransport } from './mqtt-transport.js';
+import { SharedGroupFederation, type ShareHost } from './nats-shares.js';
 import { isDescribed, type LinkMessage, type LinkTransport, type TransportContext, type TransportDescription, type TransportFactory } from './transport.js';
 
 export const META_ORIGIN = 'sy.origin';
@@ -145,6 +146,14 @@ async function loadNats(): Promise<TransportFactory> {
 
 export class LinkManager {
   readonly entries = new Map<string, LinkEntry>();
+  /** Shared subscriptions across brokers over NATS links (nats-shares.ts). */
+  readonly shares = new SharedGroupFederation({
+    links: () => this.entries.values(),
+    namespacePrefix,
+    mapTopic,
+    metaOf: (m) => ({ [META_ORIGIN]: m.originServer || 'link', [META_HOPS]: String(Math.max(1, m.hops)) }),
+    log: { warn: (obj, msg) => this.rt.log.warn(obj, msg) },
+  });
   private engine?: Engine;
   /** Set by closeAll (server stop): nothing is logged or connected any more (the logs close after the services). */
   private stopped = false;
@@ -213,11 +222,14 @@ export class LinkManager {
         sub.hibernate(); // holds (persisted) until the link is established
       }
     }
+    // shared groups in a NATS link's namespaces are fed by the link only (nats-shares.ts)
+    if (typeof (engine as Partial<ShareHost>).setExternalShares === 'function') this.shares.install(engine as unknown as ShareHost);
   }
 
   /** The engine is closing (server stop / restart): forget the handles; the held messages stay in the store. */
   closeOutboxes(): void {
     this.engine = undefined;
+    this.shares.uninstall();
     for (const entry of this.entries.values()) for (const ch of entry.push) ch.sub = undefined;
   }
 
@@ -419,6 +431,7 @@ export class LinkManager {
         },
       );
     }
+    this.shares.attach(entry, transport, generation);
     if (entry.lostReason !== undefined) throw new Error(entry.lostReason);
   }
 
@@ -440,6 +453,7 @@ export class LinkManager {
     const entry = this.entries.get(name);
     if (!entry) return;
     this.stopFlow(entry);
+    this.shares.detach(name);
     entry.generation++;
     const t = entry.transport;
     entry.transport = undefined;

@@ -17,7 +17,8 @@
  * also receives QoS 0 pushes (delivered with their own QoS, carried in a header).
  *
  * receive(): QoS 0 is a core subscription (a queue subscription for a shared group); QoS >= 1 a durable pull
- * consumer (`durableName`, or `SY_share_<group>_<hash of filter>` for a shared group, one for all brokers), explicit
+ * consumer (`durableName`, or `SY_share_<group>_<hash of filter>` for a shared group, one for all brokers, removed by
+ * NATS after a day without any member), explicit
  * acks, each message acknowledged only after the handler resolved (a rejection naks it for redelivery in 1 s). At
  * most `maxInflight` (default 256) messages are in the handler at once; the handler is called in stream order. A
  * redelivered message whose id was handed over already (the last 65 536 ids are remembered) is acked and dropped.
@@ -449,6 +450,14 @@ export class NatsTransport implements LinkTransport {
   }
 
   async receive(opts: ReceiveOptions, handler: ReceiveHandler): Promise<void> {
+    await this.receiveWithHandle(opts, handler);
+  }
+
+  /**
+   * receive() that also returns a way to stop this one receiver (shared-group receivers come and go with their
+   * local groups: nats-shares.ts). A shared-group receiver gets no retained set (MQTT 5 §4.8.2).
+   */
+  async receiveWithHandle(opts: ReceiveOptions, handler: ReceiveHandler): Promise<{ stop(): Promise<void> }> {
     let filter: string;
     try {
       filter = filterToSubject(opts.filter);
@@ -457,17 +466,27 @@ export class NatsTransport implements LinkTransport {
       throw new NatsRefusedError(`pull filter ${JSON.stringify(opts.filter)}: ${(err as Error).message}`);
     }
     this.conn();
-    // the retained set first (when JetStream is there); a failure here does not stop live traffic
-    try {
-      await this.pullRetained(filter, handler);
-    } catch (err) {
-      this.ctx.log.warn({ err: reasonOf(err), filter }, 'could not read the retained messages from NATS');
+    if (!opts.shareGroup) {
+      // the retained set first (when JetStream is there); a failure here does not stop live traffic
+      try {
+        await this.pullRetained(filter, handler);
+      } catch (err) {
+        this.ctx.log.warn({ err: reasonOf(err), filter }, 'could not read the retained messages from NATS');
+      }
     }
-    if (opts.qos === 0) this.receiveCore(filter, opts, handler);
-    else await this.receiveJetStream(filter, opts, handler);
+    const active = opts.qos === 0 ? this.receiveCore(filter, opts, handler) : await this.receiveJetStream(filter, opts, handler);
+    this.receives.push(active);
+    return {
+      stop: async () => {
+        const i = this.receives.indexOf(active);
+        if (i < 0) return;
+        this.receives.splice(i, 1);
+        await active.stop();
+      },
+    };
   }
 
-  private receiveCore(filter: string, opts: ReceiveOptions, handler: ReceiveHandler): void {
+  private receiveCore(filter: string, opts: ReceiveOptions, handler: ReceiveHandler): ActiveReceive {
     const nc = this.conn();
     const queue = opts.shareGroup ? jsName('SY_share_', opts.shareGroup) : undefined;
     const sub: Subscription = nc.subscribe(filter, {
@@ -485,10 +504,10 @@ export class NatsTransport implements LinkTransport {
         handler(lm).catch(() => undefined); // QoS 0: at most once
       },
     });
-    this.receives.push({ stop: async () => sub.unsubscribe() });
+    return { stop: async () => sub.unsubscribe() };
   }
 
-  private async receiveJetStream(filter: string, opts: ReceiveOptions, handler: ReceiveHandler): Promise<void> {
+  private async receiveJetStream(filter: string, opts: ReceiveOptions, handler: ReceiveHandler): Promise<ActiveReceive> {
     const stream = await this.streamFor(filter);
     const jsm = await this.manager();
     const durable = opts.shareGroup ? jsName('SY_share_', `${opts.shareGroup}_${shortHash(filter)}`) : jsName('', opts.durableName);
@@ -507,6 +526,8 @@ export class NatsTransport implements LinkTransport {
         ack_wait: nanos(this.opts.ackWaitSeconds * 1000),
         max_ack_pending: Math.max(this.opts.maxInflight * 4, 1024),
         max_deliver: -1,
+        // a group's consumer outlives its members on any one broker; NATS removes it after a day without any
+        ...(opts.shareGroup ? { inactive_threshold: nanos(86_400_000) } : {}),
         ...(consumerFilter ? { filter_subject: consumerFilter } : {}),
       });
       this.ctx.log.info({ stream, durable, filter: consumerFilter }, 'created JetStream durable consumer');
@@ -562,13 +583,13 @@ export class NatsTransport implements LinkTransport {
         if (!this.closing) this.emit({ type: 'error', reason: `JetStream consumer ${durable}: ${reasonOf(err)}` });
       }
     })();
-    this.receives.push({
+    return {
       stop: async () => {
         messages.stop();
         wake?.();
         await loop;
       },
-    });
+    };
   }
 
   /** Hands the handler the last retained message of every subject under `filter` (retain = true). */
