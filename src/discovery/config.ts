@@ -42,7 +42,7 @@ export const DiscoveryManagerSchema = z
           .regex(/^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$/, 'a literal NATS subject (tokens separated by dots, no wildcards)')
           .default('switchyard.discovery')
           .describe('subject the announcements are published and listened on'),
-        interval: z.number().int().min(1000).max(3600000).default(30000).describe('ms between announcements (the TTL must be longer)'),
+        interval: z.number().int().min(1000).max(3600000).default(30000).describe('ms between announcements; at most a third of ttl is used, so a live peer never expires'),
         url: z
           .string()
           .regex(/^(nats|tls):\/\/\S+$/, 'nats://host:port')
@@ -53,7 +53,6 @@ export const DiscoveryManagerSchema = z
       .strict()
       .prefault({}),
   })
-  .strict()
-  .refine((c) => c.nats.interval < c.ttl * 1000, { message: 'nats.interval must be shorter than ttl', path: ['nats', 'interval'] });
+  .strict();
 
 export type DiscoveryManagerConfig = z.output<typeof DiscoveryManagerSchema>;

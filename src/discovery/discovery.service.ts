@@ -225,7 +225,7 @@ export class DiscoveryService implements Service {
           const target = natsTargetOf(this.rt.config, c);
           const mdns = c.mdns ? new MdnsAgent({ hostnames: c.hostnames, ttl: c.ttl, ownName: this.rt.serverName, table: this.table, log }) : undefined;
           const nats = target
-            ? new NatsAnnouncer({ target, subject: c.nats.subject, interval: c.nats.interval, ttl: c.ttl, ownName: this.rt.serverName, table: this.table, log })
+            ? new NatsAnnouncer({ target, subject: c.nats.subject, interval: Math.min(c.nats.interval, Math.floor((c.ttl * 1000) / 3)), ttl: c.ttl, ownName: this.rt.serverName, table: this.table, log })
             : undefined;
           const agent = new Agent(mdns, nats, this.table);
           try {

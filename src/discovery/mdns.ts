@@ -11,7 +11,8 @@ import type { DiscoveredTable } from './table.js';
  * bonjour-service publishes PTR records with an 8-hour TTL and the host's name without a domain; we publish every
  * record with `DiscoveryManager.ttl` (default 120 s), the host as `<hostname>.local` and, when interfaces are
  * configured, A records for those addresses only. Its browser never refreshes a service it already knows, so this
- * agent asks again every 40 % of the TTL and counts any answer as "heard again" (RFC 6762 §5.2 refreshes at 80 %).
+ * agent asks again every 40 % of the shortest TTL in play (ours or a known peer's, at least every 2 s apart) and
+ * counts any answer as "heard again" (RFC 6762 §5.2 refreshes at 80 %).
  */
 
 const WILDCARDS = new Set(['::', '0.0.0.0', '*', '']);
@@ -40,6 +41,7 @@ export function resolveInterfaces(hostnames: string): string[] | undefined {
 }
 
 interface Known {
+  ttl: number;
   type: string;
   instance: string;
   port: number;
@@ -109,11 +111,19 @@ export class MdnsAgent {
     }
     this.publish(ad);
     for (const inst of this.instances) for (const type of BROWSE_TYPES) inst.browsers.push(this.browse(inst.bonjour, type));
-    const every = Math.max(5000, this.opts.ttl * 400);
-    this.refresh = setInterval(() => {
+    this.schedule();
+  }
+
+  /** The next query: 40 % of the shortest TTL in play, at least 2 s apart. */
+  private schedule(): void {
+    let ttl = this.opts.ttl;
+    for (const k of this.known.values()) ttl = Math.min(ttl, k.ttl);
+    this.refresh = setTimeout(() => {
+      if (this.closing) return;
       for (const inst of this.instances) for (const b of inst.browsers) b.update();
       this.opts.table.expire();
-    }, every);
+      this.schedule();
+    }, Math.max(2000, ttl * 400));
     this.refresh.unref();
   }
 
@@ -158,7 +168,7 @@ export class MdnsAgent {
   private seen(type: string, s: Service, ttl?: number): void {
     const addresses = [...(s.addresses ?? [])];
     if (addresses.length === 0 && s.referer?.address) addresses.push(s.referer.address);
-    this.known.set(s.fqdn.toLowerCase(), { type, instance: s.name, port: s.port, addresses, txt: s.txt as Record<string, unknown> | undefined });
+    this.known.set(s.fqdn.toLowerCase(), { ttl: ttl ?? s.ttl ?? this.opts.ttl, type, instance: s.name, port: s.port, addresses, txt: s.txt as Record<string, unknown> | undefined });
     if (this.known.size > 10000) this.known.delete(this.known.keys().next().value!); // bounded like the table
     this.record(type, s.name, s.port, addresses, s.txt as Record<string, unknown> | undefined, ttl ?? s.ttl ?? this.opts.ttl);
   }
@@ -174,14 +184,16 @@ export class MdnsAgent {
     for (const rr of packet.answers ?? []) {
       if (rr.type !== 'PTR' || rr.ttl <= 0 || typeof rr.data !== 'string') continue;
       const k = this.known.get(rr.data.toLowerCase());
-      if (k) this.record(k.type, k.instance, k.port, k.addresses, k.txt, rr.ttl);
+      if (!k) continue;
+      k.ttl = rr.ttl;
+      this.record(k.type, k.instance, k.port, k.addresses, k.txt, rr.ttl);
     }
   }
 
   /** Sends the goodbye records (TTL 0) and closes the sockets. Idempotent. */
   close(): Promise<void> {
     this.closing ??= (async () => {
-      clearInterval(this.refresh);
+      clearTimeout(this.refresh);
       for (const inst of this.instances) {
         for (const b of inst.browsers) b.stop();
         await new Promise<void>((resolve) => {

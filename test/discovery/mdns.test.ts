@@ -23,18 +23,36 @@ const NETWORK = `NetworkManager:
 const DISCOVERY = `DiscoveryManager:
   enabled: true
   hostnames: lo
-  ttl: 60
+  ttl: 10
 `;
 
 const dirs: string[] = [];
 let ns: Netns;
-let conf: string;
 const brokers: Record<string, { key: string; pid: number; port: number; auth: Record<string, string>; name: string }> = {};
 
-async function startBroker(label: string, cfg: string) {
-  const data = tempDir('switchyard-disc-data-');
-  dirs.push(data);
-  const b = await ns.broker(cfg, data);
+const DISCOVERING = {
+  DiscoveryManager: { enabled: true, hostnames: 'lo', ttl: 60 },
+  NetworkManager: {
+    data: [
+      { name: 'MQTT Interface', url: 'tcp://127.0.0.1:0/', protocolConfigs: [{ type: 'mqtt' }], endPointConfig: { discoverable: true } },
+      { name: 'MQTT WebSocket Interface', url: 'ws://127.0.0.1:0/mqtt', protocolConfigs: [{ type: 'mqtt' }, { type: 'ws' }] },
+    ],
+  },
+};
+
+/** A broker process in the namespace (config folder), or, with `overrides`, one inside the agent's process. */
+async function startBroker(label: string, cfg: string | Record<string, Record<string, unknown>>) {
+  let data: string;
+  let b: { key: string; pid: number; port: number };
+  if (typeof cfg === 'string') {
+    data = tempDir('switchyard-disc-data-');
+    dirs.push(data);
+    b = await ns.broker(cfg, data);
+  } else {
+    const s = await ns.server(cfg);
+    data = s.dataDir;
+    b = s;
+  }
   const auth = basicAuth('admin', adminPasswordOf(data));
   const info = await ns.fetch(`http://127.0.0.1:${b.port}/api/v1/server/details/info`, { headers: auth });
   brokers[label] = { ...b, auth, name: info.body.serverName };
@@ -60,10 +78,14 @@ async function names(label: string): Promise<string[]> {
 
 before(async () => {
   ns = await Netns.create();
-  conf = configDir({ 'NetworkManager.yaml': NETWORK, 'DiscoveryManager.yaml': DISCOVERY });
-  dirs.push(conf);
-  // c runs the shipped configuration (DiscoveryManager.enabled: false) in the same namespace
-  await Promise.all([startBroker('a', conf), startBroker('b', conf), startBroker('c', configDir({}))]);
+  // a and b run inside the agent's process; c (the shipped configuration: DiscoveryManager.enabled false) and d
+  // (TTL 10 s, killed without a goodbye) are broker processes of their own, for the per-process checks
+  const shipped = configDir({});
+  const short = configDir({ 'NetworkManager.yaml': NETWORK, 'DiscoveryManager.yaml': DISCOVERY });
+  dirs.push(shipped, short);
+  await startBroker('a', DISCOVERING);
+  await startBroker('b', DISCOVERING);
+  await Promise.all([startBroker('c', shipped), startBroker('d', short)]);
 });
 
 after(async () => {
@@ -189,4 +211,17 @@ test('discovery - the shipped configuration sends nothing: no mDNS socket, nothi
   const start = await patch('c', 'started');
   assert.equal(start.status, 404);
   assert.match(start.body.status, /^Discovery manager is not configured/);
+});
+
+test('discovery - a peer that vanishes without a goodbye (SIGKILL) is dropped once its records\' TTL has passed', async () => {
+  const d = brokers.d!;
+  await waitUntil(async () => (await names('a')).includes(d.name), 15000, 'd listed on a');
+  // d is heard again and again while it lives: a re-queries at 40 % of the shortest TTL (10 s)
+  await new Promise((r) => setTimeout(r, 12000));
+  assert.ok((await names('a')).includes(d.name), 'still listed after one TTL while alive');
+  await ns.stopBroker(d.key, 'SIGKILL');
+  const t0 = Date.now();
+  await waitUntil(async () => !(await names('a')).includes(d.name), 30000, 'd dropped after its TTL');
+  console.log(`# killed peer dropped ${Date.now() - t0} ms after the kill (record TTL 10 s)`);
+  assert.ok((await names('a')).includes(brokers.b!.name), 'b (alive) stays');
 });

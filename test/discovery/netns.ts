@@ -63,6 +63,11 @@ export class Netns {
     return this.call('broker', { env: { SWITCHYARD_CONFIG_DIR: configDir, SWITCHYARD_DATA_DIR: dataDir } });
   }
 
+  /** A broker inside the agent's own process, with config overrides per section. */
+  server(overrides: Record<string, Record<string, unknown>>): Promise<{ key: string; pid: number; port: number; dataDir: string }> {
+    return this.call('server', { overrides });
+  }
+
   fetch(url: string, init: { method?: string; headers?: Record<string, string>; body?: unknown } = {}): Promise<{ status: number; body: any }> {
     return this.call('fetch', { url, ...init });
   }
@@ -71,8 +76,9 @@ export class Netns {
     return this.call('exec', { argv, timeoutMs, ...(input !== undefined ? { input } : {}) });
   }
 
-  stopBroker(key: string): Promise<unknown> {
-    return this.call('stop', { key });
+  /** Stops a broker (SIGTERM: it says goodbye; SIGKILL: it vanishes without a word). */
+  stopBroker(key: string, signal: NodeJS.Signals = 'SIGTERM'): Promise<unknown> {
+    return this.call('stop', { key, signal });
   }
 
   /** Ends the agent (it stops its brokers first; killed after 10 s). */

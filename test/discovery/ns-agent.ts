@@ -6,14 +6,16 @@
  */
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { spawnBroker, type BrokerProcess } from '../helpers.js';
+import { spawnBroker, startServer, type BrokerProcess, type TestServer } from '../helpers.js';
 
 const brokers = new Map<string, BrokerProcess>();
+const servers = new Map<string, TestServer>();
 let seq = 0;
 
 type Request =
   | { id: number; op: 'broker'; env: Record<string, string> }
-  | { id: number; op: 'stop'; key: string }
+  | { id: number; op: 'server'; overrides: Record<string, Record<string, unknown>> }
+  | { id: number; op: 'stop'; key: string; signal?: NodeJS.Signals }
   | { id: number; op: 'fetch'; url: string; method?: string; headers?: Record<string, string>; body?: unknown }
   | { id: number; op: 'exec'; argv: string[]; timeoutMs?: number; input?: string };
 
@@ -45,10 +47,24 @@ async function handle(req: Request): Promise<unknown> {
       brokers.set(key, b);
       return { key, pid: b.proc.pid, port: b.port };
     }
+    case 'server': {
+      // in this process (cheaper than a broker process on a loaded machine); REST on a random port of 127.0.0.1
+      const s = await startServer({ overrides: req.overrides as never });
+      await s.app.listen({ port: 0, host: '127.0.0.1' });
+      const key = `s${++seq}`;
+      servers.set(key, s);
+      return { key, pid: process.pid, port: (s.app.server.address() as { port: number }).port, dataDir: s.dataDir };
+    }
     case 'stop': {
+      const s = servers.get(req.key);
+      if (s) {
+        servers.delete(req.key);
+        await s.close();
+        return { code: 0 };
+      }
       const b = brokers.get(req.key);
       brokers.delete(req.key);
-      return { code: await b?.stop() };
+      return { code: await b?.stop(req.signal) };
     }
     case 'fetch': {
       const res = await fetch(req.url, {
@@ -84,6 +100,6 @@ rl.on('line', (line) => {
   );
 });
 rl.on('close', () => {
-  void Promise.all([...brokers.values()].map((b) => b.stop())).then(() => process.exit(0));
+  void Promise.all([...[...brokers.values()].map((b) => b.stop()), ...[...servers.values()].map((s) => s.close().catch(() => {}))]).then(() => process.exit(0));
 });
 process.stdout.write(`${JSON.stringify({ id: 0, ok: true, result: 'ready' })}\n`);
