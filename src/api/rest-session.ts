@@ -1,15 +1,13 @@
-import type { FastifyRequest } from 'fastify';
 import type { Engine, Subscription } from '../engine/index.js';
 import { durableRestSessionId, restSessionsOf, restSubscribeOptions, type DurableRestRecord, type DurableRestSubscription } from '../runtime/rest-sessions.service.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { SessionRecord } from '../security/sessions.js';
 import { USER_DELETED, type UserDeletion } from '../security/types.js';
-import { sessionIdOf } from './plugins/auth.js';
 
 /**
  * REST messaging state per caller session: its subscriptions, by the name they were subscribed with. A session is
  * the login session once security is on (the auth plugin sets `request.sessionId`), otherwise an anonymous session
- * cookie (`maps_session`). It ends on logout or after `RestApi.inactiveTimeout` ms without a request.
+ * cookie (`maps_session`); the routes name it with `sessionIdOf(request)` (plugins/auth.ts). It ends on logout or after `RestApi.inactiveTimeout` ms without a request.
  *
  * A persistent login (`LoginRequest.persistent`) gets a durable session instead: engine session
  * `rest:durable:<uniqueId>:<sessionId>` (`sessionId` from the login, else the login session id), durable
@@ -106,11 +104,6 @@ export class RestSessions {
   /** `RestApi.maxEventsPerDestination` as configured now. */
   private get maxPerDestination(): number {
     return this.rt.config.RestApi.maxEventsPerDestination;
-  }
-
-  /** The caller's session id: the login session, or the anonymous `maps_session` cookie (set when missing). */
-  static idOf(request: FastifyRequest): string {
-    return sessionIdOf(request);
   }
 
   /**

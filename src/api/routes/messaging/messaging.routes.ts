@@ -5,7 +5,9 @@ import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '.
 import type { ApiContext } from '../../context.js';
 import { restSubscribeOptions } from '../../../runtime/rest-sessions.service.js';
 import { fromDto, MessageIn, MessageOut, toDto } from '../../message-dto.js';
-import { RestSessions, type RestSession, type RestSubscription } from '../../rest-session.js';
+import type { FastifyRequest } from 'fastify';
+import { sessionIdOf } from '../../plugins/auth.js';
+import type { RestSession, RestSubscription } from '../../rest-session.js';
 import { ErrorResponses, StatusResponse } from '../../schemas.js';
 import { principalOf, requireDestination, requireDurable, requireSubscribe } from './access.js';
 
@@ -80,7 +82,7 @@ export function subscribeSession(session: RestSession, body: z.infer<typeof Subs
 
 export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => {
   const { rt, sessions } = ctx;
-  const session = (req: Parameters<typeof RestSessions.idOf>[0]) => sessions.get(RestSessions.idOf(req), req.loginSession);
+  const session = (req: FastifyRequest) => sessions.get(sessionIdOf(req), req.loginSession);
   const findSub = (s: RestSession, name: string): RestSubscription => {
     const rs = s.subs.get(name);
     if (!rs || rs.sub.closed) {
