@@ -71,19 +71,24 @@ export function natsTargetOf(config: unknown, dm: DiscoveryManagerConfig): NatsT
 }
 
 class Agent implements DiscoveryAgentLike {
-  private cb: (err: Error) => void = () => {};
+  private cb: ((err: Error) => void) | undefined;
+  private pending: Error | undefined;
   private closing: Promise<void> | undefined;
   constructor(
     readonly mdns: MdnsAgent | undefined,
     readonly nats: NatsAnnouncer | undefined,
     private readonly table: DiscoveredTable,
   ) {
-    const fail = (err: Error) => this.cb(err);
+    const fail = (err: Error) => {
+      if (this.cb) this.cb(err);
+      else this.pending ??= err; // broke between opening and running: reported as soon as the actor listens
+    };
     mdns?.onError(fail);
     nats?.onError(fail);
   }
   onError(cb: (err: Error) => void): void {
     this.cb = cb;
+    if (this.pending) cb(this.pending);
   }
   close(): Promise<void> {
     this.closing ??= (async () => {
@@ -260,6 +265,21 @@ export class DiscoveryService implements Service {
   state(): DiscoveryState {
     const a = this.actor();
     return a ? stateOf(a.getSnapshot()) : 'Stopped';
+  }
+
+  /**
+   * The discovery manager's line in GET /api/v1/server/status (MAPS: OK, WARN "No bound networks" or DISABLED).
+   * Not wired into server.routes.ts yet (outside this area).
+   */
+  subsystemStatus(): { name: string; comment: string; status: 'OK' | 'WARN' | 'STOPPED' | 'DISABLED' } {
+    const name = 'Discovery Manager';
+    if (!this.enabled) return { name, comment: 'disabled (DiscoveryManager.enabled is false)', status: 'DISABLED' };
+    const state = this.state();
+    const ctx = this.actor()?.getSnapshot().context;
+    if (state === 'Started') return { name, comment: `${this.table.size} servers discovered`, status: 'OK' };
+    if (state === 'Failed') return { name, comment: `No bound networks: ${ctx?.lastError ?? 'failed'}; retrying`, status: 'WARN' };
+    if (state === 'Stopped') return { name, comment: 'stopped', status: 'STOPPED' };
+    return { name, comment: state, status: 'WARN' };
   }
 
   /** DiscoveredServersDTO list, optionally filtered by a selector (400 "Invalid filter"). */

@@ -101,7 +101,29 @@ test('discovery - NATS: stopped says goodbye (the peer drops the entry long befo
   assert.deepEqual(commands.map((c) => [c.systemId, c.event, c.outcome]), [['discovery', 'discovery.stop', 'sent']], 'through the command helper');
   await waitUntil(async () => !(await names(a)).includes(b.rt.serverName), 5000, 'goodbye seen');
   assert.deepEqual(await names(b), []);
+  assert.equal(b.rt.service('discovery')!.subsystemStatus().status, 'STOPPED');
+  assert.equal(a.rt.service('discovery')!.subsystemStatus().status, 'OK');
   const s = await b.inject({ method: 'PATCH', url: '/api/v1/server/discovery', payload: { state: 'started' } });
   assert.deepEqual(s.json(), { status: 'Success' });
   await waitUntil(async () => (await names(a)).includes(b.rt.serverName) && (await names(b)).includes(a.rt.serverName), 10000, 'found again');
+});
+
+test('discovery - an interface that does not exist: the manager fails, backs off and keeps retrying (no socket opened), status WARN; stopped ends the retries', async () => {
+  const c = await startServer({ overrides: { DiscoveryManager: { enabled: true, hostnames: 'no-such-if0', retryInitial: 50, retryMax: 200 } } });
+  try {
+    await c.app.listen({ port: 0, host: '127.0.0.1' });
+    const svc = c.rt.service('discovery')!;
+    await waitUntil(() => svc.state() === 'Failed', 10000, 'failed');
+    const st = svc.subsystemStatus();
+    assert.equal(st.status, 'WARN');
+    assert.match(st.comment, /no interface named "no-such-if0"/);
+    const actor = c.rt.actor('discovery', '')!;
+    await waitUntil(() => (actor.getSnapshot().context.attempts ?? 0) >= 3, 10000, 'retried with backoff');
+    assert.deepEqual(await names(c), []);
+    const r = await c.inject({ method: 'PATCH', url: '/api/v1/server/discovery', payload: { state: 'stopped' } });
+    assert.deepEqual([r.statusCode, r.json()], [200, { status: 'Success' }]);
+    assert.equal(svc.state(), 'Stopped');
+  } finally {
+    await c.close();
+  }
 });
