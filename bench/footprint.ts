@@ -4,10 +4,14 @@
  * persistence) and Debian's Mosquitto, each in its own process:
  * - start-up: spawn until the broker is ready (Switchyard: its SWITCHYARD_READY line; the others: the port accepts
  *   an MQTT CONNECT), median of 3 starts;
- * - idle RSS fresh: 3 s after ready;
+ * - idle RSS fresh: 10 s after ready;
  * - idle RSS after a standard light workload: 10 subscribers (QoS 1, one topic each), 10 publishers sending 500
  *   QoS 1 messages of 1 KiB each to them (5 000 messages, all received), 10 retained messages, then every client
- *   disconnects; sampled after 10 s idle. No GC is forced: this is the number `ps` shows.
+ *   disconnects; sampled after 10 s idle. The bench forces no GC: this is the number `ps` shows (Switchyard's own
+ *   idle reclaim, src/runtime/reclaim.ts, runs about 2 s into an idle period after the heap grew).
+ * Each RSS is also given as its anonymous part (RssAnon: heap, stacks, malloc), i.e. without the pages of the
+ * executable and libraries mapped from disk (RssFile), which are shared between processes running the same binary
+ * and which the kernel can drop; for Node the binary alone is about 30-40 MiB of it.
  * Not a test: figures vary with the machine. `npx tsx bench/footprint.ts` alone, or part of `npm run bench`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -37,9 +41,14 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-function rssMiB(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) / 1024 : NaN;
+/** VmRSS and RssAnon of a process, MiB. */
+function rssMiB(pid: number): { rss: number; anon: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (key: string) => {
+    const m = new RegExp(`${key}:\\s+(\\d+) kB`).exec(status);
+    return m ? Number(m[1]) / 1024 : NaN;
+  };
+  return { rss: kb('VmRSS'), anon: kb('RssAnon') };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -156,6 +165,9 @@ export interface FootprintRow {
   startupMs: number;
   freshMiB: number;
   afterMiB: number;
+  /** The anonymous part of each (RssAnon). */
+  freshAnonMiB: number;
+  afterAnonMiB: number;
 }
 
 export async function runFootprintBench(): Promise<FootprintRow[]> {
@@ -167,8 +179,8 @@ export async function runFootprintBench(): Promise<FootprintRow[]> {
   const rows: FootprintRow[] = [];
   for (const s of subjects) {
     const starts: number[] = [];
-    let fresh = NaN;
-    let after = NaN;
+    let fresh = { rss: NaN, anon: NaN };
+    let after = { rss: NaN, anon: NaN };
     for (let round = 0; round < 3; round++) {
       const tmp = mkdtempSync(join(tmpdir(), 'sy-footprint-'));
       try {
@@ -176,7 +188,7 @@ export async function runFootprintBench(): Promise<FootprintRow[]> {
         starts.push(b.startupMs);
         try {
           if (round === 0) {
-            await sleep(3000);
+            await sleep(10000);
             fresh = rssMiB(b.proc.pid!);
             await lightWorkload(b.port);
             await sleep(10000);
@@ -190,12 +202,13 @@ export async function runFootprintBench(): Promise<FootprintRow[]> {
       }
     }
     starts.sort((a, b) => a - b);
-    rows.push({ name: s.name, startupMs: starts[1]!, freshMiB: fresh, afterMiB: after });
+    rows.push({ name: s.name, startupMs: starts[1]!, freshMiB: fresh.rss, afterMiB: after.rss, freshAnonMiB: fresh.anon, afterAnonMiB: after.anon });
   }
   const w = Math.max(...rows.map((r) => r.name.length));
-  process.stdout.write(`${'broker'.padEnd(w)}  start-up (median of 3)  idle RSS fresh  idle RSS after light workload\n`);
+  const both = (rss: number, anon: number) => `${rss.toFixed(1)} MiB (${anon.toFixed(1)})`;
+  process.stdout.write(`${'broker'.padEnd(w)}  start-up (median of 3)  idle RSS fresh (anon)  idle RSS after light workload (anon)\n`);
   for (const r of rows) {
-    process.stdout.write(`${r.name.padEnd(w)}  ${`${r.startupMs.toFixed(0)} ms`.padStart(22)}  ${`${r.freshMiB.toFixed(1)} MiB`.padStart(14)}  ${`${r.afterMiB.toFixed(1)} MiB`.padStart(29)}\n`);
+    process.stdout.write(`${r.name.padEnd(w)}  ${`${r.startupMs.toFixed(0)} ms`.padStart(22)}  ${both(r.freshMiB, r.freshAnonMiB).padStart(21)}  ${both(r.afterMiB, r.afterAnonMiB).padStart(36)}\n`);
   }
   return rows;
 }
