@@ -20,8 +20,9 @@ import { BUILD_DATE, VERSION } from '../runtime/monitor.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
 import { SCHEMA_TOPIC_PREFIX } from '../schemas/registry.js';
 import type { DiscoveryManagerConfig } from './config.js';
-import { MdnsAgent, resolveInterfaces } from './mdns.js';
-import { NatsAnnouncer, type NatsTarget } from './nats.js';
+import { resolveInterfaces } from './interfaces.js';
+import type { MdnsAgent } from './mdns.js';
+import type { NatsAnnouncer, NatsTarget } from './nats.js';
 import { ENDPOINT_TYPES, factsTxt, instanceName, REST_SERVICE_KEY, REST_TYPE, type Advertisement, type AdvertisedService } from './records.js';
 import { DiscoveredTable, type DiscoveredServerDTO } from './table.js';
 
@@ -228,9 +229,10 @@ export class DiscoveryService implements Service {
           const ad = this.advertisement();
           const log = this.rt.log.child({ name: 'discovery' });
           const target = natsTargetOf(this.rt.config, c);
-          const mdns = c.mdns ? new MdnsAgent({ hostnames: c.hostnames, ttl: c.ttl, ownName: this.rt.serverName, table: this.table, log }) : undefined;
+          // bonjour-service and the NATS client load on first use: a broker with discovery off never loads them
+          const mdns = c.mdns ? new (await import('./mdns.js')).MdnsAgent({ hostnames: c.hostnames, ttl: c.ttl, ownName: this.rt.serverName, table: this.table, log }) : undefined;
           const nats = target
-            ? new NatsAnnouncer({ target, subject: c.nats.subject, interval: Math.min(c.nats.interval, Math.floor((c.ttl * 1000) / 3)), ttl: c.ttl, ownName: this.rt.serverName, table: this.table, log })
+            ? new (await import('./nats.js')).NatsAnnouncer({ target, subject: c.nats.subject, interval: Math.min(c.nats.interval, Math.floor((c.ttl * 1000) / 3)), ttl: c.ttl, ownName: this.rt.serverName, table: this.table, log })
             : undefined;
           const agent = new Agent(mdns, nats, this.table);
           try {
