@@ -20,9 +20,10 @@ const NETWORK = `NetworkManager:
       url: ws://127.0.0.1:0/mqtt
       protocolConfigs: [{ type: mqtt }, { type: ws }]
 `;
+// d: every interface ("::", the default; here only loopback exists), TTL 10 s
 const DISCOVERY = `DiscoveryManager:
   enabled: true
-  hostnames: lo
+  hostnames: "::"
   ttl: 10
 `;
 
