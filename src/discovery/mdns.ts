@@ -16,7 +16,11 @@ import type { DiscoveredTable } from './table.js';
  * counts any answer as "heard again" (RFC 6762 §5.2 refreshes at 80 %).
  */
 
+/** Services one browser keeps (bonjour-service's own list); beyond it the one heard longest ago is forgotten. */
+export const MAX_BROWSED = 4096;
+
 interface Known {
+  svc: Service;
   ttl: number;
   type: string;
   instance: string;
@@ -96,7 +100,12 @@ export class MdnsAgent {
     for (const k of this.known.values()) ttl = Math.min(ttl, k.ttl);
     this.refresh = setTimeout(() => {
       if (this.closing) return;
-      for (const inst of this.instances) for (const b of inst.browsers) b.update();
+      for (const inst of this.instances) {
+        for (const b of inst.browsers) {
+          b.expire(); // bonjour-service's own list, by the lastSeen this agent keeps current (its 'down' drops table entries)
+          b.update();
+        }
+      }
       this.opts.table.expire();
       this.schedule();
     }, Math.max(2000, ttl * 400));
@@ -128,7 +137,14 @@ export class MdnsAgent {
 
   private browse(bonjour: Bonjour, type: string): Browser {
     const b = bonjour.find({ type, protocol: 'tcp' });
-    const up = (s: Service) => this.seen(type, s);
+    const up = (s: Service) => {
+      this.seen(type, s);
+      const list = b.services;
+      if (list.length > MAX_BROWSED) {
+        const oldest = list.reduce((o, x) => ((x.lastSeen ?? 0) < (o.lastSeen ?? 0) ? x : o));
+        (b as unknown as { removeService(fqdn: string): void }).removeService(oldest.fqdn);
+      }
+    };
     b.on('up', up);
     b.on('txt-update', up);
     b.on('srv-update', up);
@@ -144,8 +160,8 @@ export class MdnsAgent {
   private seen(type: string, s: Service, ttl?: number): void {
     const addresses = [...(s.addresses ?? [])];
     if (addresses.length === 0 && s.referer?.address) addresses.push(s.referer.address);
-    this.known.set(s.fqdn.toLowerCase(), { ttl: ttl ?? s.ttl ?? this.opts.ttl, type, instance: s.name, port: s.port, addresses, txt: s.txt as Record<string, unknown> | undefined });
-    if (this.known.size > 10000) this.known.delete(this.known.keys().next().value!); // bounded like the table
+    this.known.set(s.fqdn.toLowerCase(), { svc: s, ttl: ttl ?? s.ttl ?? this.opts.ttl, type, instance: s.name, port: s.port, addresses, txt: s.txt as Record<string, unknown> | undefined });
+    if (this.known.size > MAX_BROWSED * BROWSE_TYPES.length) this.known.delete(this.known.keys().next().value!); // bounded like the browsers' lists
     this.record(type, s.name, s.port, addresses, s.txt as Record<string, unknown> | undefined, ttl ?? s.ttl ?? this.opts.ttl);
   }
 
@@ -162,6 +178,8 @@ export class MdnsAgent {
       const k = this.known.get(rr.data.toLowerCase());
       if (!k) continue;
       k.ttl = rr.ttl;
+      k.svc.lastSeen = Date.now(); // bonjour-service never refreshes a known service itself
+      k.svc.ttl = rr.ttl;
       this.record(k.type, k.instance, k.port, k.addresses, k.txt, rr.ttl);
     }
   }
