@@ -133,6 +133,11 @@ export class Engine {
   /** Bumped on every trie change; destinations re-match lazily when their cached generation differs. */
   private trieGen = 0;
   private readonly retainedIndex = new TopicTree<Destination>();
+  /** Federated shared subscriptions (src/links/nats-shares.ts): which groups a link feeds instead of local routing. */
+  private externalShare: ((group: string, filter: string) => boolean) | undefined;
+  /** Set by publishToGroup for the one route it starts. */
+  private onlyGroup: SharedGroup | undefined;
+  private readonly groupListeners = new Set<(event: 'added' | 'removed', group: string, filter: string) => void>();
   private readonly groups = new Map<string, SharedGroup>();
   private readonly subs = new Map<string, Subscription>();
   private readonly sessions = new Map<string, Set<Subscription>>();
@@ -220,6 +225,38 @@ export class Engine {
    * held for durable subscriptions); otherwise returns an already resolved promise. Rejects with a
    * ValidationError (bad name, QoS), NotFoundError (`create: false`), ConflictError (closed) or the store error.
    */
+  /**
+   * Federated shared subscriptions (src/links/nats-shares.ts): a group for which `fn` answers true is *external*,
+   * fed only through publishToGroup (by an integration link), never by local routing. Applied to the existing groups
+   * at once; `undefined` ends it.
+   */
+  setExternalShares(fn: ((group: string, filter: string) => boolean) | undefined): void {
+    this.externalShare = fn;
+    for (const g of this.groups.values()) g.external = fn !== undefined && fn(g.group, g.filter);
+  }
+
+  /** Shared groups appearing (first member) and disappearing (last member); the existing ones are reported as added at once. */
+  onSharedGroup(listener: (event: 'added' | 'removed', group: string, filter: string) => void): () => void {
+    this.groupListeners.add(listener);
+    for (const g of this.groups.values()) listener('added', g.group, g.filter);
+    return () => this.groupListeners.delete(listener);
+  }
+
+  /**
+   * Publish to one shared group only (a message an integration link received for it), never retained. Rejects with
+   * NotFoundError when the group has no member here (the link leaves it unacknowledged for another broker).
+   */
+  publishToGroup(group: string, filter: string, destinationName: string, init: MessageInit, opts?: PublishOptions): Promise<void> {
+    const g = this.groups.get(`${group}\u0000${filter}`);
+    if (g === undefined) return Promise.reject(new NotFoundError(`shared group ${group} on ${filter} has no member`));
+    this.onlyGroup = g;
+    try {
+      return this.publish(destinationName, { ...init, retain: false }, opts);
+    } finally {
+      this.onlyGroup = undefined;
+    }
+  }
+
   publish(destinationName: string, init: MessageInit, opts?: PublishOptions): Promise<void> {
     if (this.closed) return Promise.reject(new ConflictError('the messaging engine is closed'));
     let dest = this.dests.get(destinationName);
@@ -308,16 +345,21 @@ export class Engine {
   private route(dest: Destination, msg: Message): void {
     const routes = this.routesOf(dest);
     let accepted = 0;
+    const only = this.onlyGroup;
+    this.onlyGroup = undefined; // a publish made by a sink during this route routes normally
     // the memo of `authorized` lives for one route only (an ACL may change in between; a sink may publish again)
     const outer = this.routing;
     this.routing = true;
     this.authFn = undefined;
     try {
-      if (dest.overlaps) accepted = this.routeOnce(dest, msg, routes);
+      if (only !== undefined) {
+        if (routes.includes(only) && this.offerGroup(only, dest, msg)) accepted++;
+      } else if (dest.overlaps) accepted = this.routeOnce(dest, msg, routes);
       else {
         for (let i = 0; i < routes.length; i++) {
           const r = routes[i]!;
-          if (r.isGroup ? this.offerGroup(r, dest, msg) : this.offer(r, dest, msg, false)) accepted++;
+          // an external (link-fed) group gets messages only through publishToGroup
+          if (r.isGroup ? !r.external && this.offerGroup(r, dest, msg) : this.offer(r, dest, msg, false)) accepted++;
         }
       }
     } finally {
@@ -424,7 +466,7 @@ export class Engine {
     for (let i = 0; i < routes.length; i++) {
       const r = routes[i]!;
       if (r.isGroup) {
-        if (this.offerGroup(r, dest, msg)) accepted++;
+        if (!r.external && this.offerGroup(r, dest, msg)) accepted++;
         continue;
       }
       if (!r.oneCopyPerSession) {
@@ -1009,9 +1051,11 @@ export class Engine {
       let group = this.groups.get(groupKey);
       if (group === undefined) {
         group = new SharedGroup(shared.group, topicFilter);
+        group.external = this.externalShare !== undefined && this.externalShare(shared.group, topicFilter);
         this.groups.set(groupKey, group);
         this.trie.add(topicFilter, group);
         this.trieGen++;
+        for (const l of this.groupListeners) l('added', shared.group, topicFilter);
       }
       group.members.push(sub);
       sub.group = group;
@@ -1125,6 +1169,7 @@ export class Engine {
           this.groups.delete(`${group.group}\u0000${group.filter}`);
           this.trie.remove(group.filter, group);
           this.trieGen++;
+          for (const l of this.groupListeners) l('removed', group.group, group.filter);
         } else {
           // a shared subscription's undelivered messages go to the remaining members (MQTT 5 §4.8.2)
           for (const [msg, dest] of entries) this.offerGroup(group, dest, msg);

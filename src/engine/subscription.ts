@@ -271,6 +271,8 @@ export class SharedGroup {
   readonly isGroup = true as const;
   readonly members: Subscription[] = [];
   rr = 0;
+  /** Fed by an integration link only, not by local routing (Engine.setExternalShares). */
+  external = false;
 
   constructor(
     readonly group: string,
