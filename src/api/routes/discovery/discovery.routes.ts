@@ -35,14 +35,14 @@ const DiscoveredServersDTO = z
 const tags = ['Discovery Management'];
 
 export const discoveryRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => {
-  if (!ctx.rt.config.RestApi.enableInterfaceManagement) return;
   const { rt } = ctx;
-
-  // the `_maps._tcp` record carries the port the REST API really listens on (RestApi.port 0 picks one)
+  // the `_maps._tcp` record carries the port the REST API really listens on (RestApi.port 0 picks one), also when
+  // the routes below are switched off
   app.server.once('listening', () => {
     const addr = app.server.address();
     if (addr && typeof addr === 'object') rt.service('discovery')?.setRestPort(addr.port);
   });
+  if (!rt.config.RestApi.enableInterfaceManagement) return;
 
   app.get(
     '/api/v1/server/discovery',
