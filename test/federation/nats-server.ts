@@ -33,9 +33,9 @@ export interface NatsServer {
   output(): string;
 }
 
-export async function startNats(opts: { args?: string[]; jetstream?: boolean } = {}): Promise<NatsServer> {
+export async function startNats(opts: { args?: string[]; jetstream?: boolean; port?: number } = {}): Promise<NatsServer> {
   const storeDir = mkdtempSync(join(tmpdir(), 'switchyard-nats-'));
-  const port = await freePort();
+  const port = opts.port ?? (await freePort());
   let proc: ChildProcess | undefined;
   let out = '';
   const launch = async (): Promise<void> => {
