@@ -133,6 +133,7 @@ describe('federation - NATS transport', () => {
     assert.ok(got.every((m) => m.retain));
   });
 
+  // (at QoS 1 the members pull from one durable: how JetStream splits the messages between them is not asserted)
   it('federation - a shared group gets each message once across its members (queue group at QoS 0, one durable at QoS 1)', async () => {
     const a = await transport('A5');
     const m1 = await transport('M1');
@@ -155,7 +156,6 @@ describe('federation - NATS transport', () => {
     assert.equal(q0.M1! + q0.M2!, 2 * n);
     assert.equal(q1.M1! + q1.M2!, 2 * n);
     assert.ok(q0.M1! > 0 && q0.M2! > 0, `both members get some: ${JSON.stringify(q0)}`);
-    assert.ok(q1.M1! > 0 && q1.M2! > 0, `both members get some: ${JSON.stringify(q1)}`);
   });
 
   it('federation - topics with no subject form are refused and counted', async () => {
@@ -191,7 +191,7 @@ describe('federation - NATS transport', () => {
       await waitUntil(() => events.includes('disconnected'), 10000, 'disconnected');
       await assert.rejects(t.send(msg('loss/t', 'x')));
       await t.close();
-      assert.deepEqual(events, ['disconnected']);
+      assert.equal(events.filter((e) => e === 'disconnected').length, 1, events.join(', '));
     } finally {
       await other.dispose();
     }
