@@ -67,6 +67,14 @@ describe('federation - two brokers over NATS', () => {
       }
     }
     // each broker saw its own messages come back from NATS and dropped them
+    await waitUntil(
+      async () => {
+        const [x, y] = [await linkStatus(a), await linkStatus(b)];
+        return x.loopsDropped === x.messagesSent && y.loopsDropped === y.messagesSent;
+      },
+      10000,
+      'own messages back from NATS',
+    );
     const sa = await linkStatus(a);
     const sb = await linkStatus(b);
     assert.equal(sa.loopsDropped, sa.messagesSent, `A dropped all of its own: ${JSON.stringify(sa)}`);
