@@ -123,7 +123,9 @@ describe('selector model functions in the broker', () => {
   let s: TestServer;
   const TRAINING = 256;
   before(async () => {
-    s = await startServer({ auth: false, dataDir, overrides: { MessageDaemon: { modelStore: { trainingSamples: TRAINING } } } });
+    // the subscriber collects every outlier of one topic: RestApi.maxEventsPerDestination (MAPS: 10 per destination,
+    // oldest dropped) is raised so the REST buffer keeps them all
+    s = await startServer({ auth: false, dataDir, overrides: { MessageDaemon: { modelStore: { trainingSamples: TRAINING } }, RestApi: { maxEventsPerDestination: 100000 } } });
   });
   after(async () => {
     await s?.close();
