@@ -37,9 +37,10 @@ export interface Mosquitto {
 
 /**
  * A real mosquitto on `port` of 127.0.0.1 with its own configuration and persistence directory under `dir` (the same
- * `dir` and port after a stop gives the same broker back, sessions and queued messages included).
+ * `dir` and port after a stop gives the same broker back, sessions and queued messages included). `listenerOptions`
+ * are lines for its listener (certfile, keyfile for TLS).
  */
-export async function startMosquitto(dir: string, port: number): Promise<Mosquitto> {
+export async function startMosquitto(dir: string, port: number, listenerOptions: string[] = []): Promise<Mosquitto> {
   mkdirSync(dir, { recursive: true });
   // mosquitto started as root drops to the user mosquitto, which must reach this dir and write its persistence file
   chmodSync(dir, 0o777);
@@ -49,6 +50,7 @@ export async function startMosquitto(dir: string, port: number): Promise<Mosquit
     conf,
     [
       `listener ${port} 127.0.0.1`,
+      ...listenerOptions,
       'allow_anonymous true',
       'persistence true',
       `persistence_location ${dir}/`,
