@@ -124,7 +124,7 @@ export function maskSecrets(value: unknown): unknown {
   if (value && typeof value === 'object') {
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value)) {
-      out[k] = /pass(word|phrase)?|secret|token|privatekey|credential/i.test(k) && v !== null && typeof v !== 'object' && v !== '' ? '********' : maskSecrets(v);
+      out[k] = /pass(word|phrase)?|secret|token|privatekey|credential|hexkey|apikey/i.test(k) && v !== null && typeof v !== 'object' && v !== '' ? '********' : maskSecrets(v);
     }
     return out;
   }

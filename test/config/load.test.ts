@@ -80,5 +80,7 @@ describe('configuration', () => {
       password: '********',
       nested: { tokenSecret: '********', list: [{ passphrase: '********' }] },
     });
+    // a LoRa radio's hexKey (LoRaDeviceManager) is a secret too
+    assert.deepEqual(maskSecrets({ data: [{ name: 'radio', hexKey: '00112233', frequency: 868.1 }] }), { data: [{ name: 'radio', hexKey: '********', frequency: 868.1 }] });
   });
 });
