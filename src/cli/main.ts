@@ -354,7 +354,7 @@ async function status(v: Values): Promise<number> {
     const info = await call(r, 'GET', '/api/v1/server/details/info');
     if (info.status === 200) Object.assign(report, { serverName: info.json.serverName, version: info.json.version, uptimeSeconds: Math.round(info.json.uptime / 1000), connections: info.json.connections, destinations: info.json.destinations });
     const ifs = await call(r, 'GET', '/api/v1/server/interfaces');
-    if (ifs.status === 200) report.endpoints = (ifs.json as Array<{ name: string; state: string; port: number; host: string }>).map((e) => ({ name: e.name, state: e.state, address: e.host.startsWith("serial:") ? e.host : `${e.host}:${e.port}` }));
+    if (ifs.status === 200) report.endpoints = (ifs.json as Array<{ name: string; state: string; port: number; host: string }>).map((e) => ({ name: e.name, state: e.state, address: e.host.startsWith('serial:') ? e.host : `${e.host}:${e.port}` }));
   }
   if (v.json) out(JSON.stringify(report, null, 2));
   else {
