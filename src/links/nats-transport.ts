@@ -243,6 +243,7 @@ export class NatsTransport implements LinkTransport {
   private readonly opts: ReturnType<typeof natsOptions>;
   private readonly stats = { refused: 0, duplicatesDropped: 0 };
   private readonly clientName: string;
+  private warnedNoRetained = false;
 
   constructor(
     private readonly link: NatsLinkConfig,
@@ -444,9 +445,27 @@ export class NatsTransport implements LinkTransport {
     if (!ack.stream) throw new Error(`JetStream did not store ${subject}`);
   }
 
+  /**
+   * The retained copy in SY_RETAINED. Without JetStream on the server (a QoS 0 federation on a plain nats-server)
+   * retained messages still cross live, but are not kept for brokers that join later (warned once). Another failure
+   * fails a QoS >= 1 send (retried from the outbox); a QoS 0 one goes on without its retained copy.
+   */
   private async storeRetained(subject: string, msg: NatsLinkMessage, h: MsgHdrs): Promise<void> {
-    await this.retained();
-    await this.js!.publish(RETAINED_PREFIX + subject, msg.payload, { headers: h, timeout: 5000, ...(msg.id ? { msgID: `r:${msg.id}` } : {}) });
+    try {
+      await this.retained();
+    } catch (err) {
+      if (!this.warnedNoRetained) {
+        this.warnedNoRetained = true;
+        this.ctx.log.warn({ err: reasonOf(err) }, 'retained messages are not kept on NATS (no JetStream): they cross live only');
+      }
+      if (/JetStream is not available/.test(reasonOf(err)) || msg.qos === 0) return;
+      throw err;
+    }
+    try {
+      await this.js!.publish(RETAINED_PREFIX + subject, msg.payload, { headers: h, timeout: 5000, ...(msg.id ? { msgID: `r:${msg.id}` } : {}) });
+    } catch (err) {
+      if (msg.qos !== 0) throw err;
+    }
   }
 
   async receive(opts: ReceiveOptions, handler: ReceiveHandler): Promise<void> {
@@ -637,7 +656,11 @@ export class NatsTransport implements LinkTransport {
     this.closing = true;
     const receives = this.receives.splice(0);
     await Promise.all(receives.map((r) => r.stop().catch(() => undefined)));
-    if (this.nc && !this.nc.isClosed()) await this.nc.close().catch(() => undefined);
+    if (this.nc && !this.nc.isClosed()) {
+      // acknowledgements already given go out before the connection closes (at most 1 s)
+      await Promise.race([this.nc.flush().catch(() => undefined), new Promise((r) => setTimeout(r, 1000))]);
+      await this.nc.close().catch(() => undefined);
+    }
   }
 }
 

@@ -114,8 +114,10 @@ describe('federation - NATS transport', () => {
     const b2 = await transport('B3');
     const later: string[] = [];
     await b2.receive({ filter: 'away/#', qos: 1, durableName: 'b-away' }, async (m) => void later.push(m.payload.toString()));
-    await waitUntil(() => later.length === 20, 10000, 'the 20 messages sent while away');
-    assert.deepEqual(later, Array.from({ length: 20 }, (_, i) => `m${i + 1}`));
+    // (m0 may come again if its acknowledgement did not reach NATS before the close: at least once)
+    const away = () => later.filter((p) => p !== 'm0');
+    await waitUntil(() => away().length >= 20, 20000, 'the 20 messages sent while away');
+    assert.deepEqual(away(), Array.from({ length: 20 }, (_, i) => `m${i + 1}`));
   });
 
   it('federation - the retained set is handed over when receiving starts; an empty payload clears', async () => {
@@ -177,6 +179,25 @@ describe('federation - NATS transport', () => {
       await right.close();
     } finally {
       await secured.dispose();
+    }
+  });
+
+  it('federation - without JetStream, QoS 0 (retained too) still crosses; QoS 1 is not taken and says why', async () => {
+    const plain = await startNats({ jetstream: false });
+    try {
+      const a = createNatsTransport({ name: 'nojs', url: plain.url }, { serverId: 'NA', log });
+      const b = createNatsTransport({ name: 'nojs', url: plain.url }, { serverId: 'NB', log });
+      open.push(a, b);
+      await a.connect();
+      await b.connect();
+      const got: LinkMessage[] = [];
+      await b.receive({ filter: 'nojs/#', qos: 0, durableName: 'nb' }, async (m) => void got.push(m));
+      await a.send(msg('nojs/t', 'kept live', { qos: 0, retain: true }));
+      await waitUntil(() => got.length === 1, 10000, 'the retained QoS 0 message');
+      assert.equal(got[0]!.retain, true);
+      await assert.rejects(a.send(msg('nojs/t', 'q1')), /JetStream is not available/);
+    } finally {
+      await plain.dispose();
     }
   });
 
