@@ -414,6 +414,8 @@ export class Engine {
     const routes = this.routesOf(dest);
     for (let i = 0; i < routes.length; i++) {
       const r = routes[i]!;
+      // only the routes this message will take: one group for publishToGroup, no external group otherwise
+      if (this.onlyGroup !== undefined ? r !== this.onlyGroup : r.isGroup && r.external) continue;
       if (!r.isGroup) {
         if (this.fullFor(r, dest, msg) && !(r.noLocal && msg.origin !== undefined && msg.origin === r.sessionId)) {
           r.messagesRefused++;

@@ -42,4 +42,14 @@ describe('federation - engine hook for shared groups fed by a link', () => {
     assert.equal([...texts(m1.got), ...texts(m2.got)].filter((t) => t === 'local again').length, 1, 'not external any more: fed locally');
     await engine.close();
   });
+
+  it('federation - a full member of an external group refuses only what is handed to that group', async () => {
+    const engine = new Engine();
+    engine.setExternalShares(() => true);
+    engine.subscribe({ sessionId: 'f', filter: '$share/full/fed/#', qos: 1, sink: pushSink(0), refuseWhenFull: true, maxDepth: 1 });
+    await engine.publishToGroup('full', 'fed/#', 'fed/x', { payload: Buffer.from('1'), qos: 1 }); // held: the member is now full
+    await engine.publish('fed/x', { payload: Buffer.from('2'), qos: 1 }); // not for the group: not refused because of it
+    await assert.rejects(engine.publishToGroup('full', 'fed/#', 'fed/x', { payload: Buffer.from('3'), qos: 1 }), /Quota exceeded/);
+    await engine.close();
+  });
 });
