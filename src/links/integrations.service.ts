@@ -202,14 +202,6 @@ export class IntegrationsService implements Service {
     const m = this.manager!;
     m.sample(entry);
     const c = entry.counters;
-    const r = entry.rates;
-    const rec = (name: string, unitName: string, rate: { current: number; avgs: number[] }) => ({
-      name,
-      unitName,
-      timeSpan: 60000,
-      current: rate.current,
-      stats: { '1 minute': round(rate.avgs[0]!), '5 minutes': round(rate.avgs[1]!), '15 minutes': round(rate.avgs[2]!) },
-    });
     return {
       interfaceName: entry.name,
       bytesSent: c.bytesSent,
@@ -220,17 +212,31 @@ export class IntegrationsService implements Service {
       lastReadTime: c.lastReadTime,
       lastWriteTime: c.lastWriteTime,
       state: this.connectionState(entry),
-      statistics: {
-        'Messages Sent': rec('Messages Sent', 'Messages/s', r.messagesSent),
-        'Messages Received': rec('Messages Received', 'Messages/s', r.messagesReceived),
-        'Bytes Sent': rec('Bytes Sent', 'Bytes/s', r.bytesSent),
-        'Bytes Received': rec('Bytes Received', 'Bytes/s', r.bytesReceived),
-      },
+      // the service specification: "statistics (string holding JSON-encoded metrics)"
+      statistics: JSON.stringify(this.statistics(entry)),
       runState: this.runState(entry),
       outbox: m.outboxDepth(entry),
       loopsDropped: c.loopsDropped,
       refused: c.refused,
       lastError: entry.lastError ?? '',
+    };
+  }
+
+  /** The link's moving averages as LinkedMovingAverageRecordDTOs keyed by name (call after `manager.sample`). */
+  private statistics(entry: LinkEntry) {
+    const r = entry.rates;
+    const rec = (name: string, unitName: string, rate: { current: number; avgs: number[] }) => ({
+      name,
+      unitName,
+      timeSpan: 60000,
+      current: rate.current,
+      stats: { '1 minute': round(rate.avgs[0]!), '5 minutes': round(rate.avgs[1]!), '15 minutes': round(rate.avgs[2]!) },
+    });
+    return {
+      'Messages Sent': rec('Messages Sent', 'Messages/s', r.messagesSent),
+      'Messages Received': rec('Messages Received', 'Messages/s', r.messagesReceived),
+      'Bytes Sent': rec('Bytes Sent', 'Bytes/s', r.bytesSent),
+      'Bytes Received': rec('Bytes Received', 'Bytes/s', r.bytesReceived),
     };
   }
 
@@ -268,6 +274,7 @@ export class IntegrationsService implements Service {
   interfaceStatuses() {
     return this.entries().map((e) => {
       const s = this.status(e);
+      const statistics = this.statistics(e);
       return {
         interfaceName: `integration:${e.name}`,
         totalBytesSent: s.bytesSent,
@@ -280,7 +287,7 @@ export class IntegrationsService implements Service {
         messagesReceived: e.rates.messagesReceived.current,
         connections: s.state === 'Established' ? 1 : 0,
         errors: s.errors,
-        statistics: s.statistics,
+        statistics,
         state: s.state,
       };
     });

@@ -64,7 +64,10 @@ describe('integration routes', () => {
   test('links - GET /integrations lists IntegrationInfoDTO with the password masked; filter on state and config#name; bad filter 400', async () => {
     const all = await get('/api/v1/server/integrations');
     assert.equal(all.status, 200);
-    const list = all.body as Array<{ config: { name: string; authConfig?: { password?: string } }; state: string }>;
+    // the service specification: an object with `data` (the list) and `globalConfig`
+    assert.deepEqual(Object.keys(all.body as object).sort(), ['data', 'globalConfig']);
+    assert.equal(typeof (all.body as unknown as { globalConfig: { inFlight: number } }).globalConfig.inFlight, 'number');
+    const list = (all.body as unknown as { data: unknown }).data as Array<{ config: { name: string; authConfig?: { password?: string } }; state: string }>;
     assert.deepEqual(list.map((i) => [i.config.name, i.state]), [
       ['Site-B', 'Started'],
       ['idle', 'Stopped'],
@@ -74,9 +77,9 @@ describe('integration routes', () => {
     assert.ok(!JSON.stringify(list).includes('secret-password'));
 
     const started = await get(`/api/v1/server/integrations?filter=${encodeURIComponent("state = 'started'")}`);
-    assert.deepEqual((started.body as Array<{ config: { name: string } }>).map((i) => i.config.name), ['Site-B']);
+    assert.deepEqual((started.body as unknown as { data: Array<{ config: { name: string } }> }).data.map((i) => i.config.name), ['Site-B']);
     const byName = await get(`/api/v1/server/integrations?filter=${encodeURIComponent("config#name = 'idle'")}`);
-    assert.deepEqual((byName.body as Array<{ config: { name: string } }>).map((i) => i.config.name), ['idle']);
+    assert.deepEqual((byName.body as unknown as { data: Array<{ config: { name: string } }> }).data.map((i) => i.config.name), ['idle']);
     for (const bad of ['state = ', "state = 'x' AND", '(((', '']) {
       const r = await get(`/api/v1/server/integrations?filter=${encodeURIComponent(bad)}`);
       assert.equal(r.status, 400, bad);
@@ -94,7 +97,8 @@ describe('integration routes', () => {
     assert.equal(st.runState, 'Started');
     assert.match(String(st.lastError), /ECONNREFUSED|connect/i);
     assert.ok((st.errors as number) >= 1);
-    const stats = st.statistics as Record<string, { name: string; unitName: string; stats: Record<string, number> }>;
+    assert.equal(typeof st.statistics, 'string', 'statistics is a string holding JSON (service specification)');
+    const stats = JSON.parse(st.statistics as string) as Record<string, { name: string; unitName: string; stats: Record<string, number> }>;
     assert.ok(stats['Messages Sent'] && stats['Messages Sent'].unitName === 'Messages/s');
 
     await until(async () => (await s.app.inject({ url: '/health' })).body === 'Warning', 5000, '/health Warning');
@@ -105,12 +109,12 @@ describe('integration routes', () => {
     assert.equal(integ.status, 'WARN');
     assert.match(integ.comment, /integration:Site-B/);
 
-    const all = (await get('/api/v1/server/integrations/status')).body as Array<{ interfaceName: string; state: string }>;
+    const all = ((await get('/api/v1/server/integrations/status')).body as unknown as { list: Array<{ interfaceName: string; state: string }> }).list;
     assert.deepEqual(all.map((x) => [x.interfaceName, x.state]), [
       ['Site-B', 'Delayed'],
       ['idle', 'Shutdown'],
     ]);
-    const filtered = (await get(`/api/v1/server/integrations/status?filter=${encodeURIComponent("state = 'shutdown'")}`)).body as Array<{ interfaceName: string }>;
+    const filtered = ((await get(`/api/v1/server/integrations/status?filter=${encodeURIComponent("state = 'shutdown'")}`)).body as unknown as { list: Array<{ interfaceName: string }> }).list;
     assert.deepEqual(filtered.map((x) => x.interfaceName), ['idle']);
   });
 
@@ -157,9 +161,9 @@ describe('integration routes', () => {
 
   test('links - PATCH all: stopped then started; unknown action 400', async () => {
     assert.deepEqual(await patch('/api/v1/server/integrations', { state: 'Stopped' }), { status: 200, body: { status: 'Success' } });
-    const list = (await get('/api/v1/server/integrations')).body as Array<{ state: string }>;
+    const list = ((await get('/api/v1/server/integrations')).body as unknown as { data: Array<{ state: string }> }).data;
     assert.deepEqual(list.map((i) => i.state), ['Stopped', 'Stopped']);
-    const st = (await get('/api/v1/server/integrations/status')).body as Array<{ state: string }>;
+    const st = ((await get('/api/v1/server/integrations/status')).body as unknown as { list: Array<{ state: string }> }).list;
     assert.deepEqual(st.map((i) => i.state), ['Shutdown', 'Shutdown']);
     assert.equal((await s.app.inject({ url: '/health' })).body, 'Ok', 'a stopped link is no warning');
     const bad = await patch('/api/v1/server/integrations', { state: 'restart' });
@@ -167,13 +171,13 @@ describe('integration routes', () => {
     assert.match(bad.body.status, /^Unknown action/);
     assert.equal((await patch('/api/v1/server/integrations', {})).body.status, 'State is required');
     assert.deepEqual(await patch('/api/v1/server/integrations', { state: 'STARTED' }), { status: 200, body: { status: 'Success' } });
-    const again = (await get('/api/v1/server/integrations')).body as Array<{ state: string }>;
+    const again = ((await get('/api/v1/server/integrations')).body as unknown as { data: Array<{ state: string }> }).data;
     assert.deepEqual(again.map((i) => i.state), ['Started', 'Started']);
   });
 
   test('links - a server restart brings the links back with their configuration', async () => {
     await s.rt.restart();
-    const list = (await get('/api/v1/server/integrations')).body as Array<{ config: { name: string }; state: string }>;
+    const list = ((await get('/api/v1/server/integrations')).body as unknown as { data: Array<{ config: { name: string }; state: string }> }).data;
     assert.deepEqual(list.map((i) => [i.config.name, i.state]), [
       ['Site-B', 'Started'],
       ['idle', 'Stopped'],

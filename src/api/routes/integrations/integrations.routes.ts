@@ -13,8 +13,6 @@ import { EndPointSummaryDTO } from '../interfaces/interfaces.routes.js';
  * cached: a state change is visible in the next answer (MAPS serves stale state from its cache). Registered when
  * RestApi.enableInterfaceManagement (default true), as MAPS does.
  */
-const Record = z.object({ name: z.string(), unitName: z.string(), timeSpan: z.number().int(), current: z.number(), stats: z.record(z.string(), z.number()) });
-
 const IntegrationInfoDTO = z
   .object({
     config: z.record(z.string(), z.unknown()).describe('EndPointConnectionServerConfigDTO (authConfig.password masked)'),
@@ -33,7 +31,7 @@ const IntegrationStatusDTO = z
     lastReadTime: z.number().int(),
     lastWriteTime: z.number().int(),
     state: z.string().describe('connection state: Disconnected, Connecting, Connected, Establishing, Established, Delayed (backing off), Shutdown (stopped)'),
-    statistics: z.record(z.string(), Record),
+    statistics: z.string().describe('JSON-encoded moving averages (as the service specification has it): an object of LinkedMovingAverageRecordDTO {name, unitName, timeSpan, current, stats} keyed by name'),
     runState: z.string().describe('Switchyard extension: Started, Stopped or Paused'),
     outbox: z.number().int().describe('Switchyard extension: messages waiting in the persistent outbox (push linkConfigs)'),
     loopsDropped: z.number().int().describe('Switchyard extension: received messages that originated on this broker, dropped'),
@@ -41,6 +39,13 @@ const IntegrationStatusDTO = z
     lastError: z.string().describe("Switchyard extension: the link's last error ('' when none)"),
   })
   .meta({ id: 'IntegrationStatusDTO' });
+
+/** The service specification: "All inter-server configurations: object with `data` (array) and `globalConfig` (object)". */
+const IntegrationList = z
+  .object({ data: z.array(IntegrationInfoDTO), globalConfig: z.record(z.string(), z.unknown()).describe('NetworkConnectionManager.globalConfig') })
+  .meta({ id: 'IntegrationInfoList' });
+/** The service specification: "All inter-server status: object with `list` (array)". */
+const IntegrationStatusList = z.object({ list: z.array(IntegrationStatusDTO) }).meta({ id: 'IntegrationStatusList' });
 
 const RequestedAction = z.object({ state: z.string().optional() });
 const NameParam = z.object({ name: z.string().describe('integration name (case-insensitive)') });
@@ -77,16 +82,17 @@ export const integrationRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, 
         summary: 'Get all inter-server connections',
         description: "filter: a selector over IntegrationInfoDTO, e.g. state = 'Paused' or config#name = 'site-b' (case-insensitive values).",
         querystring: FilterQuery,
-        response: { 200: z.array(IntegrationInfoDTO), ...ErrorResponses },
+        response: { 200: IntegrationList, ...ErrorResponses },
       },
     },
     async (req) => {
       const f = filterOf(req.query.filter);
       const svc = integrationsOf(rt);
-      return svc
+      const data = svc
         .entries()
         .map((e) => svc.info(e))
         .filter((i) => !f || f.matches(i));
+      return { data, globalConfig: { ...rt.config.NetworkConnectionManager.globalConfig } };
     },
   );
 
@@ -111,16 +117,17 @@ export const integrationRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, 
         summary: 'Get all inter-server status',
         description: "filter: a selector over IntegrationStatusDTO, e.g. state = 'Established'.",
         querystring: FilterQuery,
-        response: { 200: z.array(IntegrationStatusDTO), ...ErrorResponses },
+        response: { 200: IntegrationStatusList, ...ErrorResponses },
       },
     },
     async (req) => {
       const f = filterOf(req.query.filter);
       const svc = integrationsOf(rt);
-      return svc
+      const list = svc
         .entries()
         .map((e) => svc.status(e))
         .filter((s) => !f || f.matches(s));
+      return { list };
     },
   );
 
