@@ -113,6 +113,9 @@ describe('route table enforcement', () => {
     assert.deepEqual(doc.paths['/api/v1/auth/users/{userUuid}'].delete['x-required-permission'], { permission: 'manage_authentication', resourceType: 'Server' });
     assert.deepEqual(doc.paths['/api/v1/ping'].get.security, []);
     assert.equal(doc.paths['/api/v1/ping'].get['x-required-permission'], undefined);
+    assert.deepEqual(stats.security, [{ basicAuth: [] }, { authScheme: [] }, { cookieAuth: [] }]);
+    // the service specification: "Discovery of servers lists only basicAuth as its scheme"
+    assert.deepEqual(doc.paths['/api/v1/server/discovery'].get.security, [{ basicAuth: [] }]);
     for (const r of routes.filter((x) => x.need)) {
       const op = doc.paths[r.url.replace(/:([A-Za-z0-9_]+)/g, '{$1}')]?.[r.method.toLowerCase()];
       if (!op) continue; // hidden from the document (WADL)

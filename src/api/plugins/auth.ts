@@ -274,7 +274,8 @@ export function annotateOpenApi(doc: Record<string, unknown>, routes: RouteOptio
       if (!op) continue;
       if (need) {
         op['x-required-permission'] = { permission: need.permission, resourceType: need.resourceType };
-        op.security = [{ basicAuth: [] }, { authScheme: [] }, { cookieAuth: [] }];
+        // the service specification: "Discovery of servers lists only basicAuth as its scheme"
+        op.security = path === '/api/v1/server/discovery' && m === 'GET' ? [{ basicAuth: [] }] : [{ basicAuth: [] }, { authScheme: [] }, { cookieAuth: [] }];
       } else {
         op.security = [];
       }
