@@ -270,8 +270,8 @@ export class DiscoveryService implements Service {
   }
 
   /**
-   * The discovery manager's line in GET /api/v1/server/status (MAPS: OK, WARN "No bound networks" or DISABLED).
-   * Not wired into server.routes.ts yet (outside this area).
+   * The discovery manager's line in GET /api/v1/server/status (MAPS: OK, WARN "No bound networks" or DISABLED);
+   * src/runtime/monitor.ts adds it to the subsystem list.
    */
   subsystemStatus(): { name: string; comment: string; status: 'OK' | 'WARN' | 'STOPPED' | 'DISABLED' } {
     const name = 'Discovery Manager';

@@ -96,6 +96,9 @@ export function subsystemStatus(rt: Runtime, extra: SubSystemStatus[] = []): Sub
     }
     list.push(st);
   }
+  // the discovery manager's own line (MAPS: OK, WARN "No bound networks: …", STOPPED or DISABLED)
+  const discovery = rt.service('discovery');
+  if (discovery) list.push(discovery.subsystemStatus());
   return [...list, ...extra];
 }
 
