@@ -33,6 +33,16 @@ export const META_HOPS = 'sy.hops';
 
 /** The part of a namespace before its first wildcard level: `a/b/#` → `a/b/`, `a/+/c` → `a/`, `#` → '', `a/b` → `a/b`. */
 export function namespacePrefix(ns: string): string {
+  const hit = prefixCache.get(ns);
+  if (hit !== undefined) return hit;
+  const p = computePrefix(ns);
+  if (prefixCache.size < 1024) prefixCache.set(ns, p); // namespaces come from link configs: a few; capped anyway
+  return p;
+}
+
+const prefixCache = new Map<string, string>();
+
+function computePrefix(ns: string): string {
   const levels = ns.split('/');
   const i = levels.findIndex((l) => l === '+' || l === '#');
   if (i < 0) return ns;

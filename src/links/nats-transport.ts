@@ -38,7 +38,7 @@
  * derived ones).
  */
 import { createHash } from 'node:crypto';
-import { connect, headers as natsHeaders, nanos, type MsgHdrs, type NatsConnection, type Subscription, type Msg } from '@nats-io/transport-node';
+import { connect, createInbox, headers as natsHeaders, nanos, type MsgHdrs, type NatsConnection, type Subscription, type Msg } from '@nats-io/transport-node';
 import {
   AckPolicy,
   DeliverPolicy,
@@ -90,6 +90,8 @@ export const RETAINED_PREFIX = '$SY.retained.';
 const GiB = 1024 * 1024 * 1024;
 const DEDUP_IDS = 65536;
 const MAX_STREAMS = 100;
+/** How long a JetStream publish waits for its PubAck (ms). */
+const PUBACK_TIMEOUT = 5000;
 
 export const H = {
   contentType: 'Content-Type',
@@ -244,6 +246,11 @@ export class NatsTransport implements LinkTransport {
   private readonly stats = { refused: 0, duplicatesDropped: 0 };
   private readonly clientName: string;
   private warnedNoRetained = false;
+  /** Pipelined JetStream publishes awaiting their PubAck (see jsPublish). */
+  private pubInbox?: string;
+  private pubSeq = 0;
+  private readonly pubPending = new Map<string, { resolve(): void; reject(err: Error): void; deadline: number; subject: string }>();
+  private pubSweep?: NodeJS.Timeout;
 
   constructor(
     private readonly link: NatsLinkConfig,
@@ -437,12 +444,73 @@ export class NatsTransport implements LinkTransport {
       return;
     }
     await this.streamFor(subject);
-    const ack = await this.js!.publish(subject, msg.payload, {
-      headers: h,
-      ...(msg.id ? { msgID: msg.id } : {}),
-      timeout: 5000,
+    if (msg.id) h.set(H.msgId, msg.id);
+    await this.jsPublish(nc, subject, msg.payload, h);
+  }
+
+  /**
+   * A JetStream publish: a core publish with a reply subject under one inbox subscription of this connection,
+   * resolved by the PubAck (`{"stream":..,"seq":..}`), rejected by an error reply (`{"error":..}`), a 503 (no stream
+   * captures the subject), after PUBACK_TIMEOUT, or when the connection closes. What nats.js `js.publish()` does, less
+   * its per-call request/timer machinery, which cost ~4x the CPU per message (bench/federation). At most
+   * `inFlight` of the link are pending (the link manager's window), so the map is bounded by it.
+   */
+  private jsPublish(nc: NatsConnection, subject: string, payload: Uint8Array, h: MsgHdrs): Promise<void> {
+    if (!this.pubInbox) {
+      const inbox = createInbox();
+      this.pubInbox = inbox + '.';
+      nc.subscribe(`${inbox}.*`, {
+        callback: (err, m: Msg) => {
+          if (err) return;
+          const p = this.pubPending.get(m.subject);
+          if (!p) return; // late (timed out) reply
+          this.pubPending.delete(m.subject);
+          if (m.headers?.hasError || m.data.length === 0) {
+            const code = m.headers?.code ?? 0;
+            p.reject(new Error(code === 503 ? `no JetStream stream captures ${p.subject}` : `JetStream publish ${p.subject}: ${m.headers?.description || code}`));
+            return;
+          }
+          let ack: { stream?: string; error?: { description?: string } };
+          try {
+            ack = JSON.parse(Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength).toString()) as typeof ack;
+          } catch {
+            p.reject(new Error(`JetStream publish ${p.subject}: unreadable PubAck`));
+            return;
+          }
+          if (ack.error) p.reject(new Error(`JetStream publish ${p.subject}: ${ack.error.description ?? 'error'}`));
+          else if (!ack.stream) p.reject(new Error(`JetStream did not store ${p.subject}`));
+          else p.resolve();
+        },
+      });
+      this.pubSweep = setInterval(() => {
+        const now = Date.now();
+        for (const [k, p] of this.pubPending) {
+          if (p.deadline > now) break; // insertion order = deadline order
+          this.pubPending.delete(k);
+          p.reject(new Error(`JetStream publish ${p.subject}: no PubAck within ${PUBACK_TIMEOUT / 1000} s`));
+        }
+      }, 250);
+      this.pubSweep.unref();
+      void nc.closed().then(() => this.failPending('NATS connection closed'));
+    }
+    const reply = this.pubInbox + (this.pubSeq++).toString(36);
+    return new Promise<void>((resolve, reject) => {
+      this.pubPending.set(reply, { resolve, reject, deadline: Date.now() + PUBACK_TIMEOUT, subject });
+      try {
+        nc.publish(subject, payload, { headers: h, reply });
+      } catch (err) {
+        this.pubPending.delete(reply);
+        reject(err as Error);
+      }
     });
-    if (!ack.stream) throw new Error(`JetStream did not store ${subject}`);
+  }
+
+  private failPending(reason: string): void {
+    if (this.pubSweep) clearInterval(this.pubSweep);
+    this.pubSweep = undefined;
+    const pending = [...this.pubPending.values()];
+    this.pubPending.clear();
+    for (const p of pending) p.reject(new Error(`JetStream publish ${p.subject}: ${reason}`));
   }
 
   /**
@@ -661,6 +729,7 @@ export class NatsTransport implements LinkTransport {
       await Promise.race([this.nc.flush().catch(() => undefined), new Promise((r) => setTimeout(r, 1000))]);
       await this.nc.close().catch(() => undefined);
     }
+    this.failPending('transport closed');
   }
 }
 
