@@ -1,11 +1,21 @@
 import type { Runtime, Service } from '../runtime/runtime.js';
 import { SchemaRegistry, type Enforcement } from './registry.js';
 
-const registries = new WeakMap<Runtime, SchemaRegistry>();
+/** The schemas service as other code finds it: `rt.service('schemas').registry` (typed registry entry, no WeakMap). */
+export interface SchemasService extends Service {
+  /** Made at the first boot and kept across restarts of the server tree. */
+  registry: SchemaRegistry | undefined;
+}
+
+declare module '../runtime/runtime.js' {
+  interface RuntimeServices {
+    schemas: SchemasService;
+  }
+}
 
 /** The schema registry of a runtime (made by `schemasService`); undefined before its first boot. */
 export function schemaRegistryOf(rt: Runtime): SchemaRegistry | undefined {
-  return registries.get(rt);
+  return rt.service('schemas')?.registry;
 }
 
 /**
@@ -13,12 +23,13 @@ export function schemaRegistryOf(rt: Runtime): SchemaRegistry | undefined {
  * sublevel), attaches to the engine at every boot (binds destinations, publishes `$schema/<destination>` retained),
  * follows new destinations, and detaches on stop. Registered after the messaging service.
  */
-export function schemasService(): Service {
+export function schemasService(): SchemasService {
   let onCreated: ((name: string) => void) | undefined;
-  return {
+  const service: SchemasService = {
     name: 'schemas',
+    registry: undefined,
     async start(rt: Runtime) {
-      let reg = registries.get(rt);
+      let reg = service.registry;
       if (!reg) {
         const dm = rt.config.DestinationManager;
         const perDest = new Map<string, Enforcement>();
@@ -32,7 +43,7 @@ export function schemasService(): Service {
             log.warn({ destination, schemaId, problem, suppressed }, `payload does not match schema ${schemaId} of ${destination}: ${problem}`),
         });
         await reg.load((id, err) => log.error({ err, schemaId: id }, 'stored schema does not compile any more; skipped'));
-        registries.set(rt, reg);
+        service.registry = reg;
         log.info({ schemas: reg.size }, 'schemas loaded');
       }
       reg.attach(rt.engine);
@@ -43,7 +54,8 @@ export function schemasService(): Service {
     async stop(rt: Runtime) {
       if (onCreated) rt.off('destination.created', onCreated);
       onCreated = undefined;
-      registries.get(rt)?.attach(undefined);
+      service.registry?.attach(undefined);
     },
   };
+  return service;
 }

@@ -6,7 +6,6 @@ import { endpointsOf } from '../../../runtime/endpoints.service.js';
 import type { ApiContext } from '../../context.js';
 import { ErrorResponses, FilterQuery, StatusResponse } from '../../schemas.js';
 import { EndPointSummaryDTO } from '../interfaces/interfaces.routes.js';
-import { restConnectionsOf } from './rest-connections.js';
 
 /** ConnectionManagementApi: the live network connections (MQTT), their session details, and closing one. */
 const tags = ['Connection Management'];
@@ -46,7 +45,7 @@ export const connectionRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, c
       }
       const svc = endpointsOf(rt);
       // REST sessions first, then the network connections (as MAPS); the filter applies to both
-      const rest = restConnectionsOf(ctx)?.list() ?? [];
+      const rest = app.restConnections?.list() ?? [];
       return [...rest, ...svc.connections().map((c) => svc.connectionSummary(c))].filter((c) => !f || f.matches(c));
     },
   );

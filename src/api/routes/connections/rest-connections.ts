@@ -110,17 +110,20 @@ function sessionKey(request: FastifyRequest): string | undefined {
   return c && /^[A-Za-z0-9-]{8,64}$/.test(c) ? `cookie:${c}` : undefined;
 }
 
-const trackers = new WeakMap<ApiContext, RestConnections>();
-
-/** The tracker of an API (registered by `trackRestConnections`). */
-export function restConnectionsOf(ctx: ApiContext): RestConnections | undefined {
-  return trackers.get(ctx);
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The REST-session tracker (decorated on the root instance by `trackRestConnections`; routes inherit it). */
+    restConnections?: RestConnections;
+  }
 }
 
-/** Registers the tracking hook on the root instance; call after the auth plugin. */
+/**
+ * Registers the tracking hook on the root instance and decorates it with the tracker (a plain decoration instead of
+ * a look-up table keyed by the API context); call after the auth plugin and before the routes are registered.
+ */
 export function trackRestConnections(app: FastifyInstance, ctx: ApiContext): RestConnections {
   const tracker = new RestConnections(() => ctx.rt.config.RestApi.inactiveTimeout);
-  trackers.set(ctx, tracker);
+  app.decorate('restConnections', tracker);
   app.addHook('onResponse', async (request, reply) => {
     const key = sessionKey(request);
     if (key === undefined || request.principal === undefined) return;
