@@ -24,7 +24,6 @@ import type { Engine, Message, Subscription } from '../engine/index.js';
 import { messageSelector } from '../runtime/message-selector.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { LinkConfig, LinkDirectionConfig, NetworkConnectionManagerConfig } from './link-config.js';
-import { createMqttTransport } from './mqtt-transport.js';
 import { SharedGroupFederation, type ShareHost } from './nats-shares.js';
 import { isDescribed, type LinkMessage, type LinkTransport, type TransportContext, type TransportDescription, type TransportFactory } from './transport.js';
 
@@ -134,24 +133,21 @@ function newCounters(): LinkCounters {
   return { bytesSent: 0, bytesReceived: 0, messagesSent: 0, messagesReceived: 0, errors: 0, lastReadTime: 0, lastWriteTime: 0, loopsDropped: 0, refused: 0, connects: 0, connectedSince: 0 };
 }
 
-let natsFactory: Promise<TransportFactory> | undefined;
-/** The NATS transport, loaded on first use (src/links/nats-transport.ts). */
-async function loadNats(): Promise<TransportFactory> {
-  natsFactory ??= (async () => {
-    let mod: { createNatsTransport?: TransportFactory };
-    try {
-      mod = await import('./nats-transport.js'); // loaded on first use: a broker without NATS links never loads the NATS client
-    } catch (err) {
-      natsFactory = undefined;
-      throw new Error(`NATS transport not available: ${(err as Error).message}`);
-    }
-    if (typeof mod.createNatsTransport !== 'function') {
-      natsFactory = undefined;
-      throw new Error('NATS transport not available: src/links/nats-transport.ts exports no createNatsTransport');
-    }
-    return mod.createNatsTransport;
-  })();
-  return natsFactory;
+/**
+ * Transports are loaded on first use: a broker without NATS links never loads the NATS client, one without MQTT
+ * bridges never loads mqtt.js (idle memory, docs/operations.md). A failed load is retried at the next connect.
+ */
+const factories = new Map<'nats' | 'mqtt', Promise<TransportFactory>>();
+function loadTransport(kind: 'nats' | 'mqtt'): Promise<TransportFactory> {
+  let p = factories.get(kind);
+  if (!p) {
+    p = (kind === 'nats' ? import('./nats-transport.js').then((m) => m.createNatsTransport) : import('./mqtt-transport.js').then((m) => m.createMqttTransport)).catch((err: Error) => {
+      factories.delete(kind);
+      throw new Error(`${kind === 'nats' ? 'NATS' : 'MQTT'} transport not available: ${err.message}`);
+    });
+    factories.set(kind, p);
+  }
+  return p;
 }
 
 export class LinkManager {
@@ -360,8 +356,8 @@ export class LinkManager {
 
   private factoryFor(url: string): Promise<TransportFactory> {
     const scheme = url.slice(0, url.indexOf(':')).toLowerCase();
-    if (scheme === 'nats' || scheme === 'tls') return loadNats();
-    if (['mqtt', 'mqtts', 'ws', 'wss'].includes(scheme)) return Promise.resolve(createMqttTransport);
+    if (scheme === 'nats' || scheme === 'tls') return loadTransport('nats');
+    if (['mqtt', 'mqtts', 'ws', 'wss'].includes(scheme)) return loadTransport('mqtt');
     return Promise.reject(new Error(`no transport for the URL scheme "${scheme}"`));
   }
 
