@@ -16,10 +16,10 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import mqtt from 'mqtt';
+import { freePort } from './procs.js';
 
 const ROOT = resolve(import.meta.dirname, '..');
 
@@ -31,14 +31,6 @@ interface Started {
 interface Subject {
   name: string;
   start(tmp: string): Promise<Started>;
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
 }
 
 /** VmRSS and RssAnon of a process, MiB. */

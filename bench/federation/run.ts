@@ -23,7 +23,8 @@ import { join, resolve } from 'node:path';
 import { connect as natsConnect, createInbox, type NatsConnection } from '@nats-io/transport-node';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, StorageType } from '@nats-io/jetstream';
 import { LoadClient, publishPacket } from '../mqtt/loadgen.js';
-import { freePort, startNats, type NatsServer } from '../../test/federation/nats-server.js';
+import { startNats, type NatsServer } from '../../test/federation/nats-server.js';
+import { freePort, stopProc, waitLine } from '../procs.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
 const DURATION = Number(process.env.BENCH_SECONDS ?? 3) * 1000;
@@ -51,33 +52,6 @@ interface Publisher {
   /** Publish one message now. */
   one(topic: string, payload: Buffer): void;
   close(): void;
-}
-
-const stopProc = (proc: ChildProcess) => async () => {
-  if (proc.exitCode !== null || proc.signalCode !== null) return;
-  const exited = new Promise((r) => proc.once('exit', r));
-  proc.kill('SIGTERM');
-  const t = setTimeout(() => proc.kill('SIGKILL'), 5000);
-  await exited;
-  clearTimeout(t);
-};
-
-function waitLine(proc: ChildProcess, re: RegExp, what: string): Promise<RegExpExecArray> {
-  return new Promise((res, rej) => {
-    let out = '';
-    const t = setTimeout(() => rej(new Error(`${what} did not start: ${out}`)), 30000);
-    const on = (d: Buffer) => {
-      out += d;
-      const m = re.exec(out);
-      if (m) {
-        clearTimeout(t);
-        res(m);
-      }
-    };
-    proc.stdout?.on('data', on);
-    proc.stderr?.on('data', on);
-    proc.once('exit', (code) => rej(new Error(`${what} exited with ${code}: ${out}`)));
-  });
 }
 
 async function until(pred: () => Promise<boolean> | boolean, ms: number, what: string): Promise<void> {

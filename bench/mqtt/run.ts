@@ -6,10 +6,10 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { LoadClient, publishPacket } from './loadgen.js';
+import { freePort, stopProc, waitLine } from '../procs.js';
 import { inspectorOf, type Collector } from './inspector.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
@@ -32,47 +32,6 @@ interface Broker {
   collector?: Collector;
   stop(): Promise<void>;
 }
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
-
-function waitLine(proc: ChildProcess, re: RegExp, what: string): Promise<RegExpExecArray> {
-  return new Promise((res, rej) => {
-    let out = '';
-    const t = setTimeout(() => rej(new Error(`${what} did not start: ${out}`)), 30000);
-    const on = (d: Buffer) => {
-      out += d;
-      const m = re.exec(out);
-      if (m) {
-        clearTimeout(t);
-        res(m);
-      }
-    };
-    proc.stdout?.on('data', on);
-    proc.stderr?.on('data', on);
-  });
-}
-
-const stopProc = (proc: ChildProcess) => async () => {
-  if (proc.exitCode === null && proc.signalCode === null) {
-    proc.kill('SIGTERM');
-    await new Promise((r) => {
-      const t = setTimeout(() => {
-        proc.kill('SIGKILL');
-        r(undefined);
-      }, 5000);
-      proc.once('exit', () => {
-        clearTimeout(t);
-        r(undefined);
-      });
-    });
-  }
-};
 
 async function startSwitchyard(tmp: string, inspect = false): Promise<Broker> {
   const configDir = join(tmp, 'sy-config');
