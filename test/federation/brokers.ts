@@ -3,8 +3,9 @@
  * (NetworkConnectionManager), with MQTT clients on their endpoints.
  */
 import mqtt, { type MqttClient } from 'mqtt';
-import { startServer, type TestServer } from '../helpers.js';
+import { startServer, waitUntil, type TestServer } from '../helpers.js';
 import { mqttPort } from '../mqtt/helpers.js';
+import { startNats, type NatsServer } from './nats-server.js';
 
 export interface FederatedBroker {
   s: TestServer;
@@ -55,4 +56,20 @@ export async function linkStatus(b: FederatedBroker, name = 'fed'): Promise<{ st
 export async function linkInfo(b: FederatedBroker, name = 'fed'): Promise<Record<string, unknown>> {
   const r = await b.s.inject({ method: 'GET', url: `/api/v1/server/integration/${name}` });
   return r.json() as Record<string, unknown>;
+}
+
+/** One nats-server and two brokers A and B federated through it by the same link config; resolves once both links are Established. */
+export async function startFederatedPair(linkOpts: Parameters<typeof natsLink>[1] = {}): Promise<{ nats: NatsServer; a: FederatedBroker; b: FederatedBroker }> {
+  const nats = await startNats();
+  const a = await startFederatedBroker(natsLink(nats.url, linkOpts));
+  const b = await startFederatedBroker(natsLink(nats.url, linkOpts));
+  await waitUntil(async () => (await linkStatus(a)).state === 'Established' && (await linkStatus(b)).state === 'Established', 20000, 'both links established');
+  return { nats, a, b };
+}
+
+/** Ends the clients, closes the brokers and disposes of the nats-server (each may be undefined after a failed start). */
+export async function stopFederated(clients: MqttClient[], brokers: Array<FederatedBroker | undefined>, nats: NatsServer | undefined): Promise<void> {
+  for (const c of clients) c.end(true);
+  for (const b of brokers) await b?.close();
+  await nats?.dispose();
 }

@@ -7,8 +7,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { MqttClient } from 'mqtt';
 import { waitUntil } from '../helpers.js';
-import { linkStatus, mqttClient, natsLink, startFederatedBroker, type FederatedBroker } from './brokers.js';
-import { startNats, type NatsServer } from './nats-server.js';
+import { linkStatus, mqttClient, startFederatedPair, stopFederated, type FederatedBroker } from './brokers.js';
+import type { NatsServer } from './nats-server.js';
 
 const TOTAL = Number(process.env.FEDERATION_OUTAGE_MESSAGES ?? 5000);
 
@@ -19,17 +19,9 @@ describe('federation - NATS outage', () => {
   const clients: MqttClient[] = [];
 
   before(async () => {
-    nats = await startNats();
-    a = await startFederatedBroker(natsLink(nats.url, { backoff: { initial: 200, max: 800 } }));
-    b = await startFederatedBroker(natsLink(nats.url, { backoff: { initial: 200, max: 800 } }));
-    await waitUntil(async () => (await linkStatus(a)).state === 'Established' && (await linkStatus(b)).state === 'Established', 20000, 'both links established');
+    ({ nats, a, b } = await startFederatedPair({ backoff: { initial: 200, max: 800 } }));
   });
-  after(async () => {
-    for (const c of clients) c.end(true);
-    await a?.close();
-    await b?.close();
-    await nats?.dispose();
-  });
+  after(() => stopFederated(clients, [a, b], nats));
 
   it(`federation - ${TOTAL} QoS 1 messages published on A across a nats-server kill and restart all reach B's persistent subscriber`, async () => {
     const sub = await mqttClient(b.mqttPort, { clientId: 'outage-sub', clean: false });

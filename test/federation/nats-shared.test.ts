@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { MqttClient } from 'mqtt';
 import { waitUntil } from '../helpers.js';
-import { linkStatus, mqttClient, natsLink, startFederatedBroker, type FederatedBroker } from './brokers.js';
-import { startNats, type NatsServer } from './nats-server.js';
+import { mqttClient, startFederatedPair, stopFederated, type FederatedBroker } from './brokers.js';
+import type { NatsServer } from './nats-server.js';
 
 describe('federation - shared subscriptions across brokers', () => {
   let nats: NatsServer;
@@ -16,17 +16,9 @@ describe('federation - shared subscriptions across brokers', () => {
   const clients: MqttClient[] = [];
 
   before(async () => {
-    nats = await startNats();
-    a = await startFederatedBroker(natsLink(nats.url));
-    b = await startFederatedBroker(natsLink(nats.url));
-    await waitUntil(async () => (await linkStatus(a)).state === 'Established' && (await linkStatus(b)).state === 'Established', 20000, 'both links established');
+    ({ nats, a, b } = await startFederatedPair());
   });
-  after(async () => {
-    for (const c of clients) c.end(true);
-    await a?.close();
-    await b?.close();
-    await nats?.dispose();
-  });
+  after(() => stopFederated(clients, [a, b], nats));
 
   const client = async (br: FederatedBroker) => {
     const c = await mqttClient(br.mqttPort);
