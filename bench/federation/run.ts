@@ -118,7 +118,7 @@ function mqttSystem(name: string, portA: number, portB: number, stop: () => Prom
   };
 }
 
-async function startSwitchyard(tmp: string, tag: string, natsUrl: string, direction: 'push' | 'pull'): Promise<{ port: number; rest: number; stop: () => Promise<void> }> {
+export async function startSwitchyard(tmp: string, tag: string, natsUrl: string, direction: 'push' | 'pull'): Promise<{ port: number; rest: number; pid: number; stop: () => Promise<void> }> {
   const configDir = join(tmp, `${tag}-config`);
   const dataDir = join(tmp, `${tag}-data`);
   mkdirSync(configDir, { recursive: true });
@@ -160,7 +160,7 @@ async function startSwitchyard(tmp: string, tag: string, natsUrl: string, direct
     20000,
     `switchyard ${tag} link established`,
   );
-  return { port, rest, stop: stopProc(proc) };
+  return { port, rest, pid: proc.pid!, stop: stopProc(proc) };
 }
 
 async function switchyardSystem(tmp: string): Promise<System & { nats: NatsServer }> {

@@ -21,7 +21,8 @@
  * NATS after a day without any member), explicit
  * acks, each message acknowledged only after the handler resolved (a rejection naks it for redelivery in 1 s). At
  * most `maxInflight` (default 256) messages are in the handler at once; the handler is called in stream order. A
- * redelivered message whose id was handed over already (the last 65 536 ids are remembered) is acked and dropped.
+ * message whose id was handed over already (a redelivery, or a resend stored twice; the last 65 536 ids are remembered)
+ * is acked and dropped. The acks of one event-loop turn are sent together.
  *
  * Retained messages: a retained send is also stored in the stream `SY_RETAINED` (subjects `$SY.retained.>`,
  * `max_msgs_per_subject` 1, so it keeps the last value of every subject; at most 1 GiB). When receive() starts it
@@ -145,27 +146,96 @@ export function subjectSubsetOf(sub: string, filter: string): boolean {
 
 export function buildHeaders(msg: LinkMessage): MsgHdrs {
   const h = natsHeaders();
-  if (msg.contentType) h.set(H.contentType, msg.contentType);
+  if (msg.contentType) h.set(H.contentType, headerValue(msg.contentType));
   if (msg.correlationData && msg.correlationData.length > 0) h.set(H.correlation, msg.correlationData.toString('base64'));
   if (msg.userProperties && Object.keys(msg.userProperties).length > 0) h.set(H.userProps, JSON.stringify(msg.userProperties));
   if (msg.priority !== undefined) h.set(H.priority, String(msg.priority));
   if (msg.expiresAt) h.set(H.expiresAt, String(msg.expiresAt));
-  if (msg.responseTopic) h.set(H.responseTopic, msg.responseTopic);
-  h.set(H.origin, msg.originServer);
+  if (msg.responseTopic) h.set(H.responseTopic, headerValue(msg.responseTopic));
+  h.set(H.origin, headerValue(msg.originServer));
   h.set(H.hops, String(msg.hops));
   h.set(H.qos, String(msg.qos));
   if (msg.retain) h.set(H.retain, '1');
   return h;
 }
 
-/** A received NATS message as a LinkMessage (throws SubjectMappingError when the subject is no MQTT topic name). */
-export function decodeMessage(subject: string, data: Uint8Array, h: MsgHdrs | undefined, viaJetStream: boolean): NatsLinkMessage {
-  const topic = subjectToTopic(subject);
-  const get = (k: string): string | undefined => {
-    if (!h) return undefined;
+/** A header value as nats.js would send it (trimmed), with CR/LF (which cannot cross in a header) as spaces. */
+function headerValue(v: string): string {
+  return (/[\r\n]/.test(v) ? v.replace(/[\r\n]/g, ' ') : v).trim();
+}
+
+/**
+ * The header block of a link message in the NATS wire form (`NATS/1.0\r\nKey: value\r\n...\r\n`), built directly:
+ * nats.js MsgHdrs validates and re-encodes on every set, about 7 % of a pushing broker's CPU (bench/federation).
+ * Same keys and values as buildHeaders(); `msgId` adds `Nats-Msg-Id`.
+ */
+export function encodeHeaders(msg: LinkMessage, msgId?: string): Uint8Array {
+  let s = 'NATS/1.0\r\n';
+  if (msg.contentType) s += `${H.contentType}: ${headerValue(msg.contentType)}\r\n`;
+  if (msg.correlationData && msg.correlationData.length > 0) s += `${H.correlation}: ${msg.correlationData.toString('base64')}\r\n`;
+  if (msg.userProperties && Object.keys(msg.userProperties).length > 0) s += `${H.userProps}: ${headerValue(JSON.stringify(msg.userProperties))}\r\n`;
+  if (msg.priority !== undefined) s += `${H.priority}: ${msg.priority}\r\n`;
+  if (msg.expiresAt) s += `${H.expiresAt}: ${msg.expiresAt}\r\n`;
+  if (msg.responseTopic) s += `${H.responseTopic}: ${headerValue(msg.responseTopic)}\r\n`;
+  s += `${H.origin}: ${headerValue(msg.originServer)}\r\n${H.hops}: ${msg.hops}\r\n${H.qos}: ${msg.qos}\r\n`;
+  if (msg.retain) s += `${H.retain}: 1\r\n`;
+  if (msgId !== undefined) s += `${H.msgId}: ${headerValue(msgId)}\r\n`;
+  return Buffer.from(s + '\r\n', 'utf8');
+}
+
+/** What nats.js publish() needs of its `headers` option: the encoded block. */
+function preEncoded(bytes: Uint8Array): MsgHdrs {
+  return { encode: () => bytes } as unknown as MsgHdrs;
+}
+
+/** Looks up one header of a received message (first value; an empty one is absent). */
+export type HeaderLookup = (key: string) => string | undefined;
+
+/** A lookup over a header block in the wire form (what parseHeaderBlock and nats.js decode accept alike). */
+export function parseHeaderBlock(block: Uint8Array): HeaderLookup {
+  const text = Buffer.from(block.buffer, block.byteOffset, block.byteLength).toString('utf8');
+  const map = new Map<string, string>();
+  let at = text.indexOf('\r\n');
+  while (at >= 0 && at + 2 < text.length) {
+    const end = text.indexOf('\r\n', at + 2);
+    const line = text.slice(at + 2, end < 0 ? text.length : end);
+    const colon = line.indexOf(':');
+    if (colon > 0) {
+      const k = line.slice(0, colon);
+      if (!map.has(k)) map.set(k, line.slice(colon + 1).trim());
+    }
+    at = end;
+  }
+  return (k) => {
+    const v = map.get(k);
+    return v === '' ? undefined : v;
+  };
+}
+
+/**
+ * The headers of a received message as a lookup. Reads the raw header block that nats.js keeps on the message
+ * (`_msg.hdr`, `_rdata`) when it is there, so nats.js does not build its MsgHdrs (its decode is about 7 % of a
+ * pulling broker's CPU); any other shape goes through `m.headers`.
+ */
+export function headersOf(m: Msg | JsMsg): HeaderLookup | undefined {
+  const impl = ((m as { msg?: unknown }).msg ?? m) as { _msg?: { hdr?: unknown }; _rdata?: unknown };
+  const hdr = impl._msg?.hdr;
+  if (typeof hdr === 'number' && impl._rdata instanceof Uint8Array) {
+    if (hdr < 0) return undefined;
+    return parseHeaderBlock(impl._rdata.subarray(0, hdr));
+  }
+  const h = m.headers;
+  if (!h) return undefined;
+  return (k) => {
     const v = h.get(k);
     return v === '' ? undefined : v;
   };
+}
+
+/** A received NATS message as a LinkMessage (throws SubjectMappingError when the subject is no MQTT topic name). */
+export function decodeMessage(subject: string, data: Uint8Array, get: HeaderLookup | undefined, viaJetStream: boolean): NatsLinkMessage {
+  const topic = subjectToTopic(subject);
+  if (!get) get = () => undefined;
   const qosH = get(H.qos);
   const qos = qosH === '0' || qosH === '1' || qosH === '2' ? (Number(qosH) as 0 | 1 | 2) : viaJetStream ? 1 : 0;
   const msg: NatsLinkMessage = {
@@ -437,15 +507,13 @@ export class NatsTransport implements LinkTransport {
       throw new NatsRefusedError((err as Error).message);
     }
     const nc = this.conn();
-    const h = buildHeaders(msg);
-    if (msg.retain) await this.storeRetained(subject, msg, h);
+    if (msg.retain) await this.storeRetained(subject, msg, buildHeaders(msg));
     if (msg.qos === 0) {
-      nc.publish(subject, msg.payload, { headers: h });
+      nc.publish(subject, msg.payload, { headers: preEncoded(encodeHeaders(msg)) });
       return;
     }
     await this.streamFor(subject);
-    if (msg.id) h.set(H.msgId, msg.id);
-    await this.jsPublish(nc, subject, msg.payload, h);
+    await this.jsPublish(nc, subject, msg.payload, preEncoded(encodeHeaders(msg, msg.id)));
   }
 
   /**
@@ -470,16 +538,21 @@ export class NatsTransport implements LinkTransport {
             p.reject(new Error(code === 503 ? `no JetStream stream captures ${p.subject}` : `JetStream publish ${p.subject}: ${m.headers?.description || code}`));
             return;
           }
-          let ack: { stream?: string; error?: { description?: string } };
+          // a PubAck is `{"stream":"..","seq":..}` (+ `"duplicate":true`); only an error reply is parsed in full
+          const text = Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength).toString('utf8');
+          if (!text.includes('"error"')) {
+            if (text.includes('"stream"')) p.resolve();
+            else p.reject(new Error(`JetStream did not store ${p.subject}`));
+            return;
+          }
+          let ack: { error?: { description?: string } };
           try {
-            ack = JSON.parse(Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength).toString()) as typeof ack;
+            ack = JSON.parse(text) as typeof ack;
           } catch {
             p.reject(new Error(`JetStream publish ${p.subject}: unreadable PubAck`));
             return;
           }
-          if (ack.error) p.reject(new Error(`JetStream publish ${p.subject}: ${ack.error.description ?? 'error'}`));
-          else if (!ack.stream) p.reject(new Error(`JetStream did not store ${p.subject}`));
-          else p.resolve();
+          p.reject(new Error(`JetStream publish ${p.subject}: ${ack.error?.description ?? 'error'}`));
         },
       });
       this.pubSweep = setInterval(() => {
@@ -583,7 +656,7 @@ export class NatsTransport implements LinkTransport {
         if (m.subject.startsWith(RETAINED_PREFIX)) return;
         let lm: LinkMessage;
         try {
-          lm = decodeMessage(m.subject, m.data, m.headers, false);
+          lm = decodeMessage(m.subject, m.data, headersOf(m), false);
         } catch (e) {
           if (e instanceof SubjectMappingError) this.stats.refused++;
           return;
@@ -621,35 +694,59 @@ export class NatsTransport implements LinkTransport {
     }
     const consumer = await this.js!.consumers.get(stream, durable);
     const messages: ConsumerMessages = await consumer.consume({ max_messages: Math.min(1024, this.opts.maxInflight * 2) });
+    // the ids handed over lately (DEDUP_IDS of them, a ring): a message whose id is among them is a duplicate (a
+    // redelivery after its ack was lost, or a resend JetStream stored twice) and is acked and dropped
     const seen = new Set<string>();
-    const order: string[] = [];
+    const ring: string[] = [];
+    let ringAt = 0;
     let inflight = 0;
     let wake: (() => void) | undefined;
     const remember = (id: string) => {
       if (seen.has(id)) return;
+      if (ring.length < DEDUP_IDS) ring.push(id);
+      else {
+        seen.delete(ring[ringAt]!);
+        ring[ringAt] = id;
+        ringAt = (ringAt + 1) % DEDUP_IDS;
+      }
       seen.add(id);
-      order.push(id);
-      if (order.length > DEDUP_IDS) seen.delete(order.shift()!);
+    };
+    // acks of one event-loop turn leave in one socket write (nats.js flushes per microtask turn; one write per ack was
+    // a fifth of a pulling broker's CPU): bounded by the messages completed in that turn
+    let acks: JsMsg[] = [];
+    let ackScheduled = false;
+    const flushAcks = () => {
+      ackScheduled = false;
+      const list = acks;
+      acks = [];
+      for (const x of list) x.ack();
+    };
+    const ack = (x: JsMsg) => {
+      acks.push(x);
+      if (!ackScheduled) {
+        ackScheduled = true;
+        setImmediate(flushAcks);
+      }
     };
     const handle = (m: JsMsg) => {
       let lm: NatsLinkMessage;
       try {
-        lm = decodeMessage(m.subject, m.data, m.headers, true);
+        lm = decodeMessage(m.subject, m.data, headersOf(m), true);
       } catch (e) {
         if (e instanceof SubjectMappingError) this.stats.refused++;
         m.term('no MQTT topic form');
         return;
       }
-      if (lm.id && m.redelivered && seen.has(lm.id)) {
+      if (lm.id && seen.has(lm.id)) {
         this.stats.duplicatesDropped++;
-        m.ack();
+        ack(m);
         return;
       }
       inflight++;
       handler(lm).then(
         () => {
           if (lm.id) remember(lm.id);
-          m.ack();
+          ack(m);
         },
         () => m.nak(1000),
       ).finally(() => {
@@ -672,6 +769,7 @@ export class NatsTransport implements LinkTransport {
     })();
     return {
       stop: async () => {
+        flushAcks();
         messages.stop();
         wake?.();
         await loop;
@@ -703,7 +801,7 @@ export class NatsTransport implements LinkTransport {
           remaining--;
           let lm: LinkMessage;
           try {
-            lm = decodeMessage(m.subject.slice(RETAINED_PREFIX.length), m.data, m.headers, true);
+            lm = decodeMessage(m.subject.slice(RETAINED_PREFIX.length), m.data, headersOf(m), true);
           } catch {
             this.stats.refused++;
             continue;

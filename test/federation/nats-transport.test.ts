@@ -79,6 +79,36 @@ describe('federation - NATS transport', () => {
     assert.equal(q0.find((m) => m.topic === 'hdr/zero')!.qos, 0);
   });
 
+  it('federation - headers read alike by nats.js and by the link; a line break in a header value crosses as a space', async () => {
+    const a = await transport('A');
+    const b = await transport('B');
+    const got: LinkMessage[] = [];
+    await b.receive({ filter: 'hdr2/#', qos: 1, durableName: 'b-hdr2' }, async (m) => void got.push(m));
+    const nc = await connect({ servers: nats.url });
+    const plain: Array<{ ct: string; origin: string; qos: string }> = [];
+    nc.subscribe('hdr2.>', { callback: (_e, m) => void plain.push({ ct: m.headers?.get('Content-Type') ?? '', origin: m.headers?.get('Sy-Origin') ?? '', qos: m.headers?.get('Sy-Qos') ?? '' }) });
+    await nc.flush();
+    // MQTT strings may hold CR/LF, a NATS header value cannot: the link sends it with spaces instead of failing
+    await a.send(msg('hdr2/crlf', 'one', { contentType: 'text/plain;\r\n x=1', originServer: 'A' }));
+    // a foreign NATS publisher that sets the link's headers with nats.js is read by the link
+    const { headers } = await import('@nats-io/transport-node');
+    const h = headers();
+    h.set('Sy-Qos', '1');
+    h.set('Content-Type', 'application/cbor');
+    h.set('Sy-Hops', '3');
+    nc.publish('hdr2.foreign', 'two', { headers: h });
+    await waitUntil(() => got.length === 2 && plain.length === 2, 10000, 'both messages');
+    await nc.close();
+    assert.deepEqual(plain.find((p) => p.ct.startsWith('text')), { ct: 'text/plain;   x=1', origin: 'A', qos: '1' });
+    const crlf = got.find((m) => m.topic === 'hdr2/crlf')!;
+    assert.equal(crlf.contentType, 'text/plain;   x=1');
+    assert.equal(crlf.payload.toString(), 'one');
+    const foreign = got.find((m) => m.topic === 'hdr2/foreign')!;
+    assert.equal(foreign.contentType, 'application/cbor');
+    assert.equal(foreign.hops, 3);
+    assert.equal(foreign.originServer, '');
+  });
+
   it('federation - a QoS 1 message is acknowledged only after the handler resolved; a rejection is redelivered', async () => {
     const a = await transport('A2');
     const b = await transport('B2');
