@@ -132,7 +132,18 @@ export async function startSwitchyard(tmp: string, tag: string, natsUrl: string,
       : `        - { direction: pull, localNamespace: '${ns}/', remoteNamespace: '${ns}/#', qualityOfService: ${qos} }`;
   writeFileSync(
     join(configDir, 'NetworkConnectionManager.yaml'),
-    ['NetworkConnectionManager:', '  data:', '    - name: fed', `      url: ${natsUrl}`, '      linkConfigs:', lc('b0', 0), lc('b1', 1), ''].join('\n'),
+    [
+      'NetworkConnectionManager:',
+      '  data:',
+      '    - name: fed',
+      `      url: ${natsUrl}`,
+      '      linkConfigs:',
+      lc('b0', 0),
+      lc('b1', 1),
+      // BENCH_LINK_GLOBAL: a flow-style globalConfig, e.g. "{ inFlight: 1024, outboxWriteBehind: 0 }"
+      ...(process.env.BENCH_LINK_GLOBAL ? [`  globalConfig: ${process.env.BENCH_LINK_GLOBAL}`] : []),
+      '',
+    ].join('\n'),
   );
   const port = await freePort();
   const proc = spawn(process.execPath, [...NODE_FLAGS, '--import', 'tsx', join(ROOT, 'src/main.ts')], {

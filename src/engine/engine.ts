@@ -39,7 +39,7 @@ import type { Message, MessageInit } from './message.js';
 import { MessageIdGenerator, createMessage, encodeMessage } from './message.js';
 import type { RecoveryResult } from './recovery.js';
 import { isSysTopic, loadFromStore } from './recovery.js';
-import type { Authorizer, Delivery, PushSink, Route, Sink, SubscribeOptions, SubscriptionHost, SubscriptionStateDTO } from './subscription.js';
+import type { Authorizer, Delivery, PushSink, Route, Sink, SubscribeOptions, SubscriptionHost, SubscriptionStateDTO, UnwrittenEntry } from './subscription.js';
 import { SharedGroup, Subscription, subscriptionKey } from './subscription.js';
 import { TopicTree, TopicTrie, hasWildcard, parseSharedFilter, validateTopicFilter, validateTopicName } from './topic-trie.js';
 import type { DestinationDTO, EngineStats, RateKey } from './views.js';
@@ -164,6 +164,12 @@ export class Engine {
 
   /** Promise of the batch holding the writes made by the publish in progress. */
   private lastWrite: Promise<void> | undefined = undefined;
+  /** Write-behind (SubscribeOptions.writeBehindMs): the settlement of the publish in progress's unwritten copy. */
+  private lastUnwritten: Promise<void> | undefined = undefined;
+  /** Write-behind entries in due order (settled ones are skipped when their time comes); `unwrittenAt` is the head. */
+  private unwrittenQueue: UnwrittenEntry[] = [];
+  private unwrittenAt = 0;
+  private unwrittenTimer: NodeJS.Timeout | undefined = undefined;
   // one-entry caches so a message fanned out to many subscriptions is converted/encoded once
   private viewMsg: Message | undefined = undefined;
   private viewDest: Destination | undefined = undefined;
@@ -286,7 +292,9 @@ export class Engine {
       return RESOLVED;
     }
     const saved = this.lastWrite;
+    const savedUnwritten = this.lastUnwritten;
     this.lastWrite = undefined;
+    this.lastUnwritten = undefined;
     if (dest.isQueue) {
       this.enqueue(dest, msg);
     } else {
@@ -295,7 +303,10 @@ export class Engine {
       else this.route(dest, msg);
     }
     const written = this.lastWrite;
+    const unwritten = this.lastUnwritten;
     this.lastWrite = saved;
+    this.lastUnwritten = savedUnwritten;
+    if (unwritten !== undefined) return written === undefined ? unwritten : Promise.all([written, unwritten]).then(noop);
     return written ?? RESOLVED;
   }
 
@@ -584,7 +595,10 @@ export class Engine {
       this.totals.totalSubscribedMessages++;
       this.sent(sub, dest);
       if (ack) {
-        if (sub.durable && sub.inFlight.has(msg.id)) this.persistHeld(sub, dest, msg);
+        if (sub.durable && sub.inFlight.has(msg.id)) {
+          if (sub.writeBehindMs !== 0 && this.commit !== undefined && dest.persistent) this.writeBehind(sub, dest, msg);
+          else this.persistHeld(sub, dest, msg);
+        }
         this.noteFull(sub);
       }
       return true;
@@ -628,7 +642,11 @@ export class Engine {
     sub.messagesRegistered++;
     dest.counters.subscribed++;
     this.totals.totalSubscribedMessages++;
-    if (sub.durable) this.persistHeld(sub, dest, msg);
+    if (sub.durable) {
+      // write-behind applies while the sink is attached (the copy is about to go); a hibernating one writes it now
+      if (sub.writeBehindMs !== 0 && sub.sink !== undefined && !sub.hibernating && this.commit !== undefined && dest.persistent) this.writeBehind(sub, dest, msg);
+      else this.persistHeld(sub, dest, msg);
+    }
     this.noteFull(sub);
     const sink = sub.sink;
     if (sink !== undefined && sink.kind === 'pull' && sub.held.size === 1 && sink.notify !== undefined) sink.notify(sub);
@@ -687,8 +705,78 @@ export class Engine {
 
   private unpersistHeld(sub: Subscription, dest: Destination, msg: Message): void {
     if (this.commit === undefined || !dest.persistent || !sub.durable) return;
+    const unwritten = sub.unwritten;
+    if (unwritten !== undefined) {
+      const e = unwritten.get(msg.id);
+      if (e !== undefined) {
+        // done with before it was written: nothing to write or delete
+        unwritten.delete(msg.id);
+        e.settled = true;
+        e.resolve();
+        return;
+      }
+    }
     this.commit.del(sub.storePrefix + padId(msg.id), dest.timings);
   }
+
+  /**
+   * Write-behind: the copy just handed to (or queued for) `sub`'s attached sink is written only if it is still
+   * unsettled `writeBehindMs` from now; the publish resolves when it is settled (acknowledged, dropped or written).
+   * Entries are bounded by the subscription's depth (`maxDepth`) and by what arrives within `writeBehindMs`.
+   */
+  private writeBehind(sub: Subscription, dest: Destination, msg: Message): void {
+    let resolve!: () => void;
+    let reject!: (err: unknown) => void;
+    const settledPromise = new Promise<void>((res, rej) => {
+      resolve = res;
+      reject = rej;
+    });
+    const e: UnwrittenEntry = { sub, dest, msg, due: Date.now() + sub.writeBehindMs, settled: false, resolve, reject };
+    (sub.unwritten ??= new Map()).set(msg.id, e);
+    this.unwrittenQueue.push(e);
+    this.lastUnwritten = settledPromise;
+    if (this.unwrittenTimer === undefined) this.unwrittenTimer = setTimeout(this.writeDue, sub.writeBehindMs);
+  }
+
+  /** Writes the write-behind entries that are due (all of them when `all`), then waits for the next one. */
+  private readonly writeDue = (all = false): void => {
+    this.unwrittenTimer = undefined;
+    const q = this.unwrittenQueue;
+    const now = Date.now();
+    const saved = this.lastWrite;
+    let wrote: Promise<void> | undefined;
+    const batch: UnwrittenEntry[] = [];
+    while (this.unwrittenAt < q.length) {
+      const e = q[this.unwrittenAt]!;
+      if (!e.settled && !all && e.due > now) break;
+      this.unwrittenAt++;
+      if (e.settled) continue;
+      e.settled = true;
+      e.sub.unwritten?.delete(e.msg.id);
+      this.lastWrite = undefined;
+      this.persistHeld(e.sub, e.dest, e.msg);
+      wrote = this.lastWrite;
+      batch.push(e);
+    }
+    this.lastWrite = saved;
+    if (this.unwrittenAt === q.length) {
+      this.unwrittenQueue = [];
+      this.unwrittenAt = 0;
+    } else if (this.unwrittenAt > 1024 && this.unwrittenAt > q.length / 2) {
+      this.unwrittenQueue = q.slice(this.unwrittenAt);
+      this.unwrittenAt = 0;
+    }
+    if (batch.length > 0) {
+      // every put above is in the same group-commit batch (or the one before it): the last one's promise covers all
+      const done = wrote ?? RESOLVED;
+      done.then(
+        () => batch.forEach((e) => e.resolve()),
+        (err: unknown) => batch.forEach((e) => e.reject(err)),
+      );
+    }
+    const next = this.unwrittenQueue[this.unwrittenAt];
+    if (next !== undefined && !all) this.unwrittenTimer = setTimeout(this.writeDue, Math.max(1, next.due - Date.now()));
+  };
 
   // ------------------------------------------------------------------------------------------------------------
   // Queues
@@ -1595,6 +1683,8 @@ export class Engine {
   /** Stop accepting publishes and subscriptions, then flush the pending batch. */
   async close(): Promise<void> {
     this.closed = true;
+    if (this.unwrittenTimer !== undefined) clearTimeout(this.unwrittenTimer);
+    this.writeDue(true); // write-behind copies still unsettled go to the store now
     await this.flush();
   }
 

@@ -83,6 +83,15 @@ export interface SubscribeOptions {
   retainAsPublished?: boolean;
   /** Messages held for this subscription (also while offline) are persisted and recovered after a restart. */
   durable?: boolean;
+  /**
+   * Durable push subscriptions whose sink acknowledges only once the message is safe elsewhere (an integration
+   * link's outbox: the ack comes after the remote side stored it): a copy handed to (or queued for) the attached
+   * sink is written to the store only if it is still unacknowledged after this many ms, so a link that keeps up
+   * costs no store write; the publish resolves when the copy is acknowledged or written, whichever is first. While
+   * the subscription hibernates copies are written at once. 0 or absent: written when kept or delivered, as any
+   * durable subscription.
+   */
+  writeBehindMs?: number;
   /** MQTT 5 subscription identifier, carried for the protocol layer. */
   subscriptionId?: number;
   /**
@@ -280,6 +289,18 @@ export class SharedGroup {
   ) {}
 }
 
+/** A write-behind message (see `SubscribeOptions.writeBehindMs`): settled by its ack or by its write. */
+export interface UnwrittenEntry {
+  readonly sub: Subscription;
+  readonly dest: Destination;
+  readonly msg: Message;
+  /** Write it if still unsettled at this time (ms). */
+  readonly due: number;
+  settled: boolean;
+  resolve(): void;
+  reject(err: unknown): void;
+}
+
 /** What the trie holds: a plain subscription or a shared group. */
 export type Route = Subscription | SharedGroup;
 
@@ -310,6 +331,10 @@ export class Subscription {
   subscriptionId: number | undefined;
   readonly oneCopyPerSession: boolean;
   sink: Sink | undefined;
+  /** See `SubscribeOptions.writeBehindMs`. */
+  readonly writeBehindMs: number;
+  /** Write-behind: messages in flight not written to the store yet, by id (the engine's). */
+  unwritten: Map<number, UnwrittenEntry> | undefined = undefined;
 
   /** Session offline: messages are held, nothing is delivered. */
   hibernating = false;
@@ -363,6 +388,7 @@ export class Subscription {
     this.subscriptionId = opts.subscriptionId;
     this.oneCopyPerSession = opts.oneCopyPerSession === true;
     this.sink = opts.sink;
+    this.writeBehindMs = opts.durable === true && opts.writeBehindMs !== undefined && opts.writeBehindMs > 0 ? opts.writeBehindMs : 0;
   }
   /** Holds its maximum (queued + in flight): `maxDepth` reached. */
   isFull(): boolean {

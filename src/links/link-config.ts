@@ -135,6 +135,15 @@ export const NetworkConnectionManagerSchema = z
           ),
         inFlight: z.number().int().min(1).max(65535).default(256).describe('messages a push linkConfig may have sent and not yet acknowledged by the remote side'),
         connectTimeout: z.number().int().min(100).max(600000).default(10000).describe('ms a connection attempt may take'),
+        outboxWriteBehind: z
+          .number()
+          .int()
+          .min(0)
+          .max(10000)
+          .default(100)
+          .describe(
+            'ms a message sent over an established link may wait for the remote acknowledgement before it is written to the persistent outbox (a link that keeps up writes nothing; its publisher is acknowledged once the remote side or the store has the message); 0: written when sent',
+          ),
       })
       .strict()
       .prefault({}),

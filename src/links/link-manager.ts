@@ -216,6 +216,7 @@ export class LinkManager {
           durable: true,
           refuseWhenFull: true,
           maxDepth: entry.maxOutbox,
+          writeBehindMs: this.cfg.globalConfig.outboxWriteBehind,
           retainHandling: 2, // live retained messages cross with their retain flag; stored ones are not re-sent at every boot
           retainAsPublished: true,
           // messages that came in over a link are never pushed again (loop prevention), nor $SYS

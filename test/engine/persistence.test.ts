@@ -187,3 +187,45 @@ test('engine - publish after close is a conflict', async () => {
   await engine.close();
   await assert.rejects(engine.publish('queue/x', { payload: 'x' }), { statusCode: 409 });
 });
+
+test('engine - write-behind: a copy acknowledged in time is never written; an unacknowledged one is written and survives a restart; the publish waits for either', async () => {
+  const store = memoryEngineStore();
+  const puts: string[] = [];
+  const batch = store.batch.bind(store);
+  store.batch = async (ops) => {
+    for (const op of ops) if (op.type === 'put' && op.key.startsWith('d!')) puts.push(op.key);
+    return batch(ops);
+  };
+  let engine = new Engine({ store });
+  await engine.recover();
+  const sink = pushSink();
+  const sub = engine.subscribe({ sessionId: 'link', filter: 'wb/#', qos: 1, durable: true, writeBehindMs: 40, sink });
+
+  // acknowledged before its time: no store write, and the publish resolves at the acknowledgement
+  let fastDone = false;
+  const fast = engine.publish('wb/a', { payload: 'fast', qos: 1 }).then(() => (fastDone = true));
+  await new Promise((r) => setTimeout(r, 10));
+  assert.equal(fastDone, false, 'the publish waits until the copy is acknowledged or written');
+  sub.ack(sink.got[0]!.msg.id);
+  await fast;
+  await new Promise((r) => setTimeout(r, 60));
+  assert.deepEqual(puts, []);
+
+  // not acknowledged in time: written, then the publish resolves
+  await engine.publish('wb/b', { payload: 'slow', qos: 1 });
+  assert.equal(puts.length, 1);
+  // still unsettled when the engine closes: written at close
+  void engine.publish('wb/c', { payload: 'at close', qos: 1 });
+  await engine.close();
+  assert.equal(puts.length, 2);
+
+  engine = new Engine({ store });
+  await engine.recover();
+  const again = pushSink();
+  const back = engine.subscribe({ sessionId: 'link', filter: 'wb/#', qos: 1, durable: true, writeBehindMs: 40, sink: again });
+  assert.deepEqual(texts(again.got), ['slow', 'at close']);
+  // acknowledged after they were written: deleted from the store
+  for (const r of again.got) back.ack(r.msg.id);
+  await engine.close();
+  assert.deepEqual([...store.data.keys()].filter((k) => k.startsWith('d!')), []);
+});
