@@ -22,6 +22,7 @@ export async function main(): Promise<void> {
   // once idle (after start-up, after a burst) the committed V8 heap goes back to what is live (runtime/reclaim.ts)
   startIdleReclaim({
     onReclaim: (before, after) => rt?.log.debug({ committedBefore: before, committedAfter: after }, 'idle: heap compacted'),
+    onShrinkYoung: (before, after) => rt?.log.debug({ newSpaceBefore: before, newSpaceAfter: after }, 'idle: young generation shrunk'),
   });
   try {
     rt = await Runtime.create();
