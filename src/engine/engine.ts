@@ -459,6 +459,7 @@ export class Engine {
       !s.closed &&
       s.isFull() &&
       (s.authorize === undefined || s.authorize(dest.name)) && // a subscription that may not read it never gets it
+      (s.accept === undefined || s.accept(msg, dest.name)) &&
       (s.selector === undefined || this.select(s, msg, dest))
     );
   }
@@ -521,7 +522,11 @@ export class Engine {
       sub.messagesIgnored++; // [MQTT-3.8.3-3]
       return false;
     }
-    if (!this.authorized(sub, dest) || (sub.selector !== undefined && !this.select(sub, msg, dest))) {
+    if (
+      !this.authorized(sub, dest) ||
+      (sub.accept !== undefined && !sub.accept(msg, dest.name)) ||
+      (sub.selector !== undefined && !this.select(sub, msg, dest))
+    ) {
       sub.messagesIgnored++;
       return false;
     }
@@ -1161,6 +1166,7 @@ export class Engine {
 
   private replace(sub: Subscription, opts: SubscribeOptions, maxDepth: number): void {
     sub.selector = opts.selector;
+    sub.accept = opts.accept;
     sub.authorize = opts.authorize;
     sub.maxDepth = maxDepth;
     sub.maxPerDestination = opts.maxPerDestination ?? 0;

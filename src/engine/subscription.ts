@@ -51,6 +51,11 @@ export interface SubscribeOptions {
   filter: string;
   /** Precompiled by the caller. */
   selector?: Selector;
+  /**
+   * A cheap predicate on the message itself (no selector view is built), asked before `selector`; false and the
+   * message is not offered (counted as ignored). Plain subscriptions only (not shared groups or queue consumers).
+   */
+  accept?: (msg: Message, destinationName: string) => boolean;
   /** Per delivered topic: false and the message is not offered (counted as ignored). Absent: every topic. */
   authorize?: Authorizer;
   /**
@@ -320,6 +325,8 @@ export class Subscription {
   readonly refuseWhenFull: boolean;
 
   selector: Selector | undefined;
+  /** See `SubscribeOptions.accept`. */
+  accept: ((msg: Message, destinationName: string) => boolean) | undefined;
   authorize: Authorizer | undefined;
   maxDepth: number;
   /** See `SubscribeOptions.maxPerDestination`; 0: none. */
@@ -378,6 +385,7 @@ export class Subscription {
     this.transactional = opts.transactional === true;
     this.refuseWhenFull = opts.refuseWhenFull === true;
     this.selector = opts.selector;
+    this.accept = opts.accept;
     this.authorize = opts.authorize;
     this.maxDepth = maxDepth;
     this.maxPerDestination = opts.maxPerDestination ?? 0;

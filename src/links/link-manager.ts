@@ -20,7 +20,7 @@
  */
 import { fromCallback, fromPromise } from 'xstate';
 import { integrationMachine } from '../../actors/integrations/integration.machine.js';
-import type { Engine, Message, Subscription } from '../engine/index.js';
+import type { Engine, Message, MessageInit, Subscription } from '../engine/index.js';
 import { messageSelector } from '../runtime/message-selector.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { LinkConfig, LinkDirectionConfig, NetworkConnectionManagerConfig } from './link-config.js';
@@ -109,6 +109,8 @@ interface PushChannel {
   sub?: Subscription;
   inFlight: number;
   flowing: boolean;
+  /** `<server id>:<link>:<index>:`, the prefix of the outbox ids this channel sends (set on first use). */
+  idPrefix?: string;
 }
 
 export interface LinkEntry {
@@ -127,6 +129,8 @@ export interface LinkEntry {
   lostReason?: string;
   lastError?: string;
   maxOutbox: number;
+  /** `link:<name>`, the engine origin of what this link receives (set on first use). */
+  origin?: string;
 }
 
 function newCounters(): LinkCounters {
@@ -220,7 +224,8 @@ export class LinkManager {
           retainHandling: 2, // live retained messages cross with their retain flag; stored ones are not re-sent at every boot
           retainAsPublished: true,
           // messages that came in over a link are never pushed again (loop prevention), nor $SYS
-          selector: (m) => m.metaData[META_HOPS] === undefined && !m.destinationName.startsWith('$') && (user === undefined || user(m)),
+          accept: (m, destinationName) => m.metaData[META_HOPS] === undefined && destinationName.charCodeAt(0) !== 36 /* $ */,
+          ...(user !== undefined ? { selector: user } : {}),
           sink: { kind: 'push', deliver: (s, msg, dest) => this.deliver(entry, ch, s, msg, dest) },
         });
         ch.sub = sub;
@@ -278,14 +283,15 @@ export class LinkManager {
       originServer: msg.metaData[META_ORIGIN] ?? this.serverId,
       hops: (Number(msg.metaData[META_HOPS] ?? 0) || 0) + 1,
       // stable across retries and restarts (engine ids survive them): JetStream de-duplicates a resend (Nats-Msg-Id)
-      id: `${this.serverId}:${entry.name}:${ch.index}:${msg.id}`,
-      ...(msg.contentType !== undefined ? { contentType: msg.contentType } : {}),
-      ...(msg.correlationData !== undefined ? { correlationData: msg.correlationData } : {}),
-      ...(msg.userProperties !== undefined ? { userProperties: msg.userProperties } : {}),
-      ...(msg.responseTopic !== undefined ? { responseTopic: msg.responseTopic } : {}),
+      id: (ch.idPrefix ??= `${this.serverId}:${entry.name}:${ch.index}:`) + msg.id,
       priority: msg.priority,
-      ...(msg.expiresAt ? { expiresAt: msg.expiresAt } : {}),
     };
+    // optional fields set one by one (no spread: this runs per message)
+    if (msg.contentType !== undefined) out.contentType = msg.contentType;
+    if (msg.correlationData !== undefined) out.correlationData = msg.correlationData;
+    if (msg.userProperties !== undefined) out.userProperties = msg.userProperties;
+    if (msg.responseTopic !== undefined) out.responseTopic = msg.responseTopic;
+    if (msg.expiresAt) out.expiresAt = msg.expiresAt;
     ch.inFlight++;
     const generation = entry.generation;
     const tracked = sub.qos > 0 && msg.qos > 0;
@@ -331,22 +337,20 @@ export class LinkManager {
     const engine = this.engine;
     if (!engine || engine.isClosed) throw new Error('the messaging engine is not running');
     const topic = mapTopic(m.topic, lc.remoteNamespace, lc.localNamespace);
-    await engine.publish(
-      topic,
-      {
-        payload: m.payload,
-        qos: Math.min(m.qos, lc.qualityOfService),
-        retain: m.retain,
-        ...(m.contentType !== undefined ? { contentType: m.contentType } : {}),
-        ...(m.correlationData !== undefined ? { correlationData: m.correlationData } : {}),
-        ...(m.userProperties !== undefined ? { userProperties: m.userProperties } : {}),
-        ...(m.responseTopic !== undefined ? { responseTopic: m.responseTopic } : {}),
-        ...(m.priority !== undefined ? { priority: m.priority } : {}),
-        ...(m.expiresAt ? { expiresAt: m.expiresAt } : {}),
-        metaData: { [META_ORIGIN]: m.originServer || `link:${entry.name}`, [META_HOPS]: String(Math.max(1, m.hops)) },
-      },
-      { origin: `link:${entry.name}` },
-    );
+    const init: MessageInit = {
+      payload: m.payload,
+      qos: Math.min(m.qos, lc.qualityOfService) as 0 | 1 | 2,
+      retain: m.retain,
+      metaData: { [META_ORIGIN]: m.originServer || `link:${entry.name}`, [META_HOPS]: String(Math.max(1, m.hops)) },
+    };
+    // optional fields set one by one (no spread: this runs per message)
+    if (m.contentType !== undefined) init.contentType = m.contentType;
+    if (m.correlationData !== undefined) init.correlationData = m.correlationData;
+    if (m.userProperties !== undefined) init.userProperties = m.userProperties;
+    if (m.responseTopic !== undefined) init.responseTopic = m.responseTopic;
+    if (m.priority !== undefined) init.priority = m.priority;
+    if (m.expiresAt) init.expiresAt = m.expiresAt;
+    await engine.publish(topic, init, { origin: entry.origin ??= `link:${entry.name}` });
     c.messagesReceived++;
     c.bytesReceived += m.payload.length;
     c.lastReadTime = Date.now();
