@@ -19,8 +19,10 @@
  * receive(): QoS 0 is a core subscription (a queue subscription for a shared group); QoS >= 1 a durable pull
  * consumer (`durableName`, or `SY_share_<group>_<hash of filter>` for a shared group, one for all brokers, removed by
  * NATS after a day without any member), explicit
- * acks, each message acknowledged only after the handler resolved (a rejection naks it for redelivery in 1 s). At
- * most `maxInflight` (default 256) messages are in the handler at once; the handler is called in stream order. A
+ * acks, each message acknowledged only after the handler resolved (a rejection naks it for redelivery in 1 s). The
+ * handler is called in stream order; the consumer pulls batches of 2 x `maxInflight` (default 256, at most 1 024)
+ * and at most max(4 x `maxInflight`, 1 024) messages are unacknowledged (its max_ack_pending), which bounds those in
+ * the handler. A
  * message whose id was handed over already (a redelivery, or a resend stored twice; the last 65 536 ids are remembered)
  * is acked and dropped. The acks of one event-loop turn are sent together.
  *
@@ -693,14 +695,11 @@ export class NatsTransport implements LinkTransport {
       this.ctx.log.info({ stream, durable, filter: consumerFilter }, 'created JetStream durable consumer');
     }
     const consumer = await this.js!.consumers.get(stream, durable);
-    const messages: ConsumerMessages = await consumer.consume({ max_messages: Math.min(1024, this.opts.maxInflight * 2) });
     // the ids handed over lately (DEDUP_IDS of them, a ring): a message whose id is among them is a duplicate (a
     // redelivery after its ack was lost, or a resend JetStream stored twice) and is acked and dropped
     const seen = new Set<string>();
     const ring: string[] = [];
     let ringAt = 0;
-    let inflight = 0;
-    let wake: (() => void) | undefined;
     const remember = (id: string) => {
       if (seen.has(id)) return;
       if (ring.length < DEDUP_IDS) ring.push(id);
@@ -742,37 +741,35 @@ export class NatsTransport implements LinkTransport {
         ack(m);
         return;
       }
-      inflight++;
       handler(lm).then(
         () => {
           if (lm.id) remember(lm.id);
           ack(m);
         },
         () => m.nak(1000),
-      ).finally(() => {
-        inflight--;
-        const w = wake;
-        wake = undefined;
-        w?.();
-      });
+      );
     };
-    const loop = (async () => {
-      try {
-        for await (const m of messages) {
-          if (this.closing) break;
-          handle(m);
-          while (inflight >= this.opts.maxInflight && !this.closing) await new Promise<void>((r) => (wake = r));
-        }
-      } catch (err) {
+    // the callback form (no async iterator, no promise per message); the messages in the handler are bounded by the
+    // consumer's max_ack_pending, since each is acknowledged only once its handler resolved
+    const messages: ConsumerMessages = await consumer.consume({
+      max_messages: Math.min(1024, this.opts.maxInflight * 2),
+      callback: (m) => {
+        if (!this.closing) handle(m);
+      },
+    });
+    const ended = messages.closed().then(
+      (err) => {
+        if (err && !this.closing) this.emit({ type: 'error', reason: `JetStream consumer ${durable}: ${reasonOf(err)}` });
+      },
+      (err: unknown) => {
         if (!this.closing) this.emit({ type: 'error', reason: `JetStream consumer ${durable}: ${reasonOf(err)}` });
-      }
-    })();
+      },
+    );
     return {
       stop: async () => {
         flushAcks();
         messages.stop();
-        wake?.();
-        await loop;
+        await ended;
       },
     };
   }
