@@ -1,3 +1,11 @@
+/**
+ * bench/federation/flood.ts: where the CPU of a federated QoS 1 flood goes. Two Switchyard brokers linked through
+ * one nats-server as in bench/federation/run.ts, 4 publishers on A keeping 200 QoS 1 messages in flight each, 4
+ * subscribers on B; after 1.5 s of warm-up it measures for `SECS` seconds (default 5) the rate received on B and the
+ * CPU time of each process (broker A, broker B, nats-server, this load generator) as a share of one core and in µs
+ * per message. Not a test and not part of `npm run bench`: a diagnostic (`npx tsx bench/federation/flood.ts`;
+ * `Q=0` for QoS 0; `BENCH_LINK_GLOBAL` and `BENCH_NODE_FLAGS` as in run.ts, e.g. `--cpu-prof` to profile both brokers).
+ */
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
