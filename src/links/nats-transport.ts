@@ -163,7 +163,11 @@ export function buildHeaders(msg: LinkMessage): MsgHdrs {
 
 /** A header value as nats.js would send it (trimmed), with CR/LF (which cannot cross in a header) as spaces. */
 function headerValue(v: string): string {
-  return (/[\r\n]/.test(v) ? v.replace(/[\r\n]/g, ' ') : v).trim();
+  if (v.indexOf('\r') < 0 && v.indexOf('\n') < 0) {
+    // the common case, without a regex or a new string: nothing to replace, nothing to trim
+    return v.length > 0 && v.charCodeAt(0) > 32 && v.charCodeAt(v.length - 1) > 32 ? v : v.trim();
+  }
+  return v.replace(/[\r\n]/g, ' ').trim();
 }
 
 /**
@@ -323,6 +327,9 @@ export class NatsTransport implements LinkTransport {
   private pubSeq = 0;
   private readonly pubPending = new Map<string, { resolve(): void; reject(err: Error): void; deadline: number; subject: string }>();
   private pubSweep?: NodeJS.Timeout;
+  /** JetStream publishes waiting for the end of this turn: connection, subject, payload, headers, reply (flat). */
+  private pubQueue: unknown[] = [];
+  private pubScheduled = false;
 
   constructor(
     private readonly link: NatsLinkConfig,
@@ -571,14 +578,32 @@ export class NatsTransport implements LinkTransport {
     const reply = this.pubInbox + (this.pubSeq++).toString(36);
     return new Promise<void>((resolve, reject) => {
       this.pubPending.set(reply, { resolve, reject, deadline: Date.now() + PUBACK_TIMEOUT, subject });
-      try {
-        nc.publish(subject, payload, { headers: h, reply });
-      } catch (err) {
-        this.pubPending.delete(reply);
-        reject(err as Error);
+      // handed to nats.js at the end of this event-loop turn, with every other one of the turn: one socket write
+      // for all of them (nats.js writes once per microtask turn, i.e. once per MQTT read otherwise)
+      this.pubQueue.push(nc, subject, payload, h, reply);
+      if (!this.pubScheduled) {
+        this.pubScheduled = true;
+        setImmediate(this.publishQueued);
       }
     });
   }
+
+  /** The JetStream publishes of this turn (see jsPublish); one that nats.js refuses fails its send. */
+  private readonly publishQueued = (): void => {
+    this.pubScheduled = false;
+    const q = this.pubQueue;
+    this.pubQueue = [];
+    for (let i = 0; i < q.length; i += 5) {
+      const reply = q[i + 4] as string;
+      try {
+        (q[i] as NatsConnection).publish(q[i + 1] as string, q[i + 2] as Uint8Array, { headers: q[i + 3] as MsgHdrs, reply });
+      } catch (err) {
+        const p = this.pubPending.get(reply);
+        this.pubPending.delete(reply);
+        p?.reject(err as Error);
+      }
+    }
+  };
 
   private failPending(reason: string): void {
     if (this.pubSweep) clearInterval(this.pubSweep);
