@@ -58,23 +58,31 @@ async function untilConnects(port: number, t0: number, proc: ChildProcess): Prom
   }
 }
 
-/** The Node flags of `npm start` (package.json `scripts.start`: `exec node <flags> dist/src/main.js`). */
-const NPM_START_FLAGS = (/node((?: --\S+)*) dist\/src\/main\.js/.exec(JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.start)?.[1] ?? '').split(' ').filter(Boolean);
+/**
+ * The environment, Node flags and entry file of `npm start` (package.json `scripts.start`:
+ * `exec env MALLOC_ARENA_MAX=2 node <flags> dist/bundle/main.js`).
+ */
+const NPM_START = /exec (?:env ((?:\w+=\S+ )+))?node((?: --\S+)*) (dist\/\S+\.js)/.exec(JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.start);
+const NPM_START_ENV: Record<string, string> = Object.fromEntries((NPM_START?.[1] ?? '').split(' ').filter(Boolean).map((kv) => kv.split('=', 2) as [string, string]));
+const NPM_START_FLAGS = (NPM_START?.[2] ?? '').split(' ').filter(Boolean);
+const NPM_START_ENTRY = NPM_START?.[3] ?? 'dist/bundle/main.js';
 
-function switchyard(compiled: boolean, flags: string[] = [], label?: string): Subject {
+/** `entry`: a compiled entry file (relative to the checkout), or null for src/main.ts through tsx. */
+function switchyard(entry: string | null, flags: string[], label: string, env: Record<string, string> = {}): Subject {
+  const compiled = entry !== null;
   return {
-    name: compiled ? `Switchyard (compiled, ${label ?? (flags.join(' ') || 'V8 defaults')})` : 'Switchyard (tsx, before)',
+    name: `Switchyard (${label})`,
     async start(tmp) {
       const configDir = join(tmp, 'sy-config');
       mkdirSync(configDir, { recursive: true });
       for (const f of readdirSync(join(ROOT, 'config'))) if (f.endsWith('.yaml') && f !== 'AuthManager.yaml') copyFileSync(join(ROOT, 'config', f), join(configDir, f));
       writeFileSync(join(configDir, 'AuthManager.yaml'), 'AuthManager:\n  authenticationEnabled: false\n');
       const port = await freePort();
-      const args = compiled ? [...flags, join(ROOT, 'dist/src/main.js')] : ['--import', 'tsx', join(ROOT, 'src/main.ts')];
+      const args = compiled ? [...flags, join(ROOT, entry)] : ['--import', 'tsx', join(ROOT, 'src/main.ts')];
       const t0 = performance.now();
       const proc = spawn(process.execPath, args, {
         cwd: ROOT,
-        env: { ...process.env, SWITCHYARD_CONFIG_DIR: configDir, SWITCHYARD_DATA_DIR: join(tmp, 'sy-data'), SWITCHYARD_REST_PORT: '0', SWITCHYARD_REST_HOST: '127.0.0.1', SWITCHYARD_MQTT_PORT: String(port), SWITCHYARD_MQTT_WS_PORT: '0', SWITCHYARD_MQTT_HOST: '127.0.0.1' },
+        env: { ...process.env, ...env, SWITCHYARD_CONFIG_DIR: configDir, SWITCHYARD_DATA_DIR: join(tmp, 'sy-data'), SWITCHYARD_REST_PORT: '0', SWITCHYARD_REST_HOST: '127.0.0.1', SWITCHYARD_MQTT_PORT: String(port), SWITCHYARD_MQTT_WS_PORT: '0', SWITCHYARD_MQTT_HOST: '127.0.0.1' },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let out = '';
@@ -163,9 +171,17 @@ export interface FootprintRow {
 }
 
 export async function runFootprintBench(): Promise<FootprintRow[]> {
-  if (!existsSync(join(ROOT, 'dist/src/main.js'))) throw new Error('dist/ is missing: run npm run build (npm ci does) first');
-  // the second row: the compiled code with V8's default young generation (16 MiB semi-spaces), for comparison
-  const all = [switchyard(true, NPM_START_FLAGS, 'npm start'), switchyard(true, []), switchyard(false), aedes, mosquitto];
+  if (!existsSync(join(ROOT, NPM_START_ENTRY)) || !existsSync(join(ROOT, 'dist/src/main.js'))) throw new Error('dist/ is missing: run npm run build (npm ci does) first');
+  const envText = Object.entries(NPM_START_ENV).map(([k, v]) => `${k}=${v} `).join('');
+  const flags = NPM_START_FLAGS.join(' ');
+  const all = [
+    switchyard(NPM_START_ENTRY, NPM_START_FLAGS, `npm start: ${envText}${NPM_START_ENTRY} ${flags}`.trim(), NPM_START_ENV),
+    // tsc's output, one module per source file, with the same flags and no environment (what npm start ran before)
+    switchyard('dist/src/main.js', NPM_START_FLAGS, `tsc output: dist/src/main.js ${flags}`.trim()),
+    switchyard(null, [], 'tsx, before'),
+    aedes,
+    mosquitto,
+  ];
   const only = process.env.FOOTPRINT_ONLY;
   const subjects = only ? all.filter((s) => s.name.toLowerCase().includes(only.toLowerCase())) : all;
   const rows: FootprintRow[] = [];

@@ -113,7 +113,7 @@ export async function main(): Promise<void> {
   }
 }
 
-/** True when this file is the process entry (`node dist/src/main.js`, `tsx src/main.ts`), not imported by the CLI. */
+/** True when this file is the process entry (`node dist/bundle/main.js`, `node dist/src/main.js`, `tsx src/main.ts`), not imported by the CLI. */
 function isEntry(): boolean {
   try {
     return !!process.argv[1] && realpathSync(process.argv[1]) === realpathSync(fileURLToPath(import.meta.url));

@@ -2,7 +2,7 @@
  * The `switchyard` command (bin/switchyard.js): `start`, `user add|passwd|delete|list|unlock`, `acl check`,
  * `config check`, `status`. docs/operations.md describes every command and the exit codes (output.ts).
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { stringify as toYaml } from 'yaml';
@@ -385,7 +385,9 @@ export async function cli(argv: string[]): Promise<number> {
       if (sub !== undefined) throw new CliError(`unexpected argument "${sub}"`, EXIT_CLI.USAGE);
       if (typeof v['data-dir'] === 'string') process.env.SWITCHYARD_DATA_DIR = v['data-dir'];
       if (typeof v['config-dir'] === 'string') process.env.SWITCHYARD_CONFIG_DIR = v['config-dir'];
-      const { runMain } = await import('../main.js');
+      // the production bundle next to dist/src when there is one (npm run build writes both), as npm start runs it
+      const bundled = new URL('../../bundle/main.js', import.meta.url);
+      const { runMain } = (existsSync(bundled) ? await import(bundled.href) : await import('../main.js')) as typeof import('../main.js');
       runMain();
       return -1; // the broker owns the process and exits it
     }

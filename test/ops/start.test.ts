@@ -16,7 +16,7 @@ function portFree(port: number): Promise<boolean> {
 }
 
 /**
- * The README's start command, `npm start` (the compiled broker, dist/ built by `npm ci`), stopped the way systemd,
+ * The README's start command, `npm start` (the compiled broker, dist/bundle built by `npm ci`), stopped the way systemd,
  * Docker and most supervisors stop it: SIGTERM to the process they started, which is npm.
  */
 describe('start command', () => {
@@ -24,7 +24,7 @@ describe('start command', () => {
   let npm: ChildProcess | undefined;
   before(() => {
     // `npm ci` builds dist/ (prepare); a checkout where it was not run yet builds it here once.
-    if (!existsSync(join(ROOT, 'dist/src/main.js'))) execFileSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'ignore' });
+    if (!existsSync(join(ROOT, 'dist/bundle/main.js')) || !existsSync(join(ROOT, 'dist/src/main.js'))) execFileSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'ignore' });
   });
   after(() => {
     if (npm?.pid && npm.exitCode === null) npm.kill('SIGKILL');
