@@ -34,8 +34,18 @@ await new Promise(r => setTimeout(r, 1500));
 const pids = { A: a.pid, B: b.pid, nats: nats.pid()!, bench: process.pid };
 const c0 = Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, cpu(p)]));
 const r0 = received, t0 = performance.now();
+// TRACE=1: messages received per 250 ms / A's outbox depth (stalls show as near-zero slots)
+let last = received;
+const trace = process.env.TRACE
+  ? setInterval(() => {
+      const n = received - last;
+      last = received;
+      void fetch(`http://127.0.0.1:${a.rest}/api/v1/server/integration/fed/status`).then((r) => r.json()).then((st: { outbox?: number }) => process.stdout.write(`${n}/${st.outbox} `), () => undefined);
+    }, 250)
+  : undefined;
 await new Promise(r => setTimeout(r, Number(process.env.SECS ?? 5) * 1000));
 const dt = (performance.now() - t0) / 1000;
+if (trace) { clearInterval(trace); process.stdout.write('\n'); }
 const rate = (received - r0) / dt;
 console.log('rate', Math.round(rate), Object.entries(pids).map(([k, p]) => `${k} ${((cpu(p) - c0[k]!) / dt / 10).toFixed(0)}%`).join(' '), 'us/msg:', Object.entries(pids).map(([k, p]) => `${k} ${((cpu(p) - c0[k]!) * 1000 / (received - r0)).toFixed(1)}`).join(' '));
 pubs.forEach(p => p.close()); subs.forEach(s => s.close()); await a.stop(); await b.stop(); await nats.dispose();
