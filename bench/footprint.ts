@@ -1,18 +1,25 @@
 /**
- * bench/footprint: what an operator sees in `ps` for an idle broker. Switchyard compiled (`npm start`: node
- * dist/src/main.js, built by `npm ci`), Switchyard through tsx (how it ran before), Aedes (plain node, in-memory
- * persistence) and Debian's Mosquitto, each in its own process:
+ * bench/footprint: what an operator sees in `ps` for an idle broker. Switchyard as `npm start` runs it (its
+ * environment, Node flags and entry file read from package.json: `MALLOC_ARENA_MAX=2`, `--max-semi-space-size=4`,
+ * the esbuild bundle dist/bundle/main.js, built by `npm ci`), tsc's one-module-per-file output dist/src/main.js with
+ * the same flags (what npm start ran before the bundle), Switchyard through tsx (how it ran before that), Aedes
+ * (plain node, in-memory persistence) and Debian's Mosquitto, each in its own process:
  * - start-up: spawn until the broker is ready (Switchyard: its SWITCHYARD_READY line; the others: the port accepts
  *   an MQTT CONNECT), median of 3 starts;
  * - idle RSS fresh: 10 s after ready;
  * - idle RSS after a standard light workload: 10 subscribers (QoS 1, one topic each), 10 publishers sending 500
  *   QoS 1 messages of 1 KiB each to them (5 000 messages, all received), 10 retained messages, then every client
  *   disconnects; sampled after 10 s idle. The bench forces no GC: this is the number `ps` shows (Switchyard's own
- *   idle reclaim, src/runtime/reclaim.ts, runs about 2 s into an idle period after the heap grew).
+ *   idle reclaim, src/runtime/reclaim.ts, compacts the heap about 2 s into an idle period when it grew, and gives
+ *   the young generation back about 6 s into it).
  * Each RSS is also given as its anonymous part (RssAnon: heap, stacks, malloc), i.e. without the pages of the
  * executable and libraries mapped from disk (RssFile), which are shared between processes running the same binary
  * and which the kernel can drop; for Node the binary alone is about 30-40 MiB of it.
- * Not a test: figures vary with the machine. `npx tsx bench/footprint.ts` alone, or part of `npm run bench`.
+ * Figures (2026-11-24, docs/operations.md "Footprint"): `npm start` 82-85 MiB fresh / 90-93 MiB after the workload,
+ * from 98-100 / 103-110 MiB before the bundle, MALLOC_ARENA_MAX=2 and the young-generation reclaim; Aedes 59 / 66,
+ * Mosquitto 8 / 9 MiB.
+ * Not a test: figures vary with the machine (about ±3 MiB between runs). `npx tsx bench/footprint.ts` alone
+ * (`FOOTPRINT_ONLY="npm start"` for the first row only), or part of `npm run bench`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
