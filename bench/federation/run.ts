@@ -12,9 +12,11 @@
  * bench/federation/run.ts` alone too.
  *
  * The Switchyard links push `b0/#` / `b1/#` on A and pull them on B (one direction, as the Mosquitto bridge), QoS 0
- * and QoS 1 link configs respectively. Both Node brokers run with `--max-semi-space-size=32` as in bench/mqtt
- * (`BENCH_NODE_FLAGS` replaces it). Mosquitto runs without persistence (as in bench/mqtt); Switchyard keeps QoS 1
- * messages in its persistent outbox (LevelDB) until JetStream acknowledged them.
+ * and QoS 1 link configs respectively, with the default globalConfig (`BENCH_LINK_GLOBAL` replaces it). Both Node
+ * brokers run with `--max-semi-space-size=32` as in bench/mqtt (`npm start` uses 4; `BENCH_NODE_FLAGS` replaces it).
+ * Mosquitto runs without persistence (as in bench/mqtt); Switchyard acknowledges a QoS 1 publish once JetStream has
+ * the message, or once it is in the sending broker's persistent outbox (LevelDB) when JetStream's acknowledgement
+ * takes longer than `outboxWriteBehind` (100 ms), and removes it from the outbox only after that acknowledgement.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';

@@ -17,9 +17,10 @@ const DURATION = Number(process.env.BENCH_SECONDS ?? 3) * 1000;
 const WARMUP = 500;
 const PAIRS = 8;
 /**
- * Node flags of both Node brokers: the ones `npm start` uses (a 32 MiB young generation: the message path allocates
- * many short-lived objects; measured +25–30 % QoS 0 throughput for Switchyard). Aedes gets the same, to be fair.
- * `BENCH_NODE_FLAGS="--max-semi-space-size=4"` (space-separated; empty for V8's defaults) replaces them.
+ * Node flags of both Node brokers: a 32 MiB young generation (the message path allocates many short-lived objects;
+ * measured +25–30 % QoS 0 throughput for Switchyard). `npm start` uses 4 MiB instead, for a smaller idle footprint
+ * (bench/footprint.ts); `BENCH_NODE_FLAGS="--max-semi-space-size=4"` measures with that (space-separated; empty for
+ * V8's defaults). Aedes gets the same flags, to be fair.
  */
 const NODE_FLAGS = process.env.BENCH_NODE_FLAGS !== undefined ? process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean) : ['--max-semi-space-size=32'];
 
