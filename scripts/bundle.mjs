@@ -8,7 +8,7 @@
 // native modules (classic-level, serialport, i2c-bus, cbor-extract), packages that read files next to their own
 // code (@fastify/swagger-ui, pino's workers) and the lazily loaded ones (mqtt, NATS, ajv, protobufjs, ml-*).
 // Code loaded on demand (dynamic import) goes to separate chunks, loaded when first used as before.
-// esbuild comes with tsx (a devDependency): like tsc, it is needed to build, not to run.
+// esbuild is a devDependency (the one tsx uses too): like tsc, it is needed to build, not to run.
 import { build } from 'esbuild';
 import { rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
