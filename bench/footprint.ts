@@ -67,7 +67,7 @@ async function untilConnects(port: number, t0: number, proc: ChildProcess): Prom
 
 /**
  * The environment, Node flags and entry file of `npm start` (package.json `scripts.start`:
- * `exec env MALLOC_ARENA_MAX=2 node <flags> dist/bundle/main.js`).
+ * `exec env MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=... MALLOC_TRIM_THRESHOLD_=... node <flags> dist/bundle/main.js`).
  */
 const NPM_START = /exec (?:env ((?:\w+=\S+ )+))?node((?: --\S+)*) (dist\/\S+\.js)/.exec(JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.start);
 const NPM_START_ENV: Record<string, string> = Object.fromEntries((NPM_START?.[1] ?? '').split(' ').filter(Boolean).map((kv) => kv.split('=', 2) as [string, string]));
