@@ -166,7 +166,10 @@ export class Engine {
   private lastWrite: Promise<void> | undefined = undefined;
   /** Write-behind (SubscribeOptions.writeBehindMs): the settlement of the publish in progress's unwritten copy. */
   private lastUnwritten: Promise<void> | undefined = undefined;
-  /** Write-behind entries in due order (settled ones are skipped when their time comes); `unwrittenAt` is the head. */
+  /**
+   * Write-behind entries in the order they were made, which is due order while every subscription uses the same
+   * window (the links all use `outboxWriteBehind`); settled ones are skipped when reached; `unwrittenAt` is the head.
+   */
   private unwrittenQueue: UnwrittenEntry[] = [];
   private unwrittenAt = 0;
   private unwrittenTimer: NodeJS.Timeout | undefined = undefined;
@@ -306,7 +309,12 @@ export class Engine {
     const unwritten = this.lastUnwritten;
     this.lastWrite = saved;
     this.lastUnwritten = savedUnwritten;
-    if (unwritten !== undefined) return written === undefined ? unwritten : Promise.all([written, unwritten]).then(noop);
+    if (unwritten !== undefined) {
+      if (written === undefined) return unwritten;
+      const both = Promise.all([written, unwritten]).then(noop);
+      both.catch(noop); // like the batch promises: a caller that does not await it causes no unhandled rejection
+      return both;
+    }
     return written ?? RESOLVED;
   }
 
@@ -736,6 +744,7 @@ export class Engine {
       resolve = res;
       reject = rej;
     });
+    settledPromise.catch(noop); // like the batch promises: rejects only for the callers that await it
     const e: UnwrittenEntry = { sub, dest, msg, due: Date.now() + sub.writeBehindMs, settled: false, resolve, reject };
     (sub.unwritten ??= new Map()).set(msg.id, e);
     this.unwrittenQueue.push(e);
