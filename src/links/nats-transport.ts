@@ -743,7 +743,13 @@ export class NatsTransport implements LinkTransport {
       ackScheduled = false;
       const list = acks;
       acks = [];
-      for (const x of list) x.ack();
+      for (const x of list) {
+        try {
+          x.ack();
+        } catch {
+          // the connection is gone: JetStream redelivers after ack_wait, and the id is remembered
+        }
+      }
     };
     const ack = (x: JsMsg) => {
       acks.push(x);
@@ -771,7 +777,13 @@ export class NatsTransport implements LinkTransport {
           if (lm.id) remember(lm.id);
           ack(m);
         },
-        () => m.nak(1000),
+        () => {
+          try {
+            m.nak(1000);
+          } catch {
+            // the connection is gone: JetStream redelivers after ack_wait
+          }
+        },
       );
     };
     // the callback form (no async iterator, no promise per message); the messages in the handler are bounded by the
