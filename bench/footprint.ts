@@ -26,7 +26,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdir
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import mqtt from 'mqtt';
-import { freePort } from './procs.js';
+import { freePort, stopProc } from './procs.js';
 
 const ROOT = resolve(import.meta.dirname, '..');
 
@@ -135,15 +135,6 @@ const mosquitto: Subject = {
   },
 };
 
-async function stop(proc: ChildProcess): Promise<void> {
-  if (proc.exitCode !== null || proc.signalCode !== null) return;
-  const exited = new Promise((r) => proc.once('exit', r));
-  proc.kill('SIGTERM');
-  const t = setTimeout(() => proc.kill('SIGKILL'), 10000);
-  await exited;
-  clearTimeout(t);
-}
-
 /** The standard light workload (see the header). */
 async function lightWorkload(port: number): Promise<void> {
   const url = `mqtt://127.0.0.1:${port}`;
@@ -210,7 +201,7 @@ export async function runFootprintBench(): Promise<FootprintRow[]> {
             after = rssMiB(b.proc.pid!);
           }
         } finally {
-          await stop(b.proc);
+          await stopProc(b.proc, 10000)();
         }
       } finally {
         rmSync(tmp, { recursive: true, force: true });

@@ -33,12 +33,12 @@ export function waitLine(proc: ChildProcess, re: RegExp, what: string): Promise<
   });
 }
 
-/** A stop function for a child process: SIGTERM, SIGKILL after 5 s; resolves once it has exited. */
-export const stopProc = (proc: ChildProcess) => async (): Promise<void> => {
+/** A stop function for a child process: SIGTERM, SIGKILL after `graceMs` (5 s); resolves once it has exited. */
+export const stopProc = (proc: ChildProcess, graceMs = 5000) => async (): Promise<void> => {
   if (proc.exitCode !== null || proc.signalCode !== null) return;
   const exited = new Promise((r) => proc.once('exit', r));
   proc.kill('SIGTERM');
-  const t = setTimeout(() => proc.kill('SIGKILL'), 5000);
+  const t = setTimeout(() => proc.kill('SIGKILL'), graceMs);
   await exited;
   clearTimeout(t);
 };
