@@ -452,8 +452,10 @@ export const sectionAliases: Record<string, SectionName> = {
   discovery: 'DiscoveryManager',
   discoverymanagerconfig: 'DiscoveryManager',
   integrations: 'NetworkConnectionManager',
+  connections: 'NetworkConnectionManager', // MAPS display name
   networkconnectionmanagerconfig: 'NetworkConnectionManager',
   hardware: 'DeviceManager',
+  devices: 'DeviceManager', // MAPS display name
   devicemanagerconfig: 'DeviceManager',
   lora: 'LoRaDeviceManager',
   loradevicemanagerconfig: 'LoRaDeviceManager',
