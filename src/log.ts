@@ -76,6 +76,8 @@ export interface Logs {
   log: Logger;
   audit: Logger;
   monitor: LogMonitor;
+  /** Changes the level of `log` and every child logger made from it (config reload, SIGHUP). */
+  setLevel(level: Level): void;
   close(): Promise<void>;
 }
 
@@ -103,6 +105,26 @@ function bindingsOf(logger: Logger): Record<string, unknown> {
     bindingCache.set(logger, b);
   }
   return b;
+}
+
+/**
+ * pino appends a child's bindings to its parent's, so `log.child({ name: 'rest' })` under the root named 'server'
+ * wrote `"name":"server","name":"rest"`: two `name` keys in one JSON line (most JSON readers keep the last, some
+ * reject the line). Run for every child logger (pino's `onChild`, inherited by grandchildren): when the bindings
+ * repeat a key, they are rewritten once with the child's value, at child creation, never per line.
+ */
+function dedupeBindings(child: Logger): void {
+  const sym = pino.symbols.chindingsSym as unknown as symbol;
+  const text = (child as unknown as Record<symbol, unknown>)[sym];
+  if (typeof text !== 'string' || !text.includes('"name":')) return;
+  const keys = [...text.matchAll(/[,{]"((?:[^"\\]|\\.)*)":/g)].map((m) => m[1]);
+  if (new Set(keys).size === keys.length) return;
+  try {
+    const merged = JSON.parse(`{${text.slice(1)}}`) as Record<string, unknown>; // the last value of a key wins
+    (child as unknown as Record<symbol, unknown>)[sym] = ',' + JSON.stringify(merged).slice(1, -1);
+  } catch {
+    /* not parseable: left as pino wrote it */
+  }
 }
 
 /** The record pino is about to serialise, rebuilt from the call's arguments (no JSON parsing). */
@@ -134,6 +156,15 @@ export function createLogs(opts: LogOptions): Logs {
   const auditFile = rotating(dir, 'audit.log', opts.historyDays, opts.maxSize);
   const showStdout = opts.stdout ?? true;
   let log: Logger;
+  // audit records reach messaging.log at the messaging level, which a reload may change: multistream tells this
+  // gate each record's level (pino's metadata protocol), the gate compares it with log's current level
+  const messagingGate = {
+    [Symbol.for('pino.metadata')]: true,
+    lastLevel: 0,
+    write(data: string) {
+      if (this.lastLevel >= log.levelVal) messagingFile.write(data);
+    },
+  };
   const show = (rec: Record<string, unknown>) => {
     monitor.add(rec);
     if (showStdout) process.stdout.write(formatRecord(rec) + '\n');
@@ -143,6 +174,7 @@ export function createLogs(opts: LogOptions): Logs {
       level: opts.level,
       base: undefined,
       name: 'server',
+      onChild: dedupeBindings,
       hooks: {
         logMethod(args, method, level) {
           method.apply(this, args as Parameters<typeof method>);
@@ -157,6 +189,7 @@ export function createLogs(opts: LogOptions): Logs {
       level: 'debug',
       base: undefined,
       name: 'audit',
+      onChild: dedupeBindings,
       hooks: {
         logMethod(args, method, level) {
           method.apply(this, args as Parameters<typeof method>);
@@ -166,13 +199,17 @@ export function createLogs(opts: LogOptions): Logs {
     },
     pino.multistream([
       { level: 'debug', stream: auditFile },
-      { level: opts.level, stream: messagingFile },
+      { level: 'debug', stream: messagingGate },
     ]),
   );
   return {
     log,
     audit,
     monitor,
+    setLevel(level: Level) {
+      // a child made without its own level inherits it through its prototype (pino children are Object.create(parent))
+      log.level = level;
+    },
     async close() {
       await Promise.all(
         [messagingFile, auditFile].map(
