@@ -42,9 +42,14 @@ export interface Principal {
 }
 
 export interface AuthContext {
+  /** The client's real address (from a trusted proxy's header or the PROXY protocol where configured). */
   clientAddress?: string;
   /** 'REST', 'MQTT', ... */
   protocol: string;
+  /** The address came through a proxy (or a forwarding header was seen): no lockout exemption applies to it. */
+  proxied?: boolean;
+  /** Fires when the caller went away (socket closed, request aborted): a password check not yet started is dropped. */
+  signal?: AbortSignal;
 }
 
 /** Bad credentials or a locked account (`retryAfterSeconds` set when locked). */
