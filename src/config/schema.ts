@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { DiscoveryManagerSchema } from '../discovery/config.js';
 import { DeviceManagerSchema } from '../devices/config.js';
@@ -12,6 +13,17 @@ import { LoRaDeviceManagerSchema } from '../devices/lora/config.js';
 
 const port = z.number().int().min(0, 'a port between 0 and 65535 (0 picks a free port)').max(65535, 'a port between 0 and 65535 (0 picks a free port)');
 const millis = z.number().int().nonnegative();
+
+/** An IPv4 / IPv6 address or CIDR range (`10.0.0.0/8`, `::1`, `fd00::/8`), as node:net BlockList takes it. */
+export function isAddressOrCidr(v: string): boolean {
+  const [addr = '', bits, extra] = v.trim().split('/');
+  const family = isIP(addr);
+  if (family === 0 || extra !== undefined) return false;
+  if (bits === undefined) return true;
+  const n = Number(bits);
+  return /^\d{1,3}$/.test(bits) && n <= (family === 4 ? 32 : 128);
+}
+const addressOrCidr = z.string().max(64).refine(isAddressOrCidr, 'an IP address or CIDR range, e.g. 127.0.0.1, 10.0.0.0/8 or ::1');
 
 export const MessageDaemonSchema = z
   .object({
@@ -89,6 +101,13 @@ export const RestApiSchema = z
     bodyLimit: z.number().int().min(1024).max(1073741824).default(1048576).describe('largest request body in bytes'),
     sseTokenLifetime: z.number().int().min(1000).default(60000),
     corsHeaders: z.record(z.string(), z.string()).default({}),
+    trustedProxies: z
+      .array(addressOrCidr)
+      .max(1000)
+      .default([])
+      .describe(
+        'addresses or CIDR ranges of reverse proxies whose X-Forwarded-For / Forwarded header is believed: the client is the rightmost address not in this list (docs/security.md "Behind a proxy"); default none: the socket peer is the client',
+      ),
     metricsAuthentication: z.boolean().default(false).describe('GET /metrics needs credentials and view_stats (default: open, as Prometheus scrapes)'),
     metricsTopDestinations: z
       .number()
@@ -126,7 +145,12 @@ export const MqttConfigSchema = z
       .default('response/')
       .describe("v5 Response Information for a client that asks: this prefix + the client id (percent-encoded) + '/'; '' = never sent"),
     authenticationMethods: z.array(z.enum(['SCRAM-SHA-256'])).default(['SCRAM-SHA-256']).describe('MQTT 5 enhanced authentication methods offered (AUTH); [] switches enhanced authentication off'),
-    proxyProtocol: z.boolean().default(false),
+    proxyProtocol: z
+      .boolean()
+      .default(false)
+      .describe(
+        'tcp:// and ssl:// endpoints only: every connection starts with a PROXY protocol v1 or v2 header (from HAProxy, nginx, a load balancer) giving the real client address; a connection without a valid one is closed (docs/security.md "Behind a proxy")',
+      ),
     // flow control and limits (docs/messaging.md "Flow control and limits")
     quotaExceededPolicy311: z
       .enum(['disconnect', 'drop'])
@@ -169,7 +193,10 @@ export const MqttConfigSchema = z
 export const WsConfigSchema = z
   .object({
     type: z.literal('ws'),
-    proxyProtocol: z.boolean().default(false),
+    proxyProtocol: z
+      .boolean()
+      .default(false)
+      .refine((v) => !v, 'the PROXY protocol is not implemented on WebSocket endpoints: set proxyProtocol on the mqtt entry of a tcp:// or ssl:// endpoint'),
     paths: z
       .array(z.string().regex(/^\/\S*$/, 'a WebSocket path starts with / and has no whitespace').max(1024))
       .max(100)
@@ -215,7 +242,10 @@ export type SerialDevice = z.output<typeof SerialDeviceSchema>;
 export const NmeaConfigSchema = z
   .object({
     type: z.literal('NMEA-0183'),
-    proxyProtocol: z.boolean().default(false),
+    proxyProtocol: z
+      .boolean()
+      .default(false)
+      .refine((v) => !v, 'the PROXY protocol is not implemented on serial endpoints'),
     serial: SerialDeviceSchema.optional().describe("the port's settings when endPointConfig.serialDevice is absent (MAPS NmeaConfigDTO.serial)"),
     topicPrefix: z
       .string()
@@ -259,8 +289,16 @@ export const EndPointConfigSchema = z
     selectorThreadCount: z.number().int().min(1).default(2),
     serverReadBufferSize: z.number().int().min(1).default(10240),
     serverWriteBufferSize: z.number().int().min(1).default(10240),
-    proxyProtocolMode: z.enum(['ENABLED', 'DISABLED', 'REQUIRED']).default('DISABLED'),
-    allowedProxyHosts: z.string().optional(),
+    proxyProtocolMode: z
+      .enum(['ENABLED', 'DISABLED', 'REQUIRED'])
+      .default('DISABLED')
+      .describe('PROXY protocol (tcp:// and ssl:// only): REQUIRED = a header must come first (as proxyProtocol: true), ENABLED = used when present'),
+    allowedProxyHosts: z
+      .string()
+      .max(10000)
+      .refine((v) => v.split(',').every((x) => x.trim() === '' || isAddressOrCidr(x.trim())), 'a comma-separated list of IP addresses or CIDR ranges')
+      .optional()
+      .describe('comma-separated addresses or CIDR ranges that may send a PROXY protocol header; a PROXY-protocol connection from any other peer is closed; absent: any peer'),
     connectionTimeout: z.number().int().min(100).max(3600000).default(5000).describe('ms a new connection has to send CONNECT'),
     receiveBufferSize: z.number().int().min(1).default(128000),
     sendBufferSize: z.number().int().min(1).default(128000),
@@ -296,7 +334,18 @@ export const EndPointServerConfigSchema = z
     selectorTaskWait: z.number().int().min(1).max(1000).default(10),
     autoStart: z.boolean().default(true).describe('start the endpoint when the server boots'),
   })
-  .strict();
+  .strict()
+  .superRefine((e, ctx) => {
+    // the PROXY protocol is read on tcp:// and ssl:// listeners only: refused elsewhere rather than ignored
+    const scheme = /^([a-z]+):/i.exec(e.url)?.[1]?.toLowerCase();
+    if (scheme === 'tcp' || scheme === 'ssl') return;
+    e.protocolConfigs.forEach((p, i) => {
+      if (p.proxyProtocol) ctx.addIssue({ code: 'custom', path: ['protocolConfigs', i, 'proxyProtocol'], message: `the PROXY protocol is implemented on tcp:// and ssl:// endpoints only, not ${scheme}://` });
+    });
+    if (e.endPointConfig.proxyProtocolMode !== 'DISABLED') {
+      ctx.addIssue({ code: 'custom', path: ['endPointConfig', 'proxyProtocolMode'], message: `the PROXY protocol is implemented on tcp:// and ssl:// endpoints only, not ${scheme}://` });
+    }
+  });
 export type EndPointServerConfig = z.output<typeof EndPointServerConfigSchema>;
 export type MqttConfig = z.output<typeof MqttConfigSchema>;
 
@@ -385,6 +434,29 @@ export const AuthManagerSchema = z
       .default(['127.0.0.0/8', '::1'])
       .describe('addresses or CIDR ranges where the per-user lock does not apply (a locked user still logs in from there; failures there still count); address limits apply everywhere'),
     lockoutTableSize: z.number().int().min(1).default(10000).describe('users tracked at once by the per-user lockout (unknown names are not in it)'),
+    addressAttemptLimit: z
+      .number()
+      .int()
+      .min(1)
+      .default(60)
+      .describe(
+        'password checks (right or wrong: MQTT CONNECT, POST /api/v1/login, uncached Basic) one source address may start within addressAttemptWindow; beyond it a login is refused at once, without a hash (REST 429, MQTT CONNACK 0x9F / 3.1.1 return code 3)',
+      ),
+    addressAttemptWindow: z.number().int().min(1).max(3600).default(10).describe('seconds over which addressAttemptLimit counts'),
+    passwordHashWorkers: z
+      .number()
+      .int()
+      .min(0)
+      .max(64)
+      .default(0)
+      .describe('worker threads that check passwords (scrypt), apart from the thread pool the store uses; 0 = one per core but one, at least 1, at most 4'),
+    passwordHashQueue: z
+      .number()
+      .int()
+      .min(0)
+      .max(100000)
+      .default(32)
+      .describe('password checks that may wait for a worker; beyond it a login is refused at once as busy (REST 503, MQTT CONNACK 0x89 / 3.1.1 return code 3)'),
   })
   .strict();
 
