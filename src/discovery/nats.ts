@@ -11,9 +11,15 @@ import type { DiscoveredTable } from './table.js';
  * - `{"kind":"query"}` at start, so the peers announce at once (each answers at most once a second);
  * - `{"kind":"goodbye", "serverName": ...}` on stop: the peers drop the entry at once.
  * Messages larger than 64 KiB or not matching the shape are ignored.
+ *
+ * A live peer's entry is kept across its announcements: each one refreshes the TTL of the services it names, and only
+ * a service it no longer names is removed. A server is gone when its TTL lapsed or it said goodbye, never in between
+ * (no "gone" / "found" pair per interval).
  */
 
 export const MAX_MESSAGE = 65536;
+/** Servers whose last announced service keys are remembered (to remove a service an announcement stops naming). */
+const MAX_REMEMBERED = 1024;
 
 const ServiceSchema = z.object({
   protocol: z.string().max(255),
@@ -61,6 +67,8 @@ export class NatsAnnouncer {
   private errorCb: (err: Error) => void = () => {};
   private closing: Promise<void> | undefined;
   private ad: Advertisement | undefined;
+  /** server name -> the service keys its last announcement named (insertion order: oldest first; capped). */
+  private readonly announced = new Map<string, Set<string>>();
 
   constructor(private readonly opts: NatsAnnouncerOptions) {}
 
@@ -130,15 +138,26 @@ export class NatsAnnouncer {
       return;
     }
     if (m.kind === 'goodbye') {
-      if (m.serverName !== this.opts.ownName) t.removeServer(m.serverName, 'nats');
+      if (m.serverName !== this.opts.ownName) {
+        this.announced.delete(m.serverName);
+        t.removeServer(m.serverName, 'nats');
+      }
       return;
     }
     const s = m.server;
     if (s.serverName === this.opts.ownName) return;
     const facts = { serverName: s.serverName, systemTopicPrefix: s.systemTopicPrefix, schemaSupport: s.schemaSupport, schemaPrefix: s.schemaPrefix, version: s.version, buildDate: s.buildDate };
-    // a service the announcement no longer names goes at once
-    t.removeServer(s.serverName, 'nats');
-    for (const [key, svc] of Object.entries(s.services)) t.upsert(facts, key, svc, 'nats', m.ttl);
+    // refresh in place (the entry stays: no removal and re-add per announcement), then drop only the services this
+    // announcement no longer names
+    const keys = new Set(Object.keys(s.services));
+    let taken = false;
+    for (const [key, svc] of Object.entries(s.services)) taken = t.upsert(facts, key, svc, 'nats', m.ttl) || taken;
+    const before = this.announced.get(s.serverName);
+    if (before) for (const key of before) if (!keys.has(key)) t.removeService(s.serverName, key, 'nats');
+    this.announced.delete(s.serverName);
+    if (!taken) return; // refused (table full) or nothing announced: nothing to remember
+    this.announced.set(s.serverName, keys);
+    if (this.announced.size > MAX_REMEMBERED) this.announced.delete(this.announced.keys().next().value!);
   }
 
   /** Sends the goodbye and closes the connection. Idempotent. */

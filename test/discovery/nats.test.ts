@@ -127,3 +127,46 @@ test('discovery - an interface that does not exist: the manager fails, backs off
     await c.close();
   }
 });
+
+test('discovery - NATS: a live peer stays listed across its announcements (no gone/found pair per interval); a service it stops naming goes, the server goes only on goodbye', async () => {
+  const peer = 'steady-peer';
+  const svc = (port: number) => ({ protocol: 'http', port, transport: 'tcp', addresses: ['192.0.2.7'], properties: {} });
+  const announce = (services: Record<string, unknown>) =>
+    raw.publish('switchyard.discovery', JSON.stringify({ kind: 'announce', ttl: 30, server: { serverName: peer, schemaSupport: false, services } }));
+  const logLines = async () => ((await a.inject('/api/v1/server/log')).json().logEntries as Array<{ message: string }>).map((e) => e.message);
+  const count = (lines: string[], what: RegExp) => lines.filter((l) => what.test(l)).length;
+  const changes: string[] = [];
+  const watch = setInterval(() => {
+    void names(a).then((n) => changes.push(n.includes(peer) ? 'listed' : 'missing'));
+  }, 20);
+  try {
+    for (let i = 0; i < 15; i++) {
+      announce({ restApi: svc(8080), mqtt: svc(1883) });
+      await raw.flush();
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    await waitUntil(async () => (await names(a)).includes(peer), 5000, 'peer listed');
+    const lines = await logLines();
+    const found = count(lines, new RegExp(`found server ${peer}\\b`));
+    const gone = count(lines, new RegExp(`server ${peer} is gone`));
+    console.log(`# discovery: 15 announcements of a live peer -> ${found} "found" and ${gone} "gone" log lines; REST view missing ${changes.slice(changes.indexOf('listed')).filter((c) => c === 'missing').length} times after first listed`);
+    assert.equal(found, 1, 'found once');
+    assert.equal(gone, 0, 'never gone while it announces');
+    assert.equal(changes.slice(changes.indexOf('listed')).filter((c) => c === 'missing').length, 0, 'never missing from the list once found');
+    // an announcement that no longer names a service: that service goes, the server stays
+    announce({ restApi: svc(8080) });
+    await raw.flush();
+    await waitUntil(async () => {
+      const e = (await a.inject('/api/v1/server/discovery')).json().find((s: { serverName: string }) => s.serverName === peer);
+      return e !== undefined && Object.keys(e.services).join() === 'restApi';
+    }, 5000, 'mqtt service removed');
+    assert.equal(count(await logLines(), new RegExp(`server ${peer} is gone`)), 0);
+    // goodbye: gone at once, one line
+    raw.publish('switchyard.discovery', JSON.stringify({ kind: 'goodbye', serverName: peer }));
+    await raw.flush();
+    await waitUntil(async () => !(await names(a)).includes(peer), 5000, 'goodbye seen');
+    assert.equal(count(await logLines(), new RegExp(`server ${peer} is gone`)), 1);
+  } finally {
+    clearInterval(watch);
+  }
+});
