@@ -127,7 +127,10 @@ export interface LinkEntry {
   /** Set while the link is established: reports a lost transport to the actor. */
   onLost?: (reason: string) => void;
   lostReason?: string;
+  /** Why the link is not established ('' / undefined while it is): shown as `lastError` in its status. */
   lastError?: string;
+  /** Set when an established link dropped; cleared (with an INFO line) when it is established again. */
+  droppedAt?: number;
   maxOutbox: number;
   /** `link:<name>`, the engine origin of what this link receives (set on first use). */
   origin?: string;
@@ -371,6 +374,11 @@ export class LinkManager {
     entry.lastError = reason;
     if (entry.lostReason !== undefined) return;
     entry.lostReason = reason;
+    if (entry.onLost) {
+      // an established link dropped: one WARN (an INFO follows when it is back)
+      entry.droppedAt = Date.now();
+      if (!this.stopped) this.rt.log.warn({ link: entry.name, url: entry.config.url, reason }, `integration link ${entry.name} lost its connection (${reason}); reconnecting with backoff`);
+    }
     entry.onLost?.(reason);
   }
 
@@ -416,18 +424,45 @@ export class LinkManager {
     if (!this.stopped) this.rt.log.info({ link: entry.name, url: entry.config.url }, `integration link ${entry.name} connected to ${entry.config.url}`);
   }
 
+  /**
+   * The pull receives and shared groups of a connected link. Bounded in time (3 x connectTimeout, at least 30 s): a
+   * remote side that never answers leaves the link Delayed with the reason in `lastError`, not Establishing forever.
+   */
   async establish(name: string): Promise<void> {
     const entry = this.entries.get(name);
     const transport = entry?.transport;
     if (!entry || !transport) throw new Error(`integration "${name}" has no connection`);
+    const limit = Math.max(30000, 3 * this.cfg.globalConfig.connectTimeout);
+    const step = { what: 'starting' };
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => reject(new Error(`not established within ${limit / 1000} s (${step.what})`)), limit);
+    });
+    try {
+      await Promise.race([this.establishSteps(entry, transport, step), timeout]);
+    } catch (err) {
+      if (entry.lostReason === undefined || entry.lastError === undefined) {
+        entry.counters.errors++;
+        entry.lastError = `establishing: ${(err as Error).message}`;
+      }
+      if (!this.stopped) this.rt.log.warn({ link: entry.name, url: entry.config.url, err: entry.lastError }, `integration link ${entry.name} could not be established; retrying with backoff`);
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private async establishSteps(entry: LinkEntry, transport: LinkTransport, step: { what: string }): Promise<void> {
     const generation = entry.generation;
     let index = 0;
     for (const lc of entry.config.linkConfigs) {
       const i = index++;
       if (lc.direction !== 'pull') continue;
+      const filter = namespaceFilter(lc.remoteNamespace);
+      step.what = `subscribing to ${filter} on the remote side`;
       await transport.receive(
         {
-          filter: namespaceFilter(lc.remoteNamespace),
+          filter,
           qos: lc.qualityOfService as 0 | 1 | 2,
           durableName: `${this.serverId}-${entry.name}-${i}`.replace(/[^A-Za-z0-9_-]/g, '_'),
           ...(lc.shareGroup ? { shareGroup: lc.shareGroup } : {}),
@@ -442,6 +477,7 @@ export class LinkManager {
         },
       );
     }
+    step.what = 'joining the shared groups';
     this.shares.attach(entry, transport, generation);
     if (entry.lostReason !== undefined) throw new Error(entry.lostReason);
   }
@@ -452,7 +488,16 @@ export class LinkManager {
     if (!entry) return () => {};
     entry.onLost = onLost;
     if (entry.lostReason !== undefined) queueMicrotask(() => onLost(entry.lostReason!));
-    else this.startFlow(entry);
+    else {
+      // established: nothing to explain any more
+      entry.lastError = undefined;
+      if (entry.droppedAt !== undefined && !this.stopped) {
+        const down = Date.now() - entry.droppedAt;
+        this.rt.log.info({ link: entry.name, url: entry.config.url, downMs: down }, `integration link ${entry.name} is established again after ${(down / 1000).toFixed(1)} s`);
+      }
+      entry.droppedAt = undefined;
+      this.startFlow(entry);
+    }
     return () => {
       entry.onLost = undefined;
       this.stopFlow(entry);
