@@ -138,11 +138,25 @@ export interface BrokerProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** The broker as a child process (`node --import tsx src/main.ts`), REST on a random port of 127.0.0.1. */
+/**
+ * The runtime settings `npm start` ships (package.json `scripts.start`: `exec env K=V ... node <flags> <entry>`): the
+ * glibc allocator variables and the V8 flags. Child-process brokers run with them, so what a test measures (memory
+ * above all) is what a user of `npm start` gets: without them, Node 24's larger default young generation and glibc's
+ * default trim threshold made a 50 MiB model upload look like +86 MiB of RSS where the shipped settings give about 25.
+ */
+export const NPM_START_SETTINGS = ((): { env: Record<string, string>; flags: string[] } => {
+  const start = String(JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.start);
+  const m = /exec (?:env ((?:\w+=\S+ )+))?node((?: --\S+)*) /.exec(start);
+  if (!m) throw new Error(`package.json scripts.start is not "exec env K=V ... node <flags> <entry>": ${start}`);
+  const env = Object.fromEntries((m[1] ?? '').split(' ').filter(Boolean).map((kv) => kv.split('=', 2) as [string, string]));
+  return { env, flags: (m[2] ?? '').split(' ').filter(Boolean) };
+})();
+
+/** The broker as a child process (`node <npm start's flags> --import tsx src/main.ts`), REST on a random port of 127.0.0.1. */
 export async function spawnBroker(env: Record<string, string>, opts: { waitReady?: boolean } = {}): Promise<BrokerProcess> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts')], {
+  const proc = spawn(process.execPath, [...NPM_START_SETTINGS.flags, '--import', 'tsx', join(ROOT, 'src/main.ts')], {
     cwd: ROOT,
-    env: { ...process.env, SWITCHYARD_REST_PORT: '0', SWITCHYARD_REST_HOST: '127.0.0.1', ...MQTT_TEST_ENV, ...env },
+    env: { ...process.env, ...NPM_START_SETTINGS.env, SWITCHYARD_REST_PORT: '0', SWITCHYARD_REST_HOST: '127.0.0.1', ...MQTT_TEST_ENV, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
