@@ -21,8 +21,16 @@ export interface LoadedConfig {
   sources: Partial<Record<SectionName, string>>;
 }
 
-function describeIssue(issue: z.core.$ZodIssue, raw: unknown): string {
+/** `section.key.path` (as zod reports it) → the environment variable that set it, for messages. */
+type EnvOrigins = Map<string, string>;
+
+function describeIssue(issue: z.core.$ZodIssue, raw: unknown, section: SectionName, origins: EnvOrigins): string {
   const path = issue.path.join('.');
+  // a value that came from the environment: say so (the file the section came from did not set it)
+  for (let n = issue.path.length; n > 0; n--) {
+    const envName = origins.get(`${section}.${issue.path.slice(0, n).join('.')}`);
+    if (envName) return `key '${path}' (set by the environment variable ${envName}): ${describeIssue(issue, raw, section, new Map()).replace(/^key '[^']*': /, '')}`;
+  }
   let got: unknown = raw;
   for (const p of issue.path) got = got && typeof got === 'object' ? (got as Record<PropertyKey, unknown>)[p as PropertyKey] : undefined;
   if (issue.code === 'unrecognized_keys') {
@@ -32,11 +40,11 @@ function describeIssue(issue: z.core.$ZodIssue, raw: unknown): string {
   return `key '${path}': ${issue.message}; got ${shown}`;
 }
 
-const envRules: Array<{ name: string; section: SectionName; key: string; kind: 'port' | 'string' | 'boolean' }> = [
+const envRules: Array<{ name: string; section: SectionName; key: string; kind: 'port' | 'string' | 'boolean' | 'level' }> = [
   { name: 'SWITCHYARD_DATA_DIR', section: 'MessageDaemon', key: 'dataDirectory', kind: 'string' },
   { name: 'SWITCHYARD_REST_PORT', section: 'RestApi', key: 'port', kind: 'port' },
   { name: 'SWITCHYARD_REST_HOST', section: 'RestApi', key: 'hostnames', kind: 'string' },
-  { name: 'SWITCHYARD_LOG_LEVEL', section: 'MessageDaemon', key: 'logLevel', kind: 'string' },
+  { name: 'SWITCHYARD_LOG_LEVEL', section: 'MessageDaemon', key: 'logLevel', kind: 'level' },
   { name: 'SWITCHYARD_ALLOW_ANONYMOUS', section: 'AuthManager', key: 'allowAnonymous', kind: 'boolean' },
 ];
 
@@ -49,6 +57,7 @@ export function loadConfig(options: LoadOptions = {}): LoadedConfig {
   const env = options.env ?? process.env;
   const configDir = resolve(options.configDir ?? env.SWITCHYARD_CONFIG_DIR ?? './config');
   const raw: Partial<Record<SectionName, Record<string, unknown>>> = {};
+  const origins: EnvOrigins = new Map();
   const sources: Partial<Record<SectionName, string>> = {};
 
   if (existsSync(configDir)) {
@@ -60,7 +69,8 @@ export function loadConfig(options: LoadOptions = {}): LoadedConfig {
       try {
         doc = parseYaml(readFileSync(path, 'utf8'));
       } catch (err) {
-        throw new ConfigError(`${path}: not valid YAML: ${(err as Error).message.split('\n')[0]}`);
+        // the yaml parser's message carries the line, the column and an excerpt of the code with a caret: keep it
+        throw new ConfigError(`${path}: not valid YAML: ${(err as Error).message.trimEnd()}`);
       }
       if (doc === null || doc === undefined) continue;
       if (typeof doc !== 'object' || Array.isArray(doc)) {
@@ -96,11 +106,12 @@ export function loadConfig(options: LoadOptions = {}): LoadedConfig {
     } else if (rule.kind === 'boolean') {
       if (!/^(true|false|1|0)$/i.test(value)) throw new ConfigError(`environment ${rule.name}: expected true or false; got ${JSON.stringify(value)}`);
       parsed = /^(true|1)$/i.test(value);
-    }
+    } else if (rule.kind === 'level') parsed = value.toLowerCase(); // DEBUG as logback writes it, debug as pino does
     raw[rule.section] = { ...(raw[rule.section] ?? {}), [rule.key]: parsed };
+    origins.set(`${rule.section}.${rule.key}`, rule.name);
     sources[rule.section] ??= `environment ${rule.name}`;
   }
-  applyEndpointEnv(env, raw, sources);
+  applyEndpointEnv(env, raw, sources, origins);
   for (const [section, values] of Object.entries(options.overrides ?? {})) {
     raw[section as SectionName] = { ...(raw[section as SectionName] ?? {}), ...values };
   }
@@ -109,8 +120,9 @@ export function loadConfig(options: LoadOptions = {}): LoadedConfig {
   for (const name of sectionNames) {
     const result = sectionSchemas[name].safeParse(raw[name] ?? {});
     if (!result.success) {
-      const where = sources[name] ?? '(defaults)';
-      const problems = result.error.issues.map((i) => describeIssue(i, raw[name]));
+      const problems = result.error.issues.map((i) => describeIssue(i, raw[name], name, origins));
+      // every problem from the environment: the file is not the place to look
+      const where = problems.every((p) => p.includes('(set by the environment variable ')) ? 'environment' : (sources[name] ?? '(defaults)');
       throw new ConfigError(`${where}: section '${name}', ${problems.join('; ')}`);
     }
     config[name] = result.data;
@@ -118,13 +130,16 @@ export function loadConfig(options: LoadOptions = {}): LoadedConfig {
   return { config: config as Config, configDir, sources };
 }
 
-/** Replaces values of keys that look like secrets, for display. */
+/**
+ * Replaces values of keys that look like secrets, for display. A secret is a string: numbers and booleans under a
+ * secret-looking name (`sseTokenLifetime`, `requireCurrentPassword`) are settings, shown as they are.
+ */
 export function maskSecrets(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(maskSecrets);
   if (value && typeof value === 'object') {
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value)) {
-      out[k] = /pass(word|phrase)?|secret|token|privatekey|credential|hexkey|apikey/i.test(k) && v !== null && typeof v !== 'object' && v !== '' ? '********' : maskSecrets(v);
+      out[k] = /pass(word|phrase)?|secret|token|privatekey|credential|hexkey|apikey/i.test(k) && typeof v === 'string' && v !== '' ? '********' : maskSecrets(v);
     }
     return out;
   }
@@ -136,7 +151,7 @@ export function maskSecrets(value: unknown): unknown {
  * case. They rewrite the URL of the default endpoints, found by name ('MQTT Interface', 'MQTT WebSocket
  * Interface'), in the configured list (or the built-in default list when NetworkManager is not configured).
  */
-function applyEndpointEnv(env: NodeJS.ProcessEnv, raw: Partial<Record<SectionName, Record<string, unknown>>>, sources: Partial<Record<SectionName, string>>): void {
+function applyEndpointEnv(env: NodeJS.ProcessEnv, raw: Partial<Record<SectionName, Record<string, unknown>>>, sources: Partial<Record<SectionName, string>>, origins: EnvOrigins): void {
   const rules = [
     { name: 'SWITCHYARD_MQTT_PORT', endpoint: DEFAULT_MQTT_ENDPOINT },
     { name: 'SWITCHYARD_MQTT_WS_PORT', endpoint: DEFAULT_MQTT_WS_ENDPOINT },
@@ -160,6 +175,7 @@ function applyEndpointEnv(env: NodeJS.ProcessEnv, raw: Partial<Record<SectionNam
       const port = value !== undefined && value !== '' ? Number(value) : undefined;
       const current = /:(\d+)(\/|$)/.exec(entry.url.replace(/^[a-z]+:\/\//i, ''));
       entry.url = withPort(entry.url, port ?? Number(current?.[1] ?? 0), host);
+      origins.set(`NetworkManager.data.${data.indexOf(entry)}.url`, [port !== undefined ? rule.name : '', host ? 'SWITCHYARD_MQTT_HOST' : ''].filter(Boolean).join(' and '));
     } catch {
       /* a malformed url is reported by the schema */
     }

@@ -83,4 +83,43 @@ describe('configuration', () => {
     // a LoRa radio's hexKey (LoRaDeviceManager) is a secret too
     assert.deepEqual(maskSecrets({ data: [{ name: 'radio', hexKey: '00112233', frequency: 868.1 }] }), { data: [{ name: 'radio', hexKey: '********', frequency: 868.1 }] });
   });
+
+  test('config - a bad value from SWITCHYARD_LOG_LEVEL or SWITCHYARD_MQTT_HOST names the environment variable, not the YAML file', () => {
+    const d = configDir({ 'MessageDaemon.yaml': 'MessageDaemon:\n  logLevel: info\n' });
+    // DEBUG (logback's spelling) is accepted from the environment
+    assert.equal(loadConfig({ configDir: d, env: { SWITCHYARD_LOG_LEVEL: 'DEBUG' } }).config.MessageDaemon.logLevel, 'debug');
+    assert.throws(
+      () => loadConfig({ configDir: d, env: { SWITCHYARD_LOG_LEVEL: 'verbose' } }),
+      (err: Error) => {
+        assert.ok(err instanceof ConfigError);
+        assert.match(err.message, /^environment: section 'MessageDaemon', key 'logLevel' \(set by the environment variable SWITCHYARD_LOG_LEVEL\): .*got "verbose"/);
+        assert.doesNotMatch(err.message, /MessageDaemon\.yaml/);
+        return true;
+      },
+    );
+    assert.throws(() => loadConfig({ configDir: d, env: { SWITCHYARD_MQTT_HOST: 'bad host' } }), /key 'data\.0\.url' \(set by the environment variable SWITCHYARD_MQTT_HOST\).*got "tcp:\/\/bad host:1883\/"/);
+    // a bad value in the file is still the file's
+    const f = configDir({ 'MessageDaemon.yaml': 'MessageDaemon:\n  logLevel: loud\n' });
+    assert.throws(() => loadConfig({ configDir: f, env: {} }), /MessageDaemon\.yaml: section 'MessageDaemon', key 'logLevel': /);
+  });
+
+  test('config - a YAML syntax error keeps the parser\'s line, column and code excerpt', () => {
+    const d = configDir({ 'RestApi.yaml': 'RestApi:\n  port: 8080\n   hostnames: x\n' });
+    assert.throws(
+      () => loadConfig({ configDir: d, env: {} }),
+      (err: Error) => {
+        assert.match(err.message, /RestApi\.yaml: not valid YAML: .*at line 2, column \d+:/);
+        assert.match(err.message, /\n\s*port: 8080\n\s*\^/, 'the offending line and a caret under it');
+        return true;
+      },
+    );
+  });
+
+  test('config - only string values are masked: sseTokenLifetime and other numbers or booleans under secret-like names are shown', () => {
+    const { config } = loadConfig({ configDir: CONFIG_DIR, env: {} });
+    const shown = maskSecrets(config) as typeof config;
+    assert.equal(shown.RestApi.sseTokenLifetime, 60000);
+    assert.equal(shown.AuthManager.requireCurrentPassword, true);
+    assert.deepEqual(maskSecrets({ sslConfig: { keyFile: '/k.pem', passphrase: 'pw' } }), { sslConfig: { keyFile: '/k.pem', passphrase: '********' } });
+  });
 });
