@@ -40,11 +40,18 @@ describe('metrics', () => {
     assert.match(text, /^switchyard_ready 1$/m);
     for (const secret of ['client-id-7f3a', 'admin', '127.0.0.1', s.adminPassword]) assert.equal(text.includes(secret), false, `no ${secret} in the metrics`);
     for (const line of text.split('\n').filter((l) => l.startsWith('# TYPE ') && l.endsWith(' gauge'))) assert.doesNotMatch(line, /_total gauge$/, line);
+  });
 
-    // the Grafana dashboard shows series that exist (federation link series arrive with the links)
-    const dashboard = readFileSync(join(ROOT, 'docker/grafana-dashboard.json'), 'utf8');
-    const used = new Set(dashboard.match(/switchyard_[a-z0-9_]+/g));
-    for (const name of used) if (!name.startsWith('switchyard_link_')) assert.match(text, new RegExp(`^# TYPE ${name} `, 'm'), `dashboard metric ${name}`);
+  test('metrics - every metric a query of the Grafana dashboard names is on /metrics (link series included, declared before any link exists)', async () => {
+    const text = (await s.app.inject({ url: '/metrics' })).body;
+    const declared = new Set([...text.matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]));
+    const dashboard = JSON.parse(readFileSync(join(ROOT, 'docker/grafana-dashboard.json'), 'utf8')) as { panels: Array<{ title: string; targets?: Array<{ expr: string }> }> };
+    const queried: Array<{ panel: string; metric: string }> = [];
+    for (const p of dashboard.panels) for (const t of p.targets ?? []) for (const m of t.expr.match(/switchyard_[a-z0-9_]+/g) ?? []) queried.push({ panel: p.title, metric: m });
+    assert.ok(queried.length >= 20, `the dashboard's queries were read (${queried.length})`);
+    assert.ok(queried.some((q) => q.metric.startsWith('switchyard_link_')), 'the links panel is checked too');
+    const missing = queried.filter((q) => !declared.has(q.metric));
+    assert.deepEqual(missing, [], `dashboard queries of metrics /metrics does not have: ${missing.map((q) => `${q.metric} (panel "${q.panel}")`).join(', ')}`);
   });
 
   test('metrics - RestApi.metricsAuthentication: true requires credentials and view_stats', async () => {
