@@ -68,7 +68,7 @@ export const EndPointSummaryDTO = z
   .meta({ id: 'EndPointSummaryDTO' });
 
 /** The update body: the configuration file's schema, with the fields the specification requires. */
-const EndPointServerConfigDTO = EndPointServerConfigSchema.extend({
+const EndPointServerConfigDTO = EndPointServerConfigSchema.safeExtend({
   authenticationRealm: z.string().trim().min(1, 'authenticationRealm is required'),
   endPointConfig: EndPointConfigSchema,
 }).meta({ id: 'EndPointServerConfigDTO' });
@@ -90,6 +90,9 @@ export const interfaceRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
   if (!ctx.rt.config.RestApi.enableInterfaceManagement) return; // registered when RestApi.enableInterfaceManagement (as MAPS)
   const { rt, cache } = ctx;
   const cached = <T>(path: string, disc: string, produce: () => T) => cache.get(ResponseCache.key(path, disc), produce);
+  // the endpoint's state is in these views: an endpoint's transition drops them (never Started after a failure)
+  cache.follow(rt);
+  const stateView = <T>(path: string, disc: string, produce: () => T) => cache.getState(ResponseCache.key(path, disc), ['endpoint'], produce);
 
   app.get(
     '/api/v1/server/interfaces',
@@ -97,7 +100,7 @@ export const interfaceRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
     async (req) => {
       const f = filterOf(req.query.filter);
       const svc = endpointsOf(rt);
-      return cached(req.routeOptions.url!, req.query.filter ?? '', () => [...svc.entries.values()].map((e) => svc.interfaceInfo(e)).filter((i) => !f || f.matches(i)));
+      return stateView(req.routeOptions.url!, req.query.filter ?? '', () => [...svc.entries.values()].map((e) => svc.interfaceInfo(e)).filter((i) => !f || f.matches(i)));
     },
   );
 
@@ -126,7 +129,7 @@ export const interfaceRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
     async (req) => {
       const svc = endpointsOf(rt);
       const e = svc.find(req.params.endpoint);
-      return cached('/api/v1/server/interface/', e.uniqueId, () => svc.interfaceInfo(e));
+      return stateView('/api/v1/server/interface/', e.uniqueId, () => svc.interfaceInfo(e));
     },
   );
 

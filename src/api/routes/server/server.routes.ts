@@ -123,7 +123,9 @@ export const serverRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) 
   app.get(
     '/api/v1/server/status',
     { config: { permission: { permission: 'view_stats' } }, schema: { tags: ['Server Management'], summary: 'Get server subsystem status', response: { 200: z.array(SubSystemStatusDTO), ...ErrorResponses } } },
-    async (req) => cached(req.routeOptions.url!, 'serverStats', () => statusList(ctx)),
+    // not cached: it shows actor states and supervisor context (counts, last errors) that change without a
+    // transition, and a status view must never be stale (/health computes the same list on every call)
+    async () => statusList(ctx),
   );
 
   app.get(
