@@ -1,6 +1,6 @@
 import { ValidationError } from '../errors.js';
 import type { Store } from '../store/store.js';
-import { Permissions, ResourceTypes, ServerPermissions, type Permission, type ResourceType } from './types.js';
+import { ModelPermissions, Permissions, ResourceTypes, ServerPermissions, type Permission, type ResourceType } from './types.js';
 
 /**
  * ACLs (reference section 8). Per resource (type, key) one entry per principal with an allow set and a deny set.
@@ -9,6 +9,8 @@ import { Permissions, ResourceTypes, ServerPermissions, type Permission, type Re
  */
 
 export const SERVER_PERMISSIONS: ReadonlySet<Permission> = new Set<Permission>(ServerPermissions);
+/** Permissions of the `Model` resource type only. */
+export const MODEL_PERMISSIONS: ReadonlySet<Permission> = new Set<Permission>(ModelPermissions);
 
 export const PERMISSION_DESCRIPTIONS: Record<Permission, string> = {
   connect: 'Allows the identity to open a connection',
@@ -35,6 +37,8 @@ export const PERMISSION_DESCRIPTIONS: Record<Permission, string> = {
   durable: 'Allows subscribing to durable resources on this destination',
   purge: 'Allows purging messages from this destination',
   view: 'Allows viewing/browsing this destination',
+  use_model: 'Allows calling this model in a selector (subscription filters, list filters)',
+  train_model: 'Allows creating or changing this model: upload, delete, online training from a selector',
 };
 
 export const DESTINATION_TYPES: ReadonlySet<ResourceType> = new Set<ResourceType>(['Topic', 'Queue', 'TemporaryTopic', 'TemporaryQueue']);
@@ -63,9 +67,19 @@ export function parseResourceKey(raw: unknown, field = 'resourceKey'): string {
   return raw;
 }
 
-/** The levels tried, most specific first: destinations /a/b/c → /a/b → /a → /; Server <id> → *; others only themselves. */
+/**
+ * Which resource types a permission applies to: server permissions to Server, model permissions to Model, the
+ * others to destinations (and Schema, Metrics). Throws a 400 naming the mismatch.
+ */
+export function checkPermissionScope(type: ResourceType, p: Permission): void {
+  if (MODEL_PERMISSIONS.has(p) !== (type === 'Model')) {
+    throw new ValidationError(type === 'Model' ? `Permission ${p} does not apply to models (use_model, train_model do)` : `Permission ${p} applies to the Model resource only, not to ${type}`);
+  }
+}
+
+/** The levels tried, most specific first: destinations /a/b/c → /a/b → /a → /; Server <id> → *; Model <name> → *; others only themselves. */
 export function ancestors(type: ResourceType, key: string): string[] {
-  if (type === 'Server') return key === '*' ? ['*'] : [key, '*'];
+  if (type === 'Server' || type === 'Model') return key === '*' ? ['*'] : [key, '*'];
   if (!DESTINATION_TYPES.has(type)) return [key];
   const out = [key];
   let k = key;
@@ -140,6 +154,7 @@ export class AclStore {
 
   /** Replaces the whole ACL of one resource with one store write (atomic). Empty entries remove it. */
   async replace(type: ResourceType, key: string, entries: AclEntry[]): Promise<AclRecord> {
+    for (const e of entries) for (const p of [...e.allow, ...e.deny]) checkPermissionScope(type, p);
     const k = keyOf(type, key);
     const clean = entries.filter((e) => e.allow.length || e.deny.length);
     const rec: AclRecord = { resourceType: type, resourceKey: key, entries: clean };

@@ -1,13 +1,20 @@
 import { chmodSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Runtime } from '../runtime/runtime.js';
-import { DESTINATION_TYPES, SERVER_PERMISSIONS } from './acl.js';
+import { DESTINATION_TYPES, MODEL_PERMISSIONS, SERVER_PERMISSIONS } from './acl.js';
 import { passwordCredentials, randomPassword } from './passwords.js';
 import type { SecurityManager } from './service.js';
 import { initialAdminPassword } from './admin-password.js';
 import { Permissions, type Permission } from './types.js';
 
-const DESTINATION_PERMISSIONS = Permissions.filter((p) => !SERVER_PERMISSIONS.has(p));
+const DESTINATION_PERMISSIONS = Permissions.filter((p) => !SERVER_PERMISSIONS.has(p) && !MODEL_PERMISSIONS.has(p));
+/**
+ * Models (resource `Model`, key `*` = every model): administrators use and train (create, change, train online) any
+ * model; `everyone` may call the models that are in the store in its selectors, but neither creates nor trains one
+ * (a selector naming a model not in the store trains it: that needs train_model).
+ */
+export const ADMINS_MODEL: Permission[] = ['use_model', 'train_model'];
+export const EVERYONE_MODEL: Permission[] = ['use_model'];
 /**
  * What every logged-in user may do on the server: connect (MQTT, and the REST routes that need `connect`: own
  * session, own password, messaging), keep a persistent session, create and list destinations, subscribe with
@@ -25,7 +32,7 @@ export const EVERYONE = 'everyone';
 export const OPERATORS = 'operators';
 
 /** Version of the default groups and ACLs; kept in the store (`instance` sublevel) once applied. */
-const DEFAULTS_VERSION = 2;
+const DEFAULTS_VERSION = 3;
 const DEFAULTS_KEY = 'security-defaults';
 
 /**
@@ -63,6 +70,8 @@ export async function ensureDefaults(sm: SecurityManager, rt: Runtime): Promise<
   for (const type of ['Schema', 'Metrics'] as const) await sm.acl.grant(type, '/', admins.uniqueId, true, 'ALLOW', DESTINATION_PERMISSIONS);
   await sm.acl.grant('Topic', 'test/nosubscribe', everyone.uniqueId, true, 'DENY', ['subscribe']);
   await sm.acl.grant('Topic', 'test/nosubscribe', admins.uniqueId, true, 'DENY', ['subscribe']);
+  await sm.acl.grant('Model', '*', admins.uniqueId, true, 'ALLOW', ADMINS_MODEL);
+  await sm.acl.grant('Model', '*', everyone.uniqueId, true, 'ALLOW', EVERYONE_MODEL);
 
   await rt.store.putJson('instance', DEFAULTS_KEY, { version: DEFAULTS_VERSION });
 
@@ -87,7 +96,8 @@ export async function ensureDefaults(sm: SecurityManager, rt: Runtime): Promise<
  * `view_stats` and `purge_server` on this server (the old first-boot grant; whoever still needs them is added to
  * `operators` or granted them by name), and the `operators` group is created with `view_stats` when there is no
  * group of that name. Users in no group stay so (they were made that way; add them to `everyone` to let them log
- * in). Audited as `security.defaults_upgraded`.
+ * in). From version 3 on, a store without any ACL on `Model *` gets the model grants (admins use_model, train_model;
+ * everyone use_model). Audited as `security.defaults_upgraded`.
  */
 async function upgradeDefaults(sm: SecurityManager, rt: Runtime): Promise<void> {
   const done = await rt.store.getJson<{ version: number }>('instance', DEFAULTS_KEY);
@@ -96,7 +106,15 @@ async function upgradeDefaults(sm: SecurityManager, rt: Runtime): Promise<void> 
   const server = rt.serverName;
   const changes: string[] = [];
   const everyone = ids.groupByGroupName(EVERYONE);
-  if (everyone) {
+  const from = done?.version ?? 1;
+  if (from < 3 && sm.acl.get('Model', '*').entries.length === 0) {
+    // version 3: the Model resource type (model functions in selectors need use_model, training needs train_model)
+    const admins = ids.groupByGroupName(ADMINS);
+    if (admins) await sm.acl.grant('Model', '*', admins.uniqueId, true, 'ALLOW', ADMINS_MODEL);
+    if (everyone) await sm.acl.grant('Model', '*', everyone.uniqueId, true, 'ALLOW', EVERYONE_MODEL);
+    changes.push(`Model * granted: ${ADMINS} ${ADMINS_MODEL.join(', ')}; ${EVERYONE} ${EVERYONE_MODEL.join(', ')}`);
+  }
+  if (from < 2 && everyone) {
     const rec = sm.acl.get('Server', server);
     const entry = rec.entries.find((e) => e.principalId === everyone.uniqueId && e.isGroup);
     const drop = (['view_stats', 'purge_server'] as Permission[]).filter((p) => entry?.allow.includes(p));
@@ -109,7 +127,7 @@ async function upgradeDefaults(sm: SecurityManager, rt: Runtime): Promise<void> 
       changes.push(`${EVERYONE} no longer has ${drop.join(', ')}`);
     }
   }
-  if (!ids.groupByGroupName(OPERATORS)) {
+  if (from < 2 && !ids.groupByGroupName(OPERATORS)) {
     const operators = await ids.createGroup(OPERATORS);
     await sm.acl.grant('Server', server, operators.uniqueId, true, 'ALLOW', OPERATORS_SERVER);
     changes.push(`group ${OPERATORS} created with ${OPERATORS_SERVER.join(', ')}`);

@@ -25,11 +25,18 @@ export const ServerPermissions = [
 /** Destination-scope permission wire names (bit >= 32). */
 export const DestinationPermissions = ['publish', 'subscribe', 'schema_subscribe', 'schema_publish', 'retain', 'delete', 'durable', 'purge', 'view'] as const;
 
+/**
+ * Model-scope permissions (Switchyard, not in MAPS), on the `Model` resource (key: the model name, `*` all models):
+ * `use_model` calls the model in a selector (subscriptions, SSE, list filters); `train_model` creates or changes it
+ * (upload, delete, online training by a selector that names a model not in the store).
+ */
+export const ModelPermissions = ['use_model', 'train_model'] as const;
+
 /** Permission wire names (reference section 8), lowercase. */
-export const Permissions = [...ServerPermissions, ...DestinationPermissions] as const;
+export const Permissions = [...ServerPermissions, ...DestinationPermissions, ...ModelPermissions] as const;
 export type Permission = (typeof Permissions)[number];
 
-export const ResourceTypes = ['Server', 'Topic', 'Queue', 'TemporaryTopic', 'TemporaryQueue', 'Schema', 'Metrics'] as const;
+export const ResourceTypes = ['Server', 'Topic', 'Queue', 'TemporaryTopic', 'TemporaryQueue', 'Schema', 'Metrics', 'Model'] as const;
 export type ResourceType = (typeof ResourceTypes)[number];
 
 export interface Principal {

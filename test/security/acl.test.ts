@@ -291,10 +291,11 @@ describe('ACL API', () => {
     const r = await s.inject('/api/v1/auth/permissions');
     assert.equal(r.statusCode, 200);
     const body = r.json();
-    assert.equal(body.permissions.length, 24);
+    assert.equal(body.permissions.length, 26);
+    assert.equal(body.permissions.find((p: { name: string }) => p.name === 'train_model').server, false);
     assert.deepEqual(body.permissions.find((p: { name: string }) => p.name === 'wildcard_subscription'), { schemaLoadingVersion: 0, name: 'wildcard_subscription', description: 'Allows wildcard subscriptions', server: true });
     assert.equal(body.permissions.find((p: { name: string }) => p.name === 'publish').server, false);
-    assert.deepEqual(body.resourceTypes.map((t: { name: string }) => t.name), ['Server', 'Topic', 'Queue', 'TemporaryTopic', 'TemporaryQueue', 'Schema', 'Metrics']);
+    assert.deepEqual(body.resourceTypes.map((t: { name: string }) => t.name), ['Server', 'Topic', 'Queue', 'TemporaryTopic', 'TemporaryQueue', 'Schema', 'Metrics', 'Model']);
   });
 
   test('acl - ACL changes are audited with who, what and the new entries', async () => {
