@@ -12,6 +12,7 @@ import type { ApiContext } from './context.js';
 import { clientErrorHandler, registerErrorHandling } from './plugins/errors.js';
 import { nullOptionalFields, registerNullFields } from './plugins/null-fields.js';
 import { registerCors } from './plugins/cors.js';
+import { trustProxyOf } from './plugins/client-address.js';
 import { trackRestConnections } from './routes/connections/rest-connections.js';
 import { interfaceRoutes } from './routes/interfaces/interfaces.routes.js';
 import { connectionRoutes } from './routes/connections/connections.routes.js';
@@ -59,6 +60,7 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
     forceCloseConnections: true,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1000 },
   }).withTypeProvider<ZodTypeProvider>();
+    trustProxy: trustProxyOf(rest.trustedProxies), // request.ip: the client behind RestApi.trustedProxies (plugins/client-address.ts)
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
 

@@ -121,6 +121,10 @@ export const RestApiSchema = z
 
 /** MqttConfigDTO (reference 4.6): limits of the MQTT protocol on one endpoint. */
 export const MqttConfigSchema = z
+    trustedProxyHeader: z
+      .enum(['X-Forwarded-For', 'Forwarded'])
+      .default('X-Forwarded-For')
+      .describe('the header the trusted proxies write (the other one is ignored: a client could send it through the proxy untouched)'),
   .object({
     type: z.literal('mqtt'),
     minServerKeepAlive: z.number().int().min(0).max(65535).default(0).describe('s; v5 clients asking for less get this (Server Keep Alive)'),
