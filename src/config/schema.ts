@@ -459,8 +459,8 @@ export const AuthManagerSchema = z
       .int()
       .min(0)
       .max(100000)
-      .default(32)
-      .describe('password checks that may wait for a worker; beyond it a login is refused at once as busy (REST 503, MQTT CONNACK 0x89 / 3.1.1 return code 3)'),
+      .default(128)
+      .describe('password checks that may wait for a worker (about 50 ms each; a check whose client left is dropped); beyond it a login is refused at once as busy (REST 503, MQTT CONNACK 0x89 / 3.1.1 return code 3)'),
   })
   .strict();
 
