@@ -108,6 +108,10 @@ export const RestApiSchema = z
       .describe(
         'addresses or CIDR ranges of reverse proxies whose X-Forwarded-For / Forwarded header is believed: the client is the rightmost address not in this list (docs/security.md "Behind a proxy"); default none: the socket peer is the client',
       ),
+    trustedProxyHeader: z
+      .enum(['X-Forwarded-For', 'Forwarded'])
+      .default('X-Forwarded-For')
+      .describe('the header the trusted proxies write (the other one is ignored: a client could send it through the proxy untouched)'),
     metricsAuthentication: z.boolean().default(false).describe('GET /metrics needs credentials and view_stats (default: open, as Prometheus scrapes)'),
     metricsTopDestinations: z
       .number()
@@ -121,10 +125,6 @@ export const RestApiSchema = z
 
 /** MqttConfigDTO (reference 4.6): limits of the MQTT protocol on one endpoint. */
 export const MqttConfigSchema = z
-    trustedProxyHeader: z
-      .enum(['X-Forwarded-For', 'Forwarded'])
-      .default('X-Forwarded-For')
-      .describe('the header the trusted proxies write (the other one is ignored: a client could send it through the proxy untouched)'),
   .object({
     type: z.literal('mqtt'),
     minServerKeepAlive: z.number().int().min(0).max(65535).default(0).describe('s; v5 clients asking for less get this (Server Keep Alive)'),
