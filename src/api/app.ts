@@ -58,9 +58,9 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
     bodyLimit: rest.bodyLimit,
     clientErrorHandler, // 431 / 408 / 400 from the HTTP parser answer with a JSON status too
     forceCloseConnections: true,
+    trustProxy: trustProxyOf(rest.trustedProxies), // request.ip: the client behind RestApi.trustedProxies (plugins/client-address.ts)
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1000 },
   }).withTypeProvider<ZodTypeProvider>();
-    trustProxy: trustProxyOf(rest.trustedProxies), // request.ip: the client behind RestApi.trustedProxies (plugins/client-address.ts)
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
 
