@@ -26,6 +26,12 @@ export interface AddressLimitPolicy {
   maxAddresses: number;
   namesPerAddress: number;
   exempt: readonly string[];
+  /**
+   * Password checks (right or wrong) one address may start within `attemptWindowSeconds`; beyond that a login is
+   * refused at once (AttemptLimitError: REST 429, MQTT 0x9F / 3.1.1 return code 3) without a hash. Undefined: none.
+   */
+  attemptLimit?: number;
+  attemptWindowSeconds?: number;
   /** The per-user lock rules, applied to unknown names per address. */
   maxFailuresBeforeLock: number;
   initialLockSeconds: number;
@@ -41,6 +47,15 @@ export class AddressBlockedError extends AuthenticationFailedError {
   ) {
     super(`Too many failed logins from ${address}; try again in ${retryAfterSeconds} s`, retryAfterSeconds);
     this.name = 'AddressBlockedError';
+  }
+}
+
+/** A login refused because its address started too many password checks (right or wrong) in a short time. */
+export class AttemptLimitError extends AddressBlockedError {
+  constructor(address: string, limit: number, windowSeconds: number, retryAfterSeconds: number) {
+    super(address, retryAfterSeconds);
+    this.message = `Too many logins from ${address}: at most ${limit} password checks per ${windowSeconds} s; try again in ${retryAfterSeconds} s`;
+    this.name = 'AttemptLimitError';
   }
 }
 
@@ -100,6 +115,8 @@ function blockListOf(entries: readonly string[]): BlockList {
 
 export class AddressLimits {
   private readonly entries = new Map<string, AddressEntry>();
+  /** Password checks per address in the current window (a separate table: right passwords count too). */
+  private readonly attempts = new Map<string, { windowStart: number; count: number }>();
   private readonly exemptList: BlockList;
   private readonly exemptEmpty: boolean;
 
@@ -129,6 +146,39 @@ export class AddressLimits {
     if (!e) return 0;
     const left = e.blockedUntil - this.now();
     return left > 0 ? Math.ceil(left / 1000) : 0;
+  }
+
+  /**
+   * Counts a password check from the address, whatever its outcome; returns 0 when it may go on, else the seconds
+   * until its window ends (nothing counted then). Bounded like the failure table (`maxAddresses`, oldest dropped).
+   */
+  attempt(address: string | undefined): number {
+    const limit = this.policy.attemptLimit;
+    const windowMs = (this.policy.attemptWindowSeconds ?? 10) * 1000;
+    if (address === undefined || limit === undefined) return 0;
+    const now = this.now();
+    const key = addressKey(address);
+    let a = this.attempts.get(key);
+    if (a && now - a.windowStart >= windowMs) {
+      this.attempts.delete(key);
+      a = undefined;
+    }
+    if (!a) {
+      if (this.attempts.size >= this.policy.maxAddresses) {
+        // forget ended windows among the oldest, else the oldest
+        let scanned = 0;
+        for (const [k, v] of this.attempts) {
+          if (now - v.windowStart >= windowMs) this.attempts.delete(k);
+          if (++scanned >= 64) break;
+        }
+        if (this.attempts.size >= this.policy.maxAddresses) this.attempts.delete(this.attempts.keys().next().value!);
+      }
+      a = { windowStart: now, count: 0 };
+      this.attempts.set(key, a);
+    }
+    if (a.count >= limit) return Math.max(1, Math.ceil((a.windowStart + windowMs - now) / 1000));
+    a.count++;
+    return 0;
   }
 
   /** Counts a failed login from the address; returns true when this failure blocked it. */

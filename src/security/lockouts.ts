@@ -2,7 +2,7 @@ import type { AnyActorRef } from 'xstate';
 import { lockoutMachine, recordOf, type LockoutContext, type LockoutInput, type LockoutRecord } from '../../actors/lockout/lockout.machine.js';
 import type { ChildSpec } from '../../actors/supervisor/supervisor.machine.js';
 import type { Sub } from '../store/store.js';
-import { AddressBlockedError, AddressLimits, type AddressLimitPolicy } from './address-limits.js';
+import { AddressBlockedError, AddressLimits, AttemptLimitError, type AddressLimitPolicy } from './address-limits.js';
 
 /** Where lockout actors live: the `lockouts` supervisor of the runtime (tests may give a fake). */
 export interface LockoutHost {
@@ -48,6 +48,8 @@ export interface LoginLimitConfig {
   unknownNamesPerAddress: number;
   lockoutExemptAddresses: readonly string[];
   lockoutTableSize: number;
+  addressAttemptLimit: number;
+  addressAttemptWindow: number;
 }
 
 /** What Lockouts needs beyond the per-user policy: which names are users, the address limits, the audit. */
@@ -72,6 +74,8 @@ export function loginLimitsOf(a: LoginLimitConfig, known: LoginLimitOptions['kno
       maxAddresses: a.maxTrackedAddresses,
       namesPerAddress: a.unknownNamesPerAddress,
       exempt: a.lockoutExemptAddresses,
+      attemptLimit: a.addressAttemptLimit,
+      attemptWindowSeconds: a.addressAttemptWindow,
       maxFailuresBeforeLock: a.maxFailuresBeforeLock,
       initialLockSeconds: a.initialLockSeconds,
       maxLockSeconds: a.maxLockSeconds,
@@ -164,6 +168,7 @@ export class Lockouts {
   private readonly known: (username: string) => boolean;
   private readonly tableSize: number;
   private readonly auditor: NonNullable<LoginLimitOptions['audit']>;
+  private readonly limitsPolicy: AddressLimitPolicy | undefined;
 
   constructor(
     private readonly host: LockoutHost,
@@ -177,6 +182,7 @@ export class Lockouts {
     this.known = limits?.known ?? (() => true);
     this.tableSize = limits?.tableSize ?? MAX_TRACKED_NAMES;
     this.auditor = limits?.audit ?? (() => undefined);
+    this.limitsPolicy = limits?.addresses;
     this.addresses = new AddressLimits(
       limits?.addresses ?? {
         failureLimit: Number.MAX_SAFE_INTEGER,
@@ -265,11 +271,23 @@ export class Lockouts {
 
   /**
    * The lock that applies to a login of `username` from `address`, asked before the password is checked: none from
-   * a lockout-exempt address; for an unknown name, the name's state as seen from that address; else the user's
-   * lock. An attempt refused because of a lock is a failed login of the address (it counts towards its limit).
+   * a lockout-exempt address reached directly (`proxied` false: not through a trusted proxy or the PROXY protocol,
+   * and no forwarding header); for an unknown name, the name's state as seen from that address; else the user's
+   * lock. An attempt refused because of a lock is a failed login of the address (it counts towards its limit). A
+   * login of a locked user let through by the exemption is audited (`login.lock_exempt`), so it is never unnoticed.
    */
-  statusAt(username: string, address: string | undefined): LockState | undefined {
-    if (this.addresses.exempt(address)) return undefined;
+  statusAt(username: string, address: string | undefined, proxied = false, fields: Record<string, unknown> = {}): LockState | undefined {
+    if (!proxied && this.addresses.exempt(address)) {
+      const s = this.known(username) ? this.status(username) : undefined;
+      if (s?.locked) {
+        this.auditor()?.event(
+          'login.lock_exempt',
+          { ...fields, username, clientAddress: address, remainingLockSeconds: s.remainingLockSeconds },
+          `login of locked user ${username} let through: ${address} is a lockout-exempt address (AuthManager.lockoutExemptAddresses)`,
+        );
+      }
+      return undefined;
+    }
     let state: LockState | undefined;
     if (!this.known(username)) {
       const s = this.addresses.nameStatus(address, username);
@@ -280,6 +298,20 @@ export class Lockouts {
       if (r.blocked) this.auditBlocked(address!, r, { username });
     }
     return state;
+  }
+
+  /**
+   * Asked just before a password is hashed: while the address has started AuthManager.addressAttemptLimit checks
+   * (right or wrong) within addressAttemptWindow, the error to throw (audited like denials, rate-limited); else the
+   * check is counted and undefined returned.
+   */
+  attemptRefusal(address: string | undefined, fields: Record<string, unknown> = {}): AttemptLimitError | undefined {
+    const seconds = this.addresses.attempt(address);
+    if (seconds <= 0) return undefined;
+    const p = this.limitsPolicy;
+    const err = new AttemptLimitError(address!, p?.attemptLimit ?? 0, p?.attemptWindowSeconds ?? 0, seconds);
+    this.auditor()?.denied({ ...fields, clientAddress: address, reason: 'attempt limit', retryAfterSeconds: seconds }, `login refused: ${err.message}`);
+    return err;
   }
 
   /**

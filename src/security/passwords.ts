@@ -1,5 +1,6 @@
 import { randomBytes, randomInt, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
 import { ValidationError } from '../errors.js';
+import { HashAbortedError, ServerBusyError, type HashPool } from './hash-pool.js';
 import { scramCredentials, type ScramCredentials } from './scram.js';
 
 /**
@@ -33,8 +34,13 @@ export async function passwordCredentials(password: string): Promise<{ passwordH
 /** A hash that matches no password, verified for unknown users so both paths cost the same. */
 let dummyHash: Promise<string> | undefined;
 
-/** Constant-time comparison. An empty or malformed stored hash never matches (but still costs one scrypt). */
-export async function verifyPassword(password: string | Buffer, stored: string | undefined): Promise<boolean> {
+/**
+ * Constant-time comparison. An empty or malformed stored hash never matches (but still costs one scrypt). With a
+ * `pool` the hash runs on its worker threads, off libuv's thread pool that the store uses (hash-pool.ts): it may be
+ * refused at once (ServerBusyError) when the pool's queue is full, and is dropped (HashAbortedError) when `signal`
+ * fires before its turn. Without a pool: crypto.scrypt (libuv), as for setting a password.
+ */
+export async function verifyPassword(password: string | Buffer, stored: string | undefined, opts: { pool?: HashPool; signal?: AbortSignal } = {}): Promise<boolean> {
   let hash = stored;
   let usable = true;
   if (!hash || !hash.startsWith('scrypt$')) {
@@ -45,17 +51,17 @@ export async function verifyPassword(password: string | Buffer, stored: string |
   const [, n, r, p, saltB64, keyB64] = hash.split('$');
   const expected = Buffer.from(keyB64 ?? '', 'base64');
   const pw = typeof password === 'string' ? Buffer.from(password, 'utf8') : password;
+  const salt = Buffer.from(saltB64 ?? '', 'base64');
+  const params = { N: Number(n), r: Number(r), p: Number(p), maxmem: 64 * 1024 * 1024 };
+  const keylen = expected.length || KEYLEN;
   let key: Buffer;
   try {
-    key = await scryptAsync(pw, Buffer.from(saltB64 ?? '', 'base64'), expected.length || KEYLEN, {
-      N: Number(n),
-      r: Number(r),
-      p: Number(p),
-      maxmem: 64 * 1024 * 1024,
-    });
-  } catch {
+    key = opts.pool ? await opts.pool.scrypt({ password: pw, salt, keylen, ...params }, opts.signal) : await scryptAsync(pw, salt, keylen, params);
+  } catch (err) {
+    if (opts.pool && (err instanceof HashAbortedError || err instanceof ServerBusyError)) throw err; // dropped or refused: no verdict
     return false;
   }
+  if (opts.signal?.aborted) throw new HashAbortedError(); // hashed, but nobody is there to answer
   return key.length === expected.length && timingSafeEqual(key, expected) && usable;
 }
 

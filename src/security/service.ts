@@ -7,6 +7,7 @@ import { EVERYONE, ensureDefaults } from './defaults.js';
 import { Identities, type GroupRecord, type UserRecord } from './identities.js';
 import { LockoutJournal, Lockouts, loginLimitsOf, type LockoutHost, type LockState } from './lockouts.js';
 import { checkPasswordPolicy, passwordCredentials, verifyPassword } from './passwords.js';
+import { defaultHashWorkers, HashPool } from './hash-pool.js';
 import { forgetGeneratedPassword } from './admin-password.js';
 import { mockCredentials, parseClientFirst, SCRAM_SHA_256, ScramError, ScramServer, type ClientFirst } from './scram.js';
 import { Sessions } from './sessions.js';
@@ -50,6 +51,8 @@ export class SecurityManager implements SecurityService {
   readonly sessions: Sessions;
   readonly lockouts: Lockouts;
   readonly audit: Audit;
+  /** Password checks run here, never on libuv's thread pool that the store uses (hash-pool.ts). */
+  readonly hashPool: HashPool;
   private readonly decisions = new Map<string, boolean>();
   private readonly basicCache = new Map<string, { uniqueId: string; expires: number }>();
   private readonly basicKey = randomBytes(32);
@@ -87,6 +90,7 @@ export class SecurityManager implements SecurityService {
       loginLimitsOf(a, (name) => this.identities.userByUsername(name) !== undefined, () => this.audit),
     );
     this.audit = new Audit(rt.logs.audit, now);
+    this.hashPool = new HashPool({ workers: a.passwordHashWorkers || defaultHashWorkers(), queueLimit: a.passwordHashQueue });
   }
 
   static async open(rt: Runtime, host?: LockoutHost): Promise<SecurityManager> {
@@ -274,8 +278,12 @@ export class SecurityManager implements SecurityService {
     }
     const locked = this.lockedOut(username, ctx);
     if (locked) throw locked;
+    // password checks per address, right or wrong (AuthManager.addressAttemptLimit): refused before any hash
+    const limited = this.lockouts.attemptRefusal(ctx.clientAddress, { username, protocol: ctx.protocol });
+    if (limited) throw limited;
     const user = this.identities.userByUsername(username);
-    const ok = password !== undefined && (await verifyPassword(password, user?.passwordHash));
+    // on the hashing pool: ServerBusyError when its queue is full, HashAbortedError when the caller went away
+    const ok = password !== undefined && (await verifyPassword(password, user?.passwordHash, { pool: this.hashPool, signal: ctx.signal }));
     if (!ok || !user) {
       const failed = this.loginFailed(username, ctx);
       await this.lockouts.flushed(); // the failure is in the store before the caller hears of it (a crash now keeps it)
@@ -289,7 +297,8 @@ export class SecurityManager implements SecurityService {
     // a blocked source address first: nothing counted, no password checked (AddressBlockedError: REST 429, MQTT 0x9F)
     const blocked = this.lockouts.addressRefusal(ctx.clientAddress, { username, protocol: ctx.protocol, ...(method ? { method } : {}) });
     if (blocked) return blocked;
-    const lock = this.lockouts.statusAt(username, ctx.clientAddress); // none from a lockout-exempt address
+    // none from a lockout-exempt address reached directly (not through a proxy); a locked user let through is audited
+    const lock = this.lockouts.statusAt(username, ctx.clientAddress, ctx.proxied === true, { protocol: ctx.protocol, ...(method ? { method } : {}) });
     if (!lock?.locked) return undefined;
     this.audit.event('login.failed', { username, protocol: ctx.protocol, clientAddress: ctx.clientAddress, ...(method ? { method } : {}), reason: 'locked', retryAfterSeconds: lock.remainingLockSeconds }, 'login refused: account locked');
     return new AuthenticationFailedError(`Account is locked after repeated failed logins; try again in ${lock.remainingLockSeconds} s`, lock.remainingLockSeconds);
@@ -476,7 +485,7 @@ export class SecurityManager implements SecurityService {
       }
       if (this.config.requireCurrentPassword) {
         if (!currentPassword) throw new ValidationError('currentPassword is required to change your own password');
-        if (!(await verifyPassword(currentPassword, target.passwordHash))) {
+        if (!(await verifyPassword(currentPassword, target.passwordHash, { pool: this.hashPool }))) {
           this.audit.event('user.password_change_failed', { username: target.username }, 'password change refused: current password is wrong');
           throw new ForbiddenError('The current password is not correct');
         }
@@ -642,6 +651,7 @@ export class SecurityManagerService implements Service {
   async stop(): Promise<void> {
     // everything else is in the store already; lockout writes may still be under way
     await this.manager?.lockouts.flushed();
+    await this.manager?.hashPool.close();
   }
 }
 

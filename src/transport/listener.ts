@@ -6,13 +6,14 @@
 import { readFileSync } from 'node:fs';
 import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
-import { createServer as createTlsServer, type TlsOptions } from 'node:tls';
+import { BlockList, createServer as createNetServer, isIPv4, type Server as NetServer, type Socket } from 'node:net';
+import { createServer as createTlsServer, type TLSSocket, type TlsOptions } from 'node:tls';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { parseEndpointUrl, type EndPointServerConfig } from '../config/schema.js';
 import type { MqttBroker } from '../protocol/mqtt/broker.js';
 import { MqttConnection, type EndpointContext, type Wire } from '../protocol/mqtt/connection.js';
 import { CloseReason, Reason } from '../protocol/mqtt/reason.js';
+import { readProxyHeader } from './proxy-protocol.js';
 
 export interface ListenerHandle {
   readonly transport: string;
@@ -36,16 +37,33 @@ export interface ListenerOptions {
 
 const WS_HIGH_WATER = 1 << 20;
 
-function socketWire(socket: Socket, transport: string): Wire {
+/** Where a PROXY protocol header said the client is (undefined: the socket peer is the client). */
+interface ClientOrigin {
+  address: string;
+  port: number;
+  /** A PROXY header was read (even LOCAL/UNKNOWN, which name no client): the connection came through a proxy. */
+  proxied: boolean;
+}
+
+function closedSignal(socket: Socket): AbortSignal {
+  const ac = new AbortController();
+  if (socket.destroyed) ac.abort();
+  else socket.once('close', () => ac.abort());
+  return ac.signal;
+}
+
+function socketWire(socket: Socket, transport: string, origin?: ClientOrigin): Wire {
   return {
     write: (b) => socket.write(b),
     end: () => socket.end(),
     destroy: () => socket.destroy(),
     pause: () => socket.pause(),
     resume: () => socket.resume(),
-    remoteAddress: socket.remoteAddress ?? '',
-    remotePort: socket.remotePort ?? 0,
+    remoteAddress: origin?.address ?? socket.remoteAddress ?? '',
+    remotePort: origin?.port ?? socket.remotePort ?? 0,
     transport,
+    proxied: origin?.proxied === true,
+    closed: closedSignal(socket),
   };
 }
 
@@ -55,16 +73,74 @@ function keepAlive(socket: Socket, opts: ListenerOptions): void {
   if (s > 0) socket.setKeepAlive(true, s * 1000);
 }
 
-function attachSocket(socket: Socket, transport: string, opts: ListenerOptions): void {
+function attachSocket(socket: Socket, transport: string, opts: ListenerOptions, origin?: ClientOrigin): void {
   socket.setNoDelay(true);
   keepAlive(socket, opts);
-  const conn = new MqttConnection(opts.broker, opts.endpoint, socketWire(socket, transport));
+  const conn = new MqttConnection(opts.broker, opts.endpoint, socketWire(socket, transport, origin));
   socket.on('data', (b: Buffer) => conn.onData(b));
   socket.on('drain', () => conn.onDrain());
   socket.on('close', () => conn.onClose());
   socket.on('error', () => {
     /* 'close' follows */
   });
+  if (origin) socket.resume(); // left paused after the PROXY header (with the bytes behind it put back)
+}
+
+/** The PROXY protocol of an endpoint: off, required (`proxyProtocol: true` or REQUIRED), or used when present. */
+export function proxyModeOf(config: EndPointServerConfig): 'DISABLED' | 'REQUIRED' | 'ENABLED' {
+  if (config.protocolConfigs.some((p) => p.type === 'mqtt' && p.proxyProtocol)) return 'REQUIRED';
+  return config.endPointConfig.proxyProtocolMode;
+}
+
+/** endPointConfig.allowedProxyHosts as a BlockList (undefined: any peer may send a header). */
+function allowedProxies(config: EndPointServerConfig): BlockList | undefined {
+  const raw = (config.endPointConfig.allowedProxyHosts ?? '').split(',').map((x) => x.trim()).filter(Boolean);
+  if (raw.length === 0) return undefined;
+  const list = new BlockList();
+  for (const entry of raw) {
+    const [addr = '', bits] = entry.split('/');
+    const type = isIPv4(addr) ? 'ipv4' : 'ipv6';
+    if (bits === undefined) list.addAddress(addr, type);
+    else list.addSubnet(addr, Number(bits), type);
+  }
+  return list;
+}
+
+function peerIn(list: BlockList, address: string | undefined): boolean {
+  if (!address) return false;
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (mapped) return list.check(mapped[1]!, 'ipv4');
+  return list.check(address, isIPv4(address) ? 'ipv4' : 'ipv6');
+}
+
+/**
+ * A new socket on an endpoint with the PROXY protocol: only peers in allowedProxyHosts (when set) may send a
+ * header; the header is read with a size cap and within the endpoint's connectionTimeout; then `next` gets the
+ * socket (paused, the bytes after the header put back) and where the client is. A socket without a valid header
+ * (when required), or from a peer not allowed to send one, is closed and counted as an endpoint error.
+ */
+function withProxyHeader(socket: Socket, mode: 'REQUIRED' | 'ENABLED', allowed: BlockList | undefined, opts: ListenerOptions, next: (origin?: ClientOrigin) => void): void {
+  socket.on('error', () => {
+    /* 'close' follows */
+  });
+  if (allowed && !peerIn(allowed, socket.remoteAddress)) {
+    if (mode === 'ENABLED') return next(); // not a proxy: the peer is the client (a header from it is refused as MQTT)
+    opts.endpoint.stats.errors++;
+    socket.destroy();
+    return;
+  }
+  readProxyHeader(socket, { required: mode === 'REQUIRED', timeoutMs: opts.endpoint.connectTimeout }).then(
+    (source) => {
+      if (socket.destroyed) return;
+      // no header (ENABLED): the peer is the client; LOCAL / UNKNOWN: the proxy's own connection
+      const headerRead = source !== undefined || mode === 'REQUIRED';
+      next(headerRead ? { address: source?.address ?? socket.remoteAddress ?? '', port: source?.port ?? socket.remotePort ?? 0, proxied: true } : { address: socket.remoteAddress ?? '', port: socket.remotePort ?? 0, proxied: false });
+    },
+    () => {
+      opts.endpoint.stats.errors++;
+      socket.destroy();
+    },
+  );
 }
 
 function attachWebSocket(ws: WebSocket, req: IncomingMessage, transport: string, opts: ListenerOptions): void {
@@ -147,7 +223,40 @@ export async function bindListener(opts: ListenerOptions): Promise<ListenerHandl
   let wss: WebSocketServer | undefined;
   const sockets = new Set<Socket>();
 
-  if (scheme === 'tcp' || scheme === 'ssl') {
+  const proxyMode = proxyModeOf(config);
+  if ((scheme === 'tcp' || scheme === 'ssl') && proxyMode !== 'DISABLED') {
+    // PROXY protocol: a plain TCP listener reads the header first; for ssl:// the TLS handshake follows it (the
+    // header travels in clear before TLS, as HAProxy's send-proxy sends it), on a TLS server that never listens
+    const allowed = allowedProxies(config);
+    const pendingTls = new Map<string, ClientOrigin | undefined>();
+    const tlsServer =
+      scheme === 'ssl'
+        ? createTlsServer(tlsOptions(config), (tls: TLSSocket) => {
+            const key = `${tls.remoteAddress}|${tls.remotePort}`;
+            const origin = pendingTls.get(key);
+            pendingTls.delete(key);
+            attachSocket(tls, scheme, opts, origin);
+          })
+        : undefined;
+    tlsServer?.on('tlsClientError', (_err, tls: TLSSocket) => {
+      opts.endpoint.stats.errors++;
+      pendingTls.delete(`${tls.remoteAddress}|${tls.remotePort}`);
+    });
+    server = createNetServer({ noDelay: true, pauseOnConnect: false }, (socket: Socket) => {
+      if (paused) {
+        socket.destroy(); // paused: refuse new connections
+        return;
+      }
+      withProxyHeader(socket, proxyMode, allowed, opts, (origin) => {
+        if (!tlsServer) return attachSocket(socket, scheme, opts, origin ?? { address: socket.remoteAddress ?? '', port: socket.remotePort ?? 0, proxied: false });
+        const key = `${socket.remoteAddress}|${socket.remotePort}`;
+        pendingTls.set(key, origin);
+        socket.once('close', () => pendingTls.delete(key));
+        tlsServer.emit('connection', socket);
+        socket.resume();
+      });
+    });
+  } else if (scheme === 'tcp' || scheme === 'ssl') {
     const onSocket = (socket: Socket) => {
       if (paused) {
         socket.destroy(); // paused: refuse new connections

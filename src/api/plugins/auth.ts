@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import { AddressBlockedError } from '../../security/address-limits.js';
+import { HashAbortedError, ServerBusyError } from '../../security/hash-pool.js';
 import type { SecurityManager } from '../../security/service.js';
 import type { SessionRecord } from '../../security/sessions.js';
 import { TokenInvalidError } from '../../security/sessions.js';
 import { ANONYMOUS, AuthenticationFailedError, type Principal, type RoutePermission } from '../../security/types.js';
 import type { ApiContext } from '../context.js';
+import { authContextOf, registerClientAddress } from './client-address.js';
 
 /**
  * Enforcement for every REST route. When authentication is on (AuthManager.authenticationEnabled and
@@ -92,6 +94,8 @@ class AuthFailure extends Error {
     readonly retryAfter?: number,
     /** The source address is blocked: 429, not 401. */
     readonly blocked = false,
+    /** The password-hashing queue is full: 503, not 401. */
+    readonly busy = false,
   ) {
     super(message);
   }
@@ -113,8 +117,8 @@ async function readLoginSession(request: FastifyRequest, sm: SecurityManager): P
   }
 }
 
-async function resolvePrincipal(request: FastifyRequest, sm: SecurityManager): Promise<void> {
-  const ctx = { clientAddress: request.ip, protocol: 'REST' };
+async function resolvePrincipal(request: FastifyRequest, reply: FastifyReply, sm: SecurityManager): Promise<void> {
+  const ctx = authContextOf(request, reply); // the real address (RestApi.trustedProxies), proxied or not, closed signal
   const header = request.headers.authorization;
   if (header !== undefined || request.cookies?.[ACCESS_COOKIE]) {
     // a blocked address: refused before any check (no scrypt, no lockout state touched)
@@ -165,6 +169,7 @@ async function resolvePrincipal(request: FastifyRequest, sm: SecurityManager): P
       throw new AuthFailure(err.message, 'invalid_token');
     }
     if (err instanceof AddressBlockedError) throw new AuthFailure(err.message, 'invalid_request', err.retryAfterSeconds, true);
+    if (err instanceof ServerBusyError || err instanceof HashAbortedError) throw new AuthFailure(err.message, 'invalid_request', 1, false, true);
     if (err instanceof AuthenticationFailedError) throw new AuthFailure(err.message, 'invalid_token', err.retryAfterSeconds);
     throw err;
   }
@@ -190,6 +195,8 @@ export function registerAuth(app: FastifyInstance, ctx: ApiContext): void {
   app.decorateRequest('generatedSessionId', undefined);
   // the security service's manager, through the typed registry (the service object stays; its manager is per boot)
   const securityService = rt.service('security');
+  // RestApi.trustedProxies: with the Forwarded header, its for= chain becomes X-Forwarded-For before request.ip is read
+  registerClientAddress(app, rt.config.RestApi.trustedProxies, rt.config.RestApi.trustedProxyHeader);
 
   // The Swagger UI serves the OpenAPI document and its own static files: public like the document.
   app.addHook('onRoute', (route) => {
@@ -209,7 +216,7 @@ export function registerAuth(app: FastifyInstance, ctx: ApiContext): void {
       if (sm && sec.enabled && request.routeOptions.config?.readsLoginSession) await readLoginSession(request, sm);
     } else if (sm && sec.enabled) {
       try {
-        await resolvePrincipal(request, sm);
+        await resolvePrincipal(request, reply, sm);
       } catch (err) {
         if (!(err instanceof AuthFailure)) throw err;
         failure = err;
@@ -226,6 +233,9 @@ export function registerAuth(app: FastifyInstance, ctx: ApiContext): void {
         request.authMethod = 'anonymous';
       }
       return;
+    }
+    if (failure?.busy) {
+      return reply.code(503).header('retry-after', String(failure.retryAfter ?? 1)).header('cache-control', 'no-store').send({ status: failure.message });
     }
     if (failure?.blocked) {
       return reply

@@ -22,10 +22,15 @@ export interface Wire {
   /** Stop reading from the peer (backpressure) / read again. */
   pause(): void;
   resume(): void;
+  /** The client's address: the socket peer's, or the one a PROXY protocol header gave (`proxied`). */
   readonly remoteAddress: string;
   readonly remotePort: number;
   /** 'tcp', 'ssl', 'ws', 'wss'. */
   readonly transport: string;
+  /** The address came from a PROXY protocol header (no lockout exemption applies to it). */
+  readonly proxied?: boolean;
+  /** Fires when the transport closed (a password check still waiting for its turn is dropped). */
+  readonly closed?: AbortSignal;
 }
 
 /** Per-endpoint counters the handlers add to (InterfaceStatusDTO). */

@@ -3,10 +3,12 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { BrokerError, ForbiddenError, ValidationError } from '../../../errors.js';
 import { AddressBlockedError } from '../../../security/address-limits.js';
+import { ServerBusyError } from '../../../security/hash-pool.js';
 import { securityOf } from '../../../security/service.js';
 import { AuthenticationFailedError } from '../../../security/types.js';
 import type { ApiContext } from '../../context.js';
 import { ACCESS_COOKIE, sessionIdOf, unauthorised } from '../../plugins/auth.js';
+import { authContextOf } from '../../plugins/client-address.js';
 import { ErrorResponses, StatusResponse } from '../../schemas.js';
 
 const LoginRequest = z
@@ -72,7 +74,7 @@ export const loginRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
           'The cookie value also works as `Authorization: Bearer`. Bad credentials: 401 with WWW-Authenticate; a locked account: 401 with Retry-After. Rate-limited per client address (429), and an address with AuthManager.addressFailureLimit failed logins (on any path) is refused with 429 and Retry-After for AuthManager.addressBlockSeconds. ' +
           '`persistent: true` makes the REST messaging session durable (docs/messaging.md); without the persistent_session permission it is a 403.',
         body: LoginRequest,
-        response: { 200: LoginResponse, 429: StatusResponse, ...ErrorResponses },
+        response: { 200: LoginResponse, 429: StatusResponse, 503: StatusResponse, ...ErrorResponses },
       },
     },
     async (req, reply) => {
@@ -80,8 +82,12 @@ export const loginRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
       if (!sm.enabled) return { status: 'Auth not enforced', username: 'anonymous', accessMap: {} };
       let principal;
       try {
-        principal = await sm.authenticate(req.body.username, req.body.password, { clientAddress: req.ip, protocol: 'REST' });
+        principal = await sm.authenticate(req.body.username, req.body.password, authContextOf(req, reply));
       } catch (err) {
+        if (err instanceof ServerBusyError) {
+          // the password-hashing queue is full (AuthManager.passwordHashQueue)
+          return reply.code(503).header('retry-after', String(err.retryAfterSeconds)).header('cache-control', 'no-store').send({ status: err.message });
+        }
         if (err instanceof AddressBlockedError) {
           // too many failed logins from this address: refused before the password was looked at
           return reply.code(429).header('retry-after', String(err.retryAfterSeconds ?? 1)).header('cache-control', 'no-store').send({ status: err.message });

@@ -33,7 +33,7 @@ function offered(conn: MqttConn, method: string): boolean {
 }
 
 function ctxOf(conn: MqttConn) {
-  return { clientAddress: conn.wire.remoteAddress, protocol: 'MQTT' };
+  return { clientAddress: conn.wire.remoteAddress, protocol: 'MQTT', proxied: conn.wire.proxied === true };
 }
 
 function sendAuth(conn: MqttConn, reasonCode: number, method: string, data: Buffer): void {

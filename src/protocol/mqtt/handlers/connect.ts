@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { validateTopicName } from '../../../engine/index.js';
 import { AddressBlockedError } from '../../../security/address-limits.js';
+import { HashAbortedError, ServerBusyError } from '../../../security/hash-pool.js';
 import { AuthenticationFailedError, type Principal } from '../../../security/types.js';
 import type { MqttConn } from '../types.js';
 import { encodePacket } from '../codec.js';
@@ -150,7 +151,7 @@ export function handleConnect(conn: MqttConn, p: ConnectPacket): void {
     );
   }
   security
-    .authenticate(p.username, p.password, { clientAddress: conn.wire.remoteAddress, protocol: 'MQTT' })
+    .authenticate(p.username, p.password, { clientAddress: conn.wire.remoteAddress, protocol: 'MQTT', proxied: conn.wire.proxied === true, signal: conn.wire.closed })
     .then(
       (principal) => {
         if (conn.state === 'closed') return;
@@ -159,7 +160,12 @@ export function handleConnect(conn: MqttConn, p: ConnectPacket): void {
         conn.drainQueued();
       },
       (err: unknown) => {
-        if (conn.state === 'closed') return;
+        if (conn.state === 'closed' || err instanceof HashAbortedError) return;
+        if (err instanceof ServerBusyError) {
+          // the password-hashing queue is full (AuthManager.passwordHashQueue): v5 0x89 Server busy; 3.1.1: 3 Server unavailable
+          conn.broker.log.debug({ clientId, username: p.username, address: conn.wire.remoteAddress }, `MQTT connection refused: ${err.message}`);
+          return refuse(conn, ConnackV3.ServerUnavailable, Reason.ServerBusy, err.message);
+        }
         if (err instanceof AddressBlockedError) {
           // login limits: too many failed logins from this address, refused before any password check
           // (v5 0x9F Connection rate exceeded; 3.1.1 has no such code: 3 Server unavailable, "not now, retry later")

@@ -1,0 +1,214 @@
+import { availableParallelism } from 'node:os';
+import { Worker } from 'node:worker_threads';
+import { BrokerError } from '../errors.js';
+
+/**
+ * Password hashing off the store's path (docs/security.md, "Password hashing"). `crypto.scrypt` runs on libuv's
+ * thread pool, which LevelDB (classic-level) uses for every read and write: a burst of logins used to fill the pool
+ * with ~50 ms hashes and hold the store back for everyone (a QoS 1 PUBACK waited 31 s). Here every hash runs in a
+ * small pool of worker threads of its own (`scryptSync` on the worker), in front of which a bounded queue waits:
+ *
+ * - at most `workers` hashes run at once (default: one per core but one, at least one);
+ * - at most `queueLimit` wait; beyond that a login is refused at once with ServerBusyError (REST 503, MQTT CONNACK
+ *   0x89 Server busy / 3.1.1 return code 3) instead of waiting for a turn that may be minutes away;
+ * - a job whose caller went away (the socket closed, the request was aborted: its AbortSignal fired) is dropped
+ *   from the queue and never hashed.
+ *
+ * The worker is code given as a string (`eval`), so it runs the same from the sources (tsx), the compiled tree and
+ * the bundle. Workers are started on first use, unref'd (they never keep the process alive) and replaced when one
+ * dies (its job fails with an Error, the next job gets a new worker).
+ */
+
+/** A login refused because the hashing queue is full: 503 with Retry-After, MQTT 0x89 (3.1.1: 3). */
+export class ServerBusyError extends BrokerError {
+  constructor(
+    message: string,
+    readonly retryAfterSeconds = 1,
+  ) {
+    super(message, 503);
+  }
+}
+
+/** A job dropped because its caller went away (the answer, 503, reaches nobody). */
+export class HashAbortedError extends BrokerError {
+  constructor() {
+    super('the caller went away before the password was checked', 503);
+  }
+}
+
+export interface ScryptJob {
+  password: Buffer;
+  salt: Buffer;
+  keylen: number;
+  N: number;
+  r: number;
+  p: number;
+  maxmem: number;
+}
+
+export interface HashPoolOptions {
+  /** Hashes run at once (worker threads). */
+  workers: number;
+  /** Jobs waiting beyond the running ones. */
+  queueLimit: number;
+}
+
+export interface HashPoolStats {
+  workers: number;
+  running: number;
+  queued: number;
+  /** Hashes done since start. */
+  hashed: number;
+  /** Jobs refused because the queue was full. */
+  refused: number;
+  /** Jobs dropped because their caller went away. */
+  dropped: number;
+}
+
+const WORKER_SOURCE = `
+const { parentPort } = require('node:worker_threads');
+const { scryptSync } = require('node:crypto');
+parentPort.on('message', (m) => {
+  try {
+    const key = scryptSync(Buffer.from(m.password), Buffer.from(m.salt), m.keylen, { N: m.N, r: m.r, p: m.p, maxmem: m.maxmem });
+    parentPort.postMessage({ id: m.id, key });
+  } catch (err) {
+    parentPort.postMessage({ id: m.id, error: String(err && err.message || err) });
+  }
+});
+`;
+
+interface Pending {
+  id: number;
+  job: ScryptJob;
+  resolve: (key: Buffer) => void;
+  reject: (err: Error) => void;
+  signal?: AbortSignal;
+  onAbort?: () => void;
+}
+
+interface Slot {
+  worker: Worker;
+  current?: Pending;
+}
+
+/** The default number of hashing workers: one per core but one (the event loop's), at least one. */
+export function defaultHashWorkers(): number {
+  return Math.max(1, Math.min(4, availableParallelism() - 1));
+}
+
+export class HashPool {
+  private readonly slots: Slot[] = [];
+  private readonly queue: Pending[] = [];
+  private nextId = 0;
+  private closed = false;
+  private readonly counters = { hashed: 0, refused: 0, dropped: 0 };
+
+  constructor(private readonly opts: HashPoolOptions) {}
+
+  get stats(): HashPoolStats {
+    return { workers: this.opts.workers, running: this.slots.filter((s) => s.current).length, queued: this.queue.length, ...this.counters };
+  }
+
+  /**
+   * Runs scrypt on a worker. Rejects with ServerBusyError at once when `queueLimit` jobs already wait, with
+   * HashAbortedError when `signal` fires before the job started (a started hash finishes; its result is dropped).
+   */
+  scrypt(job: ScryptJob, signal?: AbortSignal): Promise<Buffer> {
+    if (signal?.aborted) {
+      this.counters.dropped++;
+      return Promise.reject(new HashAbortedError());
+    }
+    if (this.closed) return Promise.reject(new ServerBusyError('The server is stopping; password checks are not taken'));
+    const idle = this.idleSlot();
+    if (!idle && this.queue.length >= this.opts.queueLimit) {
+      this.counters.refused++;
+      return Promise.reject(new ServerBusyError(`Server busy: ${this.queue.length} password checks are waiting; try again shortly`));
+    }
+    return new Promise<Buffer>((resolve, reject) => {
+      const p: Pending = { id: this.nextId++, job, resolve, reject, signal };
+      if (signal) {
+        p.onAbort = () => {
+          const i = this.queue.indexOf(p);
+          if (i < 0) return; // running: it finishes, the caller ignores the result
+          this.queue.splice(i, 1);
+          this.counters.dropped++;
+          reject(new HashAbortedError());
+        };
+        signal.addEventListener('abort', p.onAbort, { once: true });
+      }
+      if (idle) this.start(idle, p);
+      else this.queue.push(p);
+    });
+  }
+
+  /** Stops the workers; waiting jobs are refused. */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const p of this.queue.splice(0)) this.settle(p, new ServerBusyError('The server is stopping; password checks are not taken'));
+    const slots = this.slots.splice(0);
+    for (const s of slots) if (s.current) this.settle(s.current, new ServerBusyError('The server is stopping; password checks are not taken'));
+    await Promise.all(slots.map((s) => s.worker.terminate().catch(() => undefined)));
+  }
+
+  private idleSlot(): Slot | undefined {
+    if (this.closed) return undefined;
+    const free = this.slots.find((s) => !s.current);
+    if (free) return free;
+    if (this.slots.length < this.opts.workers) return this.spawn();
+    return undefined;
+  }
+
+  private spawn(): Slot {
+    const worker = new Worker(WORKER_SOURCE, { eval: true, execArgv: [], env: {}, name: 'password-hash' });
+    worker.unref();
+    const slot: Slot = { worker };
+    worker.on('message', (m: { id: number; key?: Uint8Array; error?: string }) => {
+      const p = slot.current;
+      if (!p || p.id !== m.id) return;
+      slot.current = undefined;
+      this.counters.hashed++;
+      if (m.error !== undefined) this.settle(p, new Error(m.error));
+      else this.settle(p, undefined, Buffer.from(m.key!.buffer, m.key!.byteOffset, m.key!.byteLength));
+      this.next(slot);
+    });
+    const dead = (err: Error) => {
+      const i = this.slots.indexOf(slot);
+      if (i >= 0) this.slots.splice(i, 1);
+      const p = slot.current;
+      slot.current = undefined;
+      if (p) this.settle(p, err);
+      // the waiting jobs get a new worker
+      const q = this.queue.shift();
+      if (q) {
+        const s = this.idleSlot();
+        if (s) this.start(s, q);
+        else this.queue.unshift(q);
+      }
+    };
+    worker.on('error', dead);
+    worker.on('exit', (code) => {
+      if (!this.closed) dead(new Error(`the password hashing worker stopped (exit code ${code})`));
+    });
+    this.slots.push(slot);
+    return slot;
+  }
+
+  private start(slot: Slot, p: Pending): void {
+    slot.current = p;
+    const { job } = p;
+    slot.worker.postMessage({ id: p.id, password: job.password, salt: job.salt, keylen: job.keylen, N: job.N, r: job.r, p: job.p, maxmem: job.maxmem });
+  }
+
+  /** The next job that still has a caller, or the slot stays idle. */
+  private next(slot: Slot): void {
+    const p = this.queue.shift();
+    if (p) this.start(slot, p);
+  }
+
+  private settle(p: Pending, err: Error | undefined, key?: Buffer): void {
+    if (p.signal && p.onAbort) p.signal.removeEventListener('abort', p.onAbort);
+    if (err) p.reject(err);
+    else p.resolve(key!);
+  }
+}
