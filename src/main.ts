@@ -6,7 +6,10 @@ import { registerServices } from './runtime/services.js';
 import { readiness } from './api/routes/probes/readiness.js';
 import { initialAdminPassword } from './security/admin-password.js';
 import { startIdleReclaim } from './runtime/reclaim.js';
-import { realpathSync } from 'node:fs';
+import { reloadConfig } from './runtime/reload.js';
+import { restTlsOptions } from './api/https.js';
+import { realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /**
@@ -39,11 +42,26 @@ export async function main(): Promise<void> {
   }
   try {
     initialAdminPassword(rt.config.AuthManager); // SWITCHYARD_ADMIN_PASSWORD[_FILE]: refused at once, not in the middle of the first boot
+    restTlsOptions(rt.config.RestApi); // RestApi.sslConfig: unreadable files or a key that is not the certificate's stop here (exit 2)
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     process.stderr.write(`switchyard: configuration error: ${err.message}\n`);
     await rt.stop();
     process.exit(EXIT.CONFIG);
+  }
+  // SIGHUP re-reads the configuration (runtime/reload.ts); one reload at a time. Installed before the boot: Node's
+  // default for SIGHUP ends the process. `switchyard reload` finds this process by {data}/switchyard.pid.
+  let reloading: Promise<unknown> = Promise.resolve();
+  process.on('SIGHUP', () => {
+    rt.log.info('SIGHUP: reloading the configuration');
+    reloading = reloading.then(() => reloadConfig(rt)).catch((err) => rt.log.error({ err }, 'configuration reload failed'));
+  });
+  const pidFile = join(rt.config.MessageDaemon.dataDirectory, 'switchyard.pid');
+  try {
+    writeFileSync(pidFile, `${process.pid}\n`);
+    process.once('exit', () => rmSync(pidFile, { force: true }));
+  } catch (err) {
+    rt.log.warn({ err: (err as Error).message, file: pidFile }, 'cannot write the pid file; switchyard reload will not find this process');
   }
   registerServices(rt);
   await rt.start();
@@ -82,7 +100,7 @@ export async function main(): Promise<void> {
     }
     const addr = app.server.address();
     const port = typeof addr === 'object' && addr ? addr.port : rest.port;
-    rt.log.info({ port, host: rest.hostnames }, `REST API listening on http://${rest.hostnames}:${port}/`);
+    rt.log.info({ port, host: rest.hostnames }, `REST API listening on ${rest.sslConfig ? 'https' : 'http'}://${rest.hostnames}:${port}/`);
     // Machine-readable lines (tests, scripts): the bound REST port as soon as it listens, then READY.
     process.stdout.write(`SWITCHYARD_LISTENING rest=${port}\n`);
   }

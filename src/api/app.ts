@@ -32,6 +32,7 @@ import { modelRoutes } from './routes/models/models.routes.js';
 import { hardwareRoutes } from './routes/hardware/hardware.routes.js';
 import { RestSessions } from './rest-session.js';
 import { TokenStore } from './tokens.js';
+import { restTlsOptions } from './https.js';
 
 export interface BuiltApp {
   app: FastifyInstance;
@@ -44,6 +45,7 @@ export interface BuiltApp {
  */
 export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   const rest = rt.config.RestApi;
+  const https = restTlsOptions(rest);
   const app = Fastify({
     loggerInstance: rt.log.child({ name: 'rest' }) as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
@@ -60,6 +62,7 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
     forceCloseConnections: true,
     trustProxy: trustProxyOf(rest.trustedProxies), // request.ip: the client behind RestApi.trustedProxies (plugins/client-address.ts)
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1000 },
+    ...(https ? { https } : {}), // RestApi.sslConfig (api/https.ts)
   }).withTypeProvider<ZodTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);

@@ -74,6 +74,19 @@ export const MessageDaemonSchema = z
   })
   .strict();
 
+/** SslConfigDTO, with PEM files (keyFile, certFile, caFile) as Node's TLS uses them. */
+export const SslConfigSchema = z
+  .object({
+    keyFile: z.string().min(1).describe('PEM private key path'),
+    certFile: z.string().min(1).describe('PEM certificate (chain) path'),
+    caFile: z.string().min(1).optional().describe('PEM CA bundle for client certificates'),
+    passphrase: z.string().optional(),
+    clientCertificateRequired: z.boolean().default(false),
+    clientCertificateWanted: z.boolean().default(false),
+    context: z.string().default('TLS'),
+  })
+  .strict();
+
 export const RestApiSchema = z
   .object({
     enabled: z.boolean().default(true),
@@ -120,6 +133,7 @@ export const RestApiSchema = z
       .max(1000)
       .default(20)
       .describe('per-destination series on /metrics for at most this many destinations (the most published to); 0 = none'),
+    sslConfig: SslConfigSchema.optional().describe('HTTPS for the REST API: PEM keyFile and certFile (as the ssl:// and wss:// endpoints); absent: plain HTTP'),
   })
   .strict();
 
@@ -271,19 +285,6 @@ export const NmeaConfigSchema = z
 export type NmeaConfig = z.output<typeof NmeaConfigSchema>;
 
 export const ProtocolConfigSchema = z.discriminatedUnion('type', [MqttConfigSchema, WsConfigSchema, NmeaConfigSchema]);
-
-/** SslConfigDTO, with PEM files (keyFile, certFile, caFile) as Node's TLS uses them. */
-export const SslConfigSchema = z
-  .object({
-    keyFile: z.string().min(1).describe('PEM private key path'),
-    certFile: z.string().min(1).describe('PEM certificate (chain) path'),
-    caFile: z.string().min(1).optional().describe('PEM CA bundle for client certificates'),
-    passphrase: z.string().optional(),
-    clientCertificateRequired: z.boolean().default(false),
-    clientCertificateWanted: z.boolean().default(false),
-    context: z.string().default('TLS'),
-  })
-  .strict();
 
 /** EndPointConfigDTO / TcpConfigDTO / TlsConfigDTO. */
 export const EndPointConfigSchema = z
