@@ -553,15 +553,17 @@ export function encodePacket(packet: Record<string, unknown>, protocolVersion: n
  * - each UTF-8 Encoded String (client id, will topic, user name, topic filters, string properties) must be
  *   well-formed UTF-8 without U+0000, or the packet is malformed [MQTT-1.5.4-1, MQTT-1.5.4-2];
  * - a property other than User Property must not appear twice: a Protocol Error (5 §2.2.2.2, e.g. §3.1.2.11.2).
- * Both throw MqttProtocolError out of `parse` (the connection closes, connection.ts).
+ * Both throw MqttProtocolError out of `parse` (the connection closes, connection.ts). A DISCONNECT that ends
+ * before its Property Length (Remaining Length 0 or 1) has no properties (5 §3.14.2.2.1) and is not checked.
  */
 export function newParser(): ReturnType<typeof mqttPacket.parser> {
   const parser = mqttPacket.parser({ protocolVersion: 4 } as never);
   const raw = parser as unknown as {
     _pos: number;
-    _list: { slice(start: number, end: number): Buffer };
+    _list: { length: number; slice(start: number, end: number): Buffer };
     _parseString(): string | null;
     _parseProperties(): Record<string, unknown> | false;
+    packet: { cmd?: string; length?: number };
   };
   const parseString = raw._parseString;
   raw._parseString = function (this: typeof raw): string | null {
@@ -577,6 +579,9 @@ export function newParser(): ReturnType<typeof mqttPacket.parser> {
   const parseProperties = raw._parseProperties;
   raw._parseProperties = function (this: typeof raw): Record<string, unknown> | false {
     const at = this._pos;
+    // A DISCONNECT may end before its Property Length: with a Remaining Length below 2 it is 0 (5 §3.14.2.2.1), so
+    // `E0 00` and `E0 01 00` are normal disconnections (5 §3.14.2.1), not a truncated property block [MQTT-3.14.4-3].
+    if (this.packet.cmd === 'disconnect' && at >= (this.packet.length ?? this._list.length)) return {};
     const result = parseProperties.call(this);
     if (result !== false) rejectRepeatedProperties(this._list.slice(at, this._pos));
     return result;
