@@ -40,7 +40,7 @@ export class EndpointViews {
       port: Number.isInteger(port) ? port : 0,
       host: `${addr.scheme}://${addr.host}`,
       state,
-      config: entry.config as unknown as Record<string, unknown>,
+      config: withEndpointType(entry.config) as unknown as Record<string, unknown>,
     };
   }
 
@@ -167,4 +167,19 @@ export class EndpointViews {
   closeConnection(c: MqttConnection): void {
     c.close(CloseReason.AdminClose, Reason.AdministrativeAction, 'closed by an administrator');
   }
+}
+
+/**
+ * MAPS's `EndPointConfigDTO.type` for an endpoint URL: the transport under it (ws:// runs over tcp, wss:// over ssl),
+ * as a MAPS client reads it to pick the config class.
+ */
+export function endpointConfigType(url: string): string {
+  const scheme = /^([a-z]+):/i.exec(url)?.[1]?.toLowerCase() ?? 'tcp';
+  return scheme === 'ws' ? 'tcp' : scheme === 'wss' ? 'ssl' : scheme;
+}
+
+/** The configuration as shown: `endPointConfig.type` always present (a configured one is kept), first as in MAPS. */
+function withEndpointType(config: EndpointEntry['config']) {
+  const { type, ...rest } = config.endPointConfig;
+  return { ...config, endPointConfig: { type: type ?? endpointConfigType(config.url), ...rest } };
 }

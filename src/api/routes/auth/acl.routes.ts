@@ -33,12 +33,19 @@ export const aclRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => 
       schema: {
         tags,
         summary: 'Get the authorisation permission list',
+        description:
+          'As the specification says: permissions and resourceTypes are comma-separated strings (MAPS answers arrays of objects). ' +
+          'The details MAPS gives (description, whether a permission applies to the Server resource) are in permissionDetails and resourceTypeDetails.',
         response: {
           200: z
             .object({
               schemaLoadingVersion: z.number().int(),
-              permissions: z.array(z.object({ schemaLoadingVersion: z.number().int(), name: z.string(), description: z.string(), server: z.boolean() })),
-              resourceTypes: z.array(z.object({ schemaLoadingVersion: z.number().int(), name: z.string(), server: z.boolean() })),
+              permissions: z.string().describe('comma-separated permission names, e.g. connect,publish,subscribe,...'),
+              resourceTypes: z.string().describe('comma-separated resource types, e.g. Server,Topic,Queue,...'),
+              permissionDetails: z
+                .array(z.object({ name: z.string(), description: z.string(), server: z.boolean() }))
+                .describe('Switchyard: each permission with its description; server: it is granted on the Server resource'),
+              resourceTypeDetails: z.array(z.object({ name: z.string(), server: z.boolean() })).describe('Switchyard: each resource type; server: the Server resource'),
             })
             .meta({ id: 'AuthorisationConfigDTO' }),
           ...ErrorResponses,
@@ -47,8 +54,10 @@ export const aclRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => 
     },
     async () => ({
       schemaLoadingVersion: 0,
-      permissions: Permissions.map((name) => ({ schemaLoadingVersion: 0, name, description: PERMISSION_DESCRIPTIONS[name], server: SERVER_PERMISSIONS.has(name) })),
-      resourceTypes: ResourceTypes.map((name) => ({ schemaLoadingVersion: 0, name, server: name === 'Server' })),
+      permissions: Permissions.join(','),
+      resourceTypes: ResourceTypes.join(','),
+      permissionDetails: Permissions.map((name) => ({ name, description: PERMISSION_DESCRIPTIONS[name], server: SERVER_PERMISSIONS.has(name) })),
+      resourceTypeDetails: ResourceTypes.map((name) => ({ name, server: name === 'Server' })),
     }),
   );
 
@@ -177,7 +186,7 @@ export const aclRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => 
       schema: {
         tags,
         summary: 'Check access for an identity to a resource',
-        description: 'identityId: a user UUID or username. With explain: reason is a sentence naming the deciding entry, its principal and the resource level; sources lists the deciding entry.',
+        description: 'identityId: a user UUID or username. permission in any case (publish, PUBLISH), echoed as sent. With explain: reason is a sentence naming the deciding entry, its principal and the resource level; sources lists the deciding entry.',
         body: z
           .object({ identityId: z.string(), resourceType: z.string(), resourceKey: z.string(), permission: z.string(), explain: z.boolean().default(false) })
           .meta({ id: 'AclCheckRequestDTO' }),
@@ -206,7 +215,7 @@ export const aclRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => 
       const r = sm.check(user, permission, type, key);
       return {
         decision: r.decision.allowed ? ('ALLOW' as const) : ('DENY' as const),
-        permission,
+        permission: b.permission, // echoed as the caller named it (MAPS: the enum constant, e.g. PUBLISH)
         reason: b.explain ? r.reason : null,
         sources: b.explain ? r.sources : null,
         decisionReason: b.explain ? r.decision.reason : null,

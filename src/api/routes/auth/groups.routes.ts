@@ -1,4 +1,4 @@
-import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { FastifyPluginAsyncZod, ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { parseFilterParam } from '../../../engine/selector/selector.js';
 import { ValidationError } from '../../../errors.js';
@@ -11,7 +11,7 @@ const manageAuthentication = { permission: { permission: 'manage_authentication'
 const tags = ['Authentication and Authorisation Management'];
 const Membership = z.object({ groupUuid: uuidParam('groupUuid'), userUuid: uuidParam('userUuid') });
 
-/** GroupManagementApi. The POST body is the group name as raw text (text/plain); a JSON string works too. */
+/** GroupManagementApi. The POST body is the group name as raw text in any content type; a JSON string works too. */
 export const groupRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => {
   const { rt } = ctx;
 
@@ -49,24 +49,42 @@ export const groupRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
     },
   );
 
-  app.post(
-    '/api/v1/auth/groups',
-    {
-      config: manageAuthentication,
-      schema: {
-        tags,
-        summary: 'Add new group',
-        consumes: ['text/plain', 'application/json'],
-        body: z.string({ error: 'Group name is required: send it as the raw text/plain body' }).describe('the group name'),
-        response: { 201: StatusResponse.extend({ uniqueId: z.string() }), 409: StatusResponse, ...ErrorResponses },
+  // "a raw string body (any content type)": in this scope only, every media type (and none) is read as text; a
+  // JSON-typed body that parses is taken as JSON (a JSON string is the name; anything else is not a name: 400)
+  await app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', { parseAs: 'string' }, (req, body, done) => {
+      const text = body as string;
+      if (/^application\/([\w.+-]*\+)?json\b/i.test(req.headers['content-type'] ?? '')) {
+        try {
+          done(null, JSON.parse(text));
+          return;
+        } catch {
+          // not JSON after all: the raw text is the name
+        }
+      }
+      done(null, text);
+    });
+    scope.withTypeProvider<ZodTypeProvider>().post(
+      '/api/v1/auth/groups',
+      {
+        config: manageAuthentication,
+        schema: {
+          tags,
+          summary: 'Add new group',
+          description: 'The body is the group name as raw text, in any content type (text/plain, application/octet-stream, none ...); a JSON string works too.',
+          consumes: ['text/plain', 'application/octet-stream', 'application/json', '*/*'],
+          body: z.string({ error: 'Group name is required: send it as the raw request body' }).describe('the group name'),
+          response: { 201: StatusResponse.extend({ uniqueId: z.string() }), 409: StatusResponse, ...ErrorResponses },
+        },
       },
-    },
-    async (req, reply) => {
-      if (typeof req.body !== 'string' || req.body.trim() === '') throw new ValidationError('Group name is required: send it as the raw text/plain body');
-      const g = await securityOf(rt).createGroup(req.principal, req.body);
-      return reply.code(201).send({ status: `Successfully added group ${g.name}`, uniqueId: g.uniqueId });
-    },
-  );
+      async (req, reply) => {
+        if (typeof req.body !== 'string' || req.body.trim() === '') throw new ValidationError('Group name is required: send it as the raw request body');
+        const g = await securityOf(rt).createGroup(req.principal, req.body);
+        return reply.code(201).send({ status: `Successfully added group ${g.name}`, uniqueId: g.uniqueId });
+      },
+    );
+  });
 
   app.delete(
     '/api/v1/auth/groups/:groupUuid',

@@ -4,7 +4,8 @@ import { z } from 'zod';
 import { BrokerError, ForbiddenError, ValidationError } from '../../../errors.js';
 import { AddressBlockedError } from '../../../security/address-limits.js';
 import { ServerBusyError } from '../../../security/hash-pool.js';
-import { securityOf } from '../../../security/service.js';
+import { securityOf, type SecurityManager } from '../../../security/service.js';
+import type { SessionRecord } from '../../../security/sessions.js';
 import { AuthenticationFailedError } from '../../../security/types.js';
 import type { ApiContext } from '../../context.js';
 import { ACCESS_COOKIE, sessionIdOf, unauthorised } from '../../plugins/auth.js';
@@ -41,6 +42,21 @@ const LoginResponse = z
   .meta({ id: 'LoginResponse' });
 
 const connect = { permission: { permission: 'connect' as const } };
+
+/** The login response (also the refresh response, as the specification says) for a login session. */
+function loginResponse(sm: SecurityManager, session: SessionRecord, authenticationMethod: string) {
+  const u = sm.identities.user(session.uniqueId);
+  return {
+    status: 'Success',
+    username: u?.username ?? session.username,
+    uniqueId: session.uniqueId,
+    accessMap: {},
+    groupList: (u?.groups ?? []).map((g) => sm.identities.group(g)?.name ?? g),
+    authenticationMethod,
+    sessionExpiresAt: new Date(session.expiresAt).toISOString(),
+    ...(session.persistent ? { sessionId: session.engineSessionId ?? session.sessionId } : {}),
+  };
+}
 
 function setAccessCookie(request: FastifyRequest, reply: FastifyReply, token: string, maxAge: number): void {
   reply.setCookie(ACCESS_COOKIE, token, { path: '/', httpOnly: true, sameSite: 'strict', secure: request.protocol === 'https', maxAge });
@@ -117,17 +133,7 @@ export const loginRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
       // Clean start: a login naming a sessionId without persistent ends that session's durable state (this user's only).
       if (!req.body.persistent && req.body.sessionId) ctx.sessions?.discard(principal.uniqueId, req.body.sessionId);
       setAccessCookie(req, reply, token, maxAge);
-      const u = sm.identities.user(principal.uniqueId)!;
-      return {
-        status: 'Success',
-        username: u.username,
-        uniqueId: u.uniqueId,
-        accessMap: {},
-        groupList: u.groups.map((g) => sm.identities.group(g)?.name ?? g),
-        authenticationMethod: 'cookie',
-        sessionExpiresAt: new Date(session.expiresAt).toISOString(),
-        ...(session.persistent ? { sessionId: session.engineSessionId ?? session.sessionId } : {}),
-      };
+      return loginResponse(sm, session, 'cookie');
     },
   );
 
@@ -164,19 +170,21 @@ export const loginRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
       schema: {
         tags: ['User Authentication'],
         summary: 'Refreshes the users JWT',
-        description: 'A new token for the same login session, with the lifetime of the login (15 minutes, or 7 days when longLived).',
-        response: { 200: z.string(), ...ErrorResponses },
+        description:
+          'A new token (in the maps_access_token cookie) for the same login session, with the lifetime of the login (15 minutes, or 7 days when longLived). ' +
+          'Answers the login response, as the specification says (MAPS answers the text ok), with the new sessionExpiresAt. Basic credentials have no session to refresh: 400.',
+        response: { 200: LoginResponse, ...ErrorResponses },
       },
     },
     async (req, reply) => {
       const sm = securityOf(rt);
+      if (!sm.enabled) return { status: 'Auth not enforced', username: 'anonymous', accessMap: {} };
       if (!req.loginSession) {
         throw new ValidationError('There is no login session to refresh: log in with POST /api/v1/login (Basic credentials need no refresh)');
       }
-      const { token, maxAge } = await sm.sessions.refresh(req.loginSession.sessionId);
+      const { token, maxAge, session } = await sm.sessions.refresh(req.loginSession.sessionId);
       setAccessCookie(req, reply, token, maxAge);
-      reply.type('text/plain; charset=utf-8');
-      return 'ok';
+      return loginResponse(sm, session, req.authMethod ?? 'cookie');
     },
   );
 

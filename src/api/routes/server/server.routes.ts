@@ -92,7 +92,11 @@ export const serverRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) 
 
   app.get(
     '/api/v1/name',
-    { schema: { tags: ['Server Health'], summary: "Retrieve the server's unique name", response: { 200: z.string(), ...ErrorResponses } } },
+    {
+      // any logged-in user (MAPS: authentication only, no permission check): connect, which everyone holds
+      config: { permission: { permission: 'connect' } },
+      schema: { tags: ['Server Health'], summary: "Retrieve the server's unique name", description: 'Any authenticated user (the connect permission).', response: { 200: z.string(), ...ErrorResponses } },
+    },
     async (_req, reply) => reply.type('application/json; charset=utf-8').send(JSON.stringify(rt.serverName)),
   );
 
