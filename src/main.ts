@@ -52,9 +52,13 @@ export async function main(): Promise<void> {
   // SIGHUP re-reads the configuration (runtime/reload.ts); one reload at a time. Installed before the boot: Node's
   // default for SIGHUP ends the process. `switchyard reload` finds this process by {data}/switchyard.pid.
   let reloading: Promise<unknown> = Promise.resolve();
+  let afterReload = () => {};
   process.on('SIGHUP', () => {
     rt.log.info('SIGHUP: reloading the configuration');
-    reloading = reloading.then(() => reloadConfig(rt)).catch((err) => rt.log.error({ err }, 'configuration reload failed'));
+    reloading = reloading
+      .then(() => reloadConfig(rt))
+      .then(() => afterReload())
+      .catch((err) => rt.log.error({ err }, 'configuration reload failed'));
   });
   const pidFile = join(rt.config.MessageDaemon.dataDirectory, 'switchyard.pid');
   try {
@@ -66,6 +70,7 @@ export async function main(): Promise<void> {
   registerServices(rt);
   await rt.start();
   const app = await buildApp(rt);
+  afterReload = () => app.apiContext.cache.clear(); // no cached view (the config API's) from before the reload
   const rest = rt.config.RestApi;
   let stopping = false;
   let readyTimer: NodeJS.Timeout | undefined;

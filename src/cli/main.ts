@@ -1,8 +1,9 @@
 /**
  * The `switchyard` command (bin/switchyard.js): `start`, `user add|passwd|delete|list|unlock`, `acl check`,
- * `config check`, `status`. docs/operations.md describes every command and the exit codes (output.ts).
+ * `config check`, `status`, `reload`. docs/operations.md describes every command and the exit codes (output.ts).
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { stringify as toYaml } from 'yaml';
@@ -45,6 +46,7 @@ Commands:
                                       what the ACLs decide, and why
   config check                        validate the configuration folder and print the effective sections
   status                              a running broker's readiness and summary
+  reload                              make the running broker re-read its configuration (SIGHUP)
 
 User and acl commands work offline on the data directory (the broker must be stopped: exit 3 otherwise) or online
 with --url. Run 'switchyard <command> --help' for details. Exit codes: docs/operations.md.
@@ -98,6 +100,33 @@ ${COMMON}`,
 Validates every YAML file of the configuration folder with the environment overrides applied, exactly as start
 does, and prints the effective sections (secrets masked). Exit code 0 when valid, 2 with one line naming the file,
 the key and what was expected otherwise.`,
+  user: `Usage: switchyard user <add|passwd|delete|list|unlock> ... [options]
+
+  user add <name> [--group <g>]...    create a user (default group: everyone)
+  user passwd <name>                  set a user's password (recovers a lost admin password offline)
+  user delete <name>                  delete a user
+  user list                           list users, their groups and lock state
+  user unlock <name>                  end a lockout after failed logins
+
+Offline on the data directory (the broker must be stopped: exit 3 otherwise) or online with --url.
+Run 'switchyard user <command> --help' for one command's options.
+
+${COMMON}`,
+  acl: `Usage: switchyard acl check <user> <permission> <resourceType> [<resourceKey>]
+
+Run 'switchyard acl check --help' for details.`,
+  config: `Usage: switchyard config check [--config-dir <dir>] [--section <name>]...
+
+Run 'switchyard config check --help' for details.`,
+  reload: `Usage: switchyard reload [--config-dir <dir>] [--data-dir <dir>] [--json]
+
+Makes the broker running on this machine's data directory re-read its configuration: sends it SIGHUP (its pid is in
+{data}/switchyard.pid) and prints what it did, from {data}/reload.json: the keys applied live (log level, in-memory
+log size, the password policy, RestApi.maxEventsPerDestination, a changed endpoint, which is restarted with its new
+configuration) and the changed keys that need a restart of the process. An invalid configuration changes nothing.
+Without a shell on that machine: 'kill -HUP <pid>' or 'docker kill --signal HUP <container>' do the same.
+Exit code 0 when applied (even if some keys need a restart), 2 when the new configuration is not valid, 4 when no
+broker runs on the data directory.`,
   status: `Usage: switchyard status [--url <url>] [--auth user:password]
 
 Without --url, the broker of this machine at the configured REST port (config folder and SWITCHYARD_REST_PORT).
@@ -341,7 +370,7 @@ function localRemote(v: Values): Remote {
   if (!rest.enabled || rest.port === 0) throw new CliError('the configured REST port is not fixed (disabled or 0): give --url', EXIT_CLI.USAGE);
   const host = ['0.0.0.0', '::', ''].includes(rest.hostnames) ? '127.0.0.1' : rest.hostnames.includes(':') ? `[${rest.hostnames}]` : rest.hostnames;
   const auth = (v.auth as string | undefined) ?? process.env.SWITCHYARD_AUTH;
-  const url = `http://${host}:${rest.port}`;
+  const url = `${rest.sslConfig ? 'https' : 'http'}://${host}:${rest.port}`; // a self-signed certificate: NODE_EXTRA_CA_CERTS=<cert.pem>
   return remoteOf({ ...v, url, auth }) ?? { url };
 }
 
@@ -366,6 +395,83 @@ async function status(v: Values): Promise<number> {
   return report.ready ? EXIT_CLI.OK : EXIT_CLI.NO;
 }
 
+/**
+ * `npx switchyard start` (and `npm exec`, `npm run <script>` running it) puts npm and a shell between the caller and
+ * the broker: npm passes SIGTERM to the shell, the shell dies without passing it on, and the broker went on as an
+ * orphan holding its ports and the data-dir lock. Started by npm (npm_command is set), the broker watches its parent
+ * and shuts down gracefully, as on SIGTERM, when the parent is gone. Not otherwise: `switchyard start &` from a
+ * shell that then exits keeps running, as a started daemon should.
+ */
+function watchParentUnderNpm(): void {
+  if (!process.env.npm_command) return;
+  const parent = process.ppid;
+  const timer = setInterval(() => {
+    if (process.ppid === parent) return;
+    clearInterval(timer);
+    process.stderr.write(`switchyard: the process that started this broker (npm, pid ${parent}) is gone; shutting down\n`);
+    process.kill(process.pid, 'SIGTERM');
+  }, 500);
+  timer.unref();
+}
+
+/** The data directory of this machine's broker: --data-dir, else the configuration's (SWITCHYARD_DATA_DIR applied). */
+function dataDirOf(v: Values): string {
+  try {
+    return loadConfig(runtimeOptions(v)).config.MessageDaemon.dataDirectory;
+  } catch (err) {
+    if (err instanceof ConfigError) throw new CliError(`configuration error: ${err.message}`, EXIT_CLI.USAGE);
+    throw err;
+  }
+}
+
+async function reload(v: Values): Promise<number> {
+  // the new configuration is checked here first, with the same loader, so a typo is reported to the person typing
+  let problem: string | undefined;
+  try {
+    loadConfig(runtimeOptions(v));
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    problem = err.message;
+  }
+  const dir = resolve(typeof v['data-dir'] === 'string' ? v['data-dir'] : problem ? (process.env.SWITCHYARD_DATA_DIR ?? './data') : dataDirOf(v));
+  const pidFile = join(dir, 'switchyard.pid');
+  let pid: number;
+  try {
+    pid = Number(readFileSync(pidFile, 'utf8').trim());
+    if (!Number.isInteger(pid) || pid <= 0) throw new Error('not a pid');
+    process.kill(pid, 0);
+  } catch {
+    throw new CliError(`no broker is running on ${dir} (no live process in ${pidFile})`, EXIT_CLI.UNREACHABLE);
+  }
+  const resultFile = join(dir, 'reload.json');
+  const before = existsSync(resultFile) ? statSync(resultFile).mtimeMs : 0;
+  const previous = existsSync(resultFile) ? readFileSync(resultFile, 'utf8') : '';
+  process.kill(pid, 'SIGHUP');
+  const end = Date.now() + 15000;
+  let text = '';
+  while (Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 100));
+    if (!existsSync(resultFile)) continue;
+    const t = readFileSync(resultFile, 'utf8');
+    if (statSync(resultFile).mtimeMs !== before || t !== previous) {
+      text = t;
+      break;
+    }
+  }
+  if (!text) throw new CliError(`sent SIGHUP to pid ${pid}; no answer in ${resultFile} within 15 s (see the broker's log)`, EXIT_CLI.FATAL);
+  const result = JSON.parse(text) as import('../runtime/reload.js').ReloadResult;
+  if (v.json) out(JSON.stringify(result, null, 2));
+  else if (!result.ok) out(`reload refused by pid ${pid}, nothing changed: ${result.error}`);
+  else {
+    const show = (c: { key: string; from?: unknown; to?: unknown }) => ('from' in c ? `${c.key}: ${JSON.stringify(c.from)} -> ${JSON.stringify(c.to)}` : c.to ? `${c.key} (${c.to})` : c.key);
+    out(`configuration reloaded by pid ${pid}`);
+    if (!result.applied.length && !result.restartNeeded.length) out('  nothing changed');
+    for (const c of result.applied) out(`  applied: ${show(c)}`);
+    for (const c of result.restartNeeded) out(`  needs a restart: ${show(c)}`);
+  }
+  return result.ok ? EXIT_CLI.OK : EXIT_CLI.USAGE;
+}
+
 export async function cli(argv: string[]): Promise<number> {
   let parsed;
   try {
@@ -375,9 +481,10 @@ export async function cli(argv: string[]): Promise<number> {
   }
   const v = parsed.values as Values;
   const [cmd, sub, ...rest] = parsed.positionals;
-  const helpKey = cmd === 'user' || cmd === 'acl' || cmd === 'config' ? `${cmd} ${sub ?? ''}`.trim() : (cmd ?? 'main');
+  const helpKey = (cmd === 'user' || cmd === 'acl' || cmd === 'config') && sub !== undefined && HELP[`${cmd} ${sub}`] ? `${cmd} ${sub}` : (cmd ?? 'main');
   if (v.help || !cmd) {
-    out(HELP[helpKey] ?? HELP.main!);
+    if (!HELP[helpKey]) throw new CliError(`unknown command "${cmd}"\nRun 'switchyard --help'.`, EXIT_CLI.USAGE);
+    out(HELP[helpKey]);
     return cmd || v.help ? EXIT_CLI.OK : EXIT_CLI.USAGE;
   }
   switch (cmd) {
@@ -388,6 +495,7 @@ export async function cli(argv: string[]): Promise<number> {
       // the production bundle next to dist/src when there is one (npm run build writes both), as npm start runs it
       const bundled = new URL('../../bundle/main.js', import.meta.url);
       const { runMain } = (existsSync(bundled) ? await import(bundled.href) : await import('../main.js')) as typeof import('../main.js');
+      watchParentUnderNpm();
       runMain();
       return -1; // the broker owns the process and exits it
     }
@@ -400,6 +508,9 @@ export async function cli(argv: string[]): Promise<number> {
       return configCheck(v);
     case 'status':
       return status(v);
+    case 'reload':
+      if (sub !== undefined) throw new CliError(`unexpected argument "${sub}"`, EXIT_CLI.USAGE);
+      return reload(v);
     default:
       throw new CliError(`unknown command "${cmd}"\nRun 'switchyard --help'.`, EXIT_CLI.USAGE);
   }

@@ -160,6 +160,15 @@ describe('switchyard command', () => {
       assert.equal(h.code, 0, args.join(' '));
       assert.match(h.stdout, /^(switchyard - |Usage: switchyard )/, args.join(' '));
     }
+    // a command group's --help is that group's, not the general help
+    const userHelp = await inProcess(['user', '--help']);
+    assert.equal(userHelp.code, 0);
+    assert.match(userHelp.stdout, /^Usage: switchyard user <add\|passwd\|delete\|list\|unlock>/);
+    assert.doesNotMatch(userHelp.stdout, /acl check|config check|status/);
+    for (const [args, usage] of [[['acl', '--help'], /^Usage: switchyard acl check/], [['config', '--help'], /^Usage: switchyard config check/], [['reload', '--help'], /^Usage: switchyard reload/], [['user', 'add', '--help'], /^Usage: switchyard user add/]] as const) {
+      const h = await inProcess([...args]);
+      assert.match(h.stdout, usage, args.join(' '));
+    }
     const unknown = await inProcess(['frobnicate']);
     assert.equal(unknown.code, 2);
     assert.match(unknown.stderr, /unknown command "frobnicate"/);
