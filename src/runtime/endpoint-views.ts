@@ -79,7 +79,7 @@ export class EndpointViews {
       user: c.principal && !c.principal.anonymous ? c.principal.username : 'anonymous',
       protocolName: c.state === 'new' ? 'Not Detected' : 'MQTT',
       protocolVersion: c.state === 'new' ? 'N/A' : c.v5 ? '5.0' : c.protocolVersion === 4 ? '3.1.1' : '3.1',
-      proxyAddress: '',
+      proxyAddress: c.wire.proxyAddress ?? '', // the PROXY protocol's sender; `name` has the client's real address
       connectedTimeMs: c.connectedAt,
       lastRead: c.lastRead,
       lastWrite: c.lastWrite,

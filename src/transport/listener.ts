@@ -63,6 +63,7 @@ function socketWire(socket: Socket, transport: string, origin?: ClientOrigin): W
     remotePort: origin?.port ?? socket.remotePort ?? 0,
     transport,
     proxied: origin?.proxied === true,
+    ...(origin?.proxied ? { proxyAddress: `${socket.remoteAddress ?? ''}:${socket.remotePort ?? 0}` } : {}),
     closed: closedSignal(socket),
   };
 }

@@ -29,6 +29,8 @@ export interface Wire {
   readonly transport: string;
   /** The address came from a PROXY protocol header (no lockout exemption applies to it). */
   readonly proxied?: boolean;
+  /** With `proxied`: the proxy's own address and port (`host:port`), as GET /api/v1/server/connections shows it. */
+  readonly proxyAddress?: string;
   /** Fires when the transport closed (a password check still waiting for its turn is dropped). */
   readonly closed?: AbortSignal;
 }
