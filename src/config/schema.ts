@@ -48,6 +48,13 @@ export const MessageDaemonSchema = z
         maxModelSize: z.number().int().min(1024).max(4294967296).default(268435456).describe('largest model upload in bytes (413 beyond)'),
         maxModels: z.number().int().min(1).max(100000).default(1000).describe('most models kept'),
         trainingSamples: z.number().int().min(2).max(100000).default(100).describe('samples a selector model function collects before it trains a missing model'),
+        maxEvaluationCost: z
+          .number()
+          .int()
+          .min(100)
+          .max(100000000)
+          .default(100000)
+          .describe('largest estimated cost of one model evaluation (k_means: centroids x dimensions; isolation_forest: trees x depth; others: numbers in the model); a costlier model is refused at upload (400) and at subscribe'),
       })
       .strict()
       .prefault({})

@@ -1174,6 +1174,7 @@ export class Engine {
   }
 
   private replace(sub: Subscription, opts: SubscribeOptions, maxDepth: number): void {
+    if (sub.selector !== opts.selector) sub.selector?.release?.();
     sub.selector = opts.selector;
     sub.accept = opts.accept;
     sub.authorize = opts.authorize;
@@ -1239,6 +1240,7 @@ export class Engine {
     }
     if (sub === undefined || sub.closed) return false;
     sub.closed = true;
+    sub.selector?.release?.();
     if (sub.durable) this.events.onDurableSubscription(sub, 'closed');
     if (this.subs.get(sub.key) === sub) this.subs.delete(sub.key);
     const set = this.sessions.get(sub.sessionId);

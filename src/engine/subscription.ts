@@ -19,7 +19,11 @@ import type { Destination } from './destination.js';
 import { durablePrefix } from './engine-store.js';
 import type { Message, QoS } from './message.js';
 
-export type Selector = (msg: Message & { destinationName: string }) => boolean;
+/**
+ * A compiled message selector. `release`, when present, gives back what the selector holds (the models its model
+ * functions use): the engine calls it once when the subscription ends or its selector is replaced.
+ */
+export type Selector = ((msg: Message & { destinationName: string }) => boolean) & { release?: () => void };
 
 /**
  * May this subscription receive a message published to `destinationName`? Set by the protocol or REST layer

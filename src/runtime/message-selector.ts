@@ -1,4 +1,4 @@
-import type { Message } from '../engine/index.js';
+import type { Message, Selector } from '../engine/index.js';
 import { compileSelector } from '../engine/selector/selector.js';
 
 /**
@@ -23,9 +23,24 @@ export function selectorView(msg: Message & { destinationName: string }): Record
   };
 }
 
-/** A compiled selector text as an engine subscription selector. */
-export function messageSelector(text: string | null | undefined): ((m: Message & { destinationName: string }) => boolean) | undefined {
+/** Releases the models of a selector that was never handed to the engine (an error before subscribing) once it is garbage. */
+const unreleased = new FinalizationRegistry<() => void>((release) => release());
+
+/**
+ * A compiled selector text as an engine subscription selector. It holds the models its model functions use (loaded
+ * once per model, shared by every subscription) until the engine calls its `release` (the subscription ended).
+ */
+export function messageSelector(text: string | null | undefined): Selector | undefined {
   if (text === undefined || text === null) return undefined;
   const compiled = compileSelector(text);
-  return (m) => compiled.matches(selectorView(m));
+  const selector: Selector = (m) => compiled.matches(selectorView(m));
+  if (compiled.calls.length === 0) return selector;
+  const release = compiled.acquire();
+  const token = {};
+  unreleased.register(selector, release, token);
+  selector.release = () => {
+    unreleased.unregister(token);
+    release();
+  };
+  return selector;
 }

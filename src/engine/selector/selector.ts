@@ -41,6 +41,20 @@ export type Predicate = (obj: unknown) => boolean;
 export interface CompiledSelector {
   readonly text: string;
   matches: Predicate;
+  /** The function calls in the selector with their literal arguments (model functions name their model there). */
+  readonly calls: readonly SelectorCall[];
+  /**
+   * Takes what the selector's functions hold while it is in use (a model function: its model, loaded once and
+   * shared); returns the release, to be called once when the use ends (a subscription ends). A no-op when none.
+   */
+  acquire(): () => void;
+}
+
+export interface SelectorCall {
+  /** Lower case. */
+  readonly name: string;
+  /** Per argument its value when it is a literal, else undefined. */
+  readonly literals: readonly (SelectorValue | undefined)[];
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -223,9 +237,14 @@ export type SelectorValue = null | number | string | boolean | object;
  */
 export interface SelectorFunction {
   bind(literals: readonly (SelectorValue | undefined)[]): (args: readonly SelectorValue[]) => SelectorValue;
+  /** Optional: takes what one use of this call holds (see CompiledSelector.acquire); returns its release. */
+  acquire?(literals: readonly (SelectorValue | undefined)[]): () => void;
 }
 
 const functions = new Map<string, SelectorFunction>();
+/** The calls of the selector being compiled (compile() collects them for CompiledSelector.calls). */
+let compiledCalls: SelectorCall[] | undefined;
+let compiledAcquirers: Array<() => () => void> | undefined;
 
 /** Registers (or replaces) a selector function; names are case-insensitive. Clears the compiled-selector cache. */
 export function registerSelectorFunction(name: string, fn: SelectorFunction): void {
@@ -247,8 +266,11 @@ function compileCall(node: Extract<Node, { type: 'call' }>): ValueFn {
     throw new SelectorSyntaxError(`Invalid selector ${at}: unknown function '${node.name}'${known.length ? ` (known: ${known.join(', ')})` : ''}`, loc);
   }
   let impl: (args: readonly SelectorValue[]) => SelectorValue;
+  const literals = node.args.map((a) => (a.type === 'literal' ? a.value : undefined));
+  compiledCalls?.push({ name: node.name.toLowerCase(), literals });
+  if (fn.acquire !== undefined) compiledAcquirers?.push(() => fn.acquire!(literals));
   try {
-    impl = fn.bind(node.args.map((a) => (a.type === 'literal' ? a.value : undefined)));
+    impl = fn.bind(literals);
   } catch (err) {
     throw new SelectorSyntaxError(`Invalid selector ${at}: ${node.name}(): ${(err as Error).message}`, loc);
   }
@@ -707,6 +729,8 @@ function compile(text: string): CompiledSelector {
     throw limitError(`Selector is too long: ${text.length} characters (limit ${L.maxLength})`);
   }
   let condition: TruthFn;
+  const calls: SelectorCall[] = [];
+  const acquirers: Array<() => () => void> = [];
   try {
     const ast = parse(text) as Node;
     const m = measure(ast);
@@ -717,6 +741,8 @@ function compile(text: string): CompiledSelector {
         `Selector is too costly to evaluate: its LIKE patterns have ${m.likeWork} characters in '_'-holding parts between two '%' (limit ${L.maxLikeWork})`,
       );
     }
+    compiledCalls = calls;
+    compiledAcquirers = acquirers;
     condition = compileCondition(ast);
   } catch (error) {
     if (error instanceof SelectorSyntaxError) throw error;
@@ -726,6 +752,9 @@ function compile(text: string): CompiledSelector {
       throw new SelectorSyntaxError('Invalid selector: too deeply nested', START, { cause: error });
     }
     throw error;
+  } finally {
+    compiledCalls = undefined;
+    compiledAcquirers = undefined;
   }
   const matches: Predicate = (obj) => {
     try {
@@ -734,7 +763,19 @@ function compile(text: string): CompiledSelector {
       return false;
     }
   };
-  return Object.freeze({ text, matches });
+  const acquire =
+    acquirers.length === 0
+      ? () => () => {}
+      : () => {
+          const releases = acquirers.map((a) => a());
+          let done = false;
+          return () => {
+            if (done) return;
+            done = true;
+            for (const r of releases) r();
+          };
+        };
+  return Object.freeze({ text, matches, calls: Object.freeze(calls), acquire });
 }
 
 // ---------------------------------------------------------------------------------------------------------
