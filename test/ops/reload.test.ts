@@ -4,7 +4,9 @@ import { spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import mqtt from 'mqtt';
-import { CONFIG_DIR, ROOT, removeDir, spawnBroker, tempDir, waitUntil, type BrokerProcess } from '../helpers.js';
+import { CONFIG_DIR, MQTT_TEST_ENV, ROOT, removeDir, spawnBroker, startServer, tempDir, waitUntil, type BrokerProcess, type TestServer } from '../helpers.js';
+import { reloadConfig } from '../../src/runtime/reload.js';
+import { endpointsOf } from '../../src/runtime/endpoints.service.js';
 
 /** The `switchyard` command as an operator runs it (bin/switchyard.js, from the sources here). */
 function sy(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -105,5 +107,40 @@ describe('configuration reload', () => {
     const none = await sy(['reload'], env);
     assert.equal(none.code, 4);
     assert.match(none.stderr, /no broker is running on/);
+  });
+
+  test('reload - an endpoint whose YAML changed is restarted through its actor with the new settings (v5 Server Keep Alive 60 -> 30); an added endpoint needs a restart', async () => {
+    const config = configCopy(dirs);
+    const data = tempDir();
+    dirs.push(data);
+    const s: TestServer = await startServer({ configDir: config, dataDir: data });
+    try {
+      const overrides = { MessageDaemon: { dataDirectory: data }, RestApi: { port: 0, hostnames: '127.0.0.1' } };
+      const keepAlive = async () => {
+        const port = endpointsOf(s.rt).entries.get('MQTT Interface')!.handle!.port;
+        const c = mqtt.connect(`mqtt://127.0.0.1:${port}`, { protocolVersion: 5, keepalive: 600, username: 'admin', password: s.adminPassword, reconnectPeriod: 0 });
+        const connack = await new Promise<{ properties?: { serverKeepAlive?: number } }>((res, rej) => {
+          c.once('connect', res);
+          c.once('error', rej);
+        });
+        await c.endAsync();
+        return connack.properties?.serverKeepAlive;
+      };
+      assert.equal(await keepAlive(), 60);
+      const nothing = await reloadConfig(s.rt, { env: MQTT_TEST_ENV, overrides });
+      assert.deepEqual([nothing.applied, nothing.restartNeeded], [[], []], 'same files: nothing changed');
+
+      const file = join(config, 'NetworkManager.yaml');
+      writeFileSync(file, readFileSync(file, 'utf8').replace('maxServerKeepAlive: 60', 'maxServerKeepAlive: 30') + `    - name: Extra\n      url: tcp://127.0.0.1:0/\n      protocolConfigs:\n        - type: mqtt\n`);
+      const r = await reloadConfig(s.rt, { env: MQTT_TEST_ENV, overrides });
+      assert.deepEqual(r.applied.map((c) => c.key), ['NetworkManager.data[MQTT Interface]']);
+      assert.deepEqual(r.restartNeeded, [{ key: 'NetworkManager.data[Extra]', to: 'added' }]);
+      assert.equal(endpointsOf(s.rt).state(endpointsOf(s.rt).entries.get('MQTT Interface')!), 'Started');
+      assert.equal(await keepAlive(), 30);
+      // the file's change is not stored as a REST change: the next start reads the file again
+      assert.equal(await s.rt.store.getJson('config', 'NetworkManager/endpoint/MQTT Interface'), undefined);
+    } finally {
+      await s.close();
+    }
   });
 });
