@@ -29,6 +29,8 @@ import type * as fastXmlParser from 'fast-xml-parser';
 import type * as cborX from 'cbor-x';
 import type * as msgpack from '@msgpack/msgpack';
 import { ValidationError } from '../errors.js';
+import { linearFormats, linearRegExpEngine } from './patterns.js';
+import { cborNestingExceeds, jsonNestingExceeds, msgpackNestingExceeds, valueNestingExceeds } from './depth.js';
 
 // The format libraries are loaded on first use (synchronously, through require: all of them ship CommonJS), not at
 // start: together they are several MiB of heap and code an idle broker without schemas never needs.
@@ -37,6 +39,7 @@ const lib = {
   ajv2020: () => (requireLazily('ajv/dist/2020.js') as { Ajv2020: typeof Ajv2020 }).Ajv2020,
   ajv07: () => requireLazily('ajv') as typeof AjvDraft7,
   addFormats: () => requireLazily('ajv-formats') as typeof addFormats,
+  fullFormats: () => (requireLazily('ajv-formats/dist/formats.js') as { fullFormats: Record<string, unknown> }).fullFormats,
   avro: () => requireLazily('avsc') as typeof avro,
   protobuf: () => requireLazily('protobufjs') as typeof protobuf,
   xml: () => requireLazily('fast-xml-parser') as typeof fastXmlParser,
@@ -86,23 +89,37 @@ export type PayloadChecker = (payload: Buffer) => string | undefined;
 const MAX_PROBLEM = 300;
 const clip = (s: string) => (s.length > MAX_PROBLEM ? `${s.slice(0, MAX_PROBLEM)}...` : s);
 
+/**
+ * Deepest nesting (arrays and objects) of a payload checked against a JSON Schema (json, and the decoded value of
+ * cbor and messagepack): deeper payloads are refused before the validator runs, which recurses per level (a
+ * recursive schema and a 120 KB nested payload overflowed its stack: a 500 and a stack trace per message).
+ */
+export const MAX_PAYLOAD_DEPTH = 64;
+
 // One ajv per draft, shared: compiled validators are kept by the registry per schema version, not by ajv's cache.
+// Patterns (`pattern`, `patternProperties`) and the formats' regular expressions run on RE2 (./patterns.ts).
 let ajv2020: Ajv2020 | undefined;
 let ajv07: AjvDraft7.default | undefined;
+function withLinearFormats<T extends Ajv2020 | AjvDraft7.default>(ajv: T): T {
+  lib.addFormats().default(ajv as never);
+  for (const [name, f] of Object.entries(linearFormats(lib.fullFormats() as never))) ajv.addFormat(name, f as never);
+  return ajv;
+}
 function ajvFor(schema: Record<string, unknown>): Ajv2020 | AjvDraft7.default {
   const draft = typeof schema.$schema === 'string' ? schema.$schema : '';
-  if (/draft-0[467]/.test(draft)) {
-    if (!ajv07) {
-      ajv07 = new (lib.ajv07().default)({ strict: false, allErrors: false, addUsedSchema: false });
-      lib.addFormats().default(ajv07 as never);
-    }
-    return ajv07;
-  }
-  if (!ajv2020) {
-    ajv2020 = new (lib.ajv2020())({ strict: false, allErrors: false, addUsedSchema: false });
-    lib.addFormats().default(ajv2020 as never);
-  }
-  return ajv2020;
+  const opts = { strict: false, allErrors: false, addUsedSchema: false, code: { regExp: linearRegExpEngine } };
+  if (/draft-0[467]/.test(draft)) return (ajv07 ??= withLinearFormats(new (lib.ajv07().default)(opts)));
+  return (ajv2020 ??= withLinearFormats(new (lib.ajv2020())(opts)));
+}
+
+const TOO_DEEP = `nested deeper than ${MAX_PAYLOAD_DEPTH} levels (the limit for payloads checked against a schema)`;
+
+/** The problem of a checker that threw (a stack overflow in a decoder or validator): text, never a stack trace. */
+const isStackOverflow = (err: unknown): boolean => err instanceof RangeError && /call stack/i.test(err.message);
+
+function thrownProblem(err: unknown): string {
+  if (isStackOverflow(err)) return 'nested too deeply to check (the schema or the payload recurses beyond the validator\'s stack)';
+  return clip(`the payload could not be checked: ${(err as Error)?.message ?? String(err)}`);
 }
 
 function firstAjvError(errors: ErrorObject[] | null | undefined): string {
@@ -113,6 +130,8 @@ function firstAjvError(errors: ErrorObject[] | null | undefined): string {
   return clip(`${at} ${e.message ?? e.keyword}${extra}`);
 }
 
+let compiledSchemas = 0;
+
 /** Compiles a JSON Schema (object or boolean) into a value validator. */
 function compileJsonSchema(schema: unknown, what: string): ValidateFunction {
   if (typeof schema !== 'boolean' && (schema === null || typeof schema !== 'object' || Array.isArray(schema))) {
@@ -120,17 +139,49 @@ function compileJsonSchema(schema: unknown, what: string): ValidateFunction {
   }
   try {
     const s = typeof schema === 'boolean' ? schema : { ...(schema as Record<string, unknown>) };
-    if (typeof s === 'object') delete s.$id; // ids would collide across versions in the shared ajv
+    // ids would collide across versions in the shared ajv: each compiled schema gets its own, so `$ref: "#"`
+    // (a recursive schema) resolves against it
+    if (typeof s === 'object') s.$id = `urn:switchyard:schema:${++compiledSchemas}`;
     return (typeof s === 'boolean' ? ajvFor({}) : ajvFor(s)).compile(s as never) as ValidateFunction;
   } catch (err) {
     throw new SchemaCompileError(`Invalid schema: ${what} does not compile: ${clip((err as Error).message)}`);
   }
 }
 
-function valueChecker(schema: unknown, what: string): ((value: unknown) => string | undefined) | undefined {
+/** Values a schema is tried on at registration: one that recurses on them without reading the payload is refused. */
+const PROBES: unknown[] = [null, true, 0, '', [], {}];
+
+/** `depthChecked`: the caller has bounded the value's nesting already (json: on the text, before parsing). */
+function valueChecker(schema: unknown, what: string, depthChecked = false): ((value: unknown) => string | undefined) | undefined {
   if (schema === undefined || schema === null || (typeof schema === 'object' && !Array.isArray(schema) && Object.keys(schema).length === 0)) return undefined;
   const validate = compileJsonSchema(schema, what);
-  return (value) => (validate(value) ? undefined : firstAjvError(validate.errors));
+  for (const probe of PROBES) {
+    try {
+      validate(probe);
+    } catch (err) {
+      // e.g. {"$ref": "#"}: a $ref cycle that never descends into the payload overflows on every message
+      throw new SchemaCompileError(`Invalid schema: ${what} cannot be evaluated: ${isStackOverflow(err) ? 'its references recurse without end' : clip((err as Error).message)}`);
+    }
+  }
+  return (value) => {
+    if (!depthChecked && valueNestingExceeds(value, MAX_PAYLOAD_DEPTH)) return TOO_DEEP;
+    try {
+      return validate(value) ? undefined : firstAjvError(validate.errors);
+    } catch (err) {
+      return thrownProblem(err);
+    }
+  };
+}
+
+/** A checker that never throws: whatever a decoder or validator throws becomes the payload's problem. */
+function guarded(check: PayloadChecker): PayloadChecker {
+  return (payload) => {
+    try {
+      return check(payload);
+    } catch (err) {
+      return thrownProblem(err);
+    }
+  };
 }
 
 function objectOf(schema: unknown, what: string): Record<string, unknown> {
@@ -229,13 +280,18 @@ function parseCsv(src: string, delimiter: string): string[][] | string {
  * (used when `schema` is absent: a .proto source, an Avro schema, a JSON Schema).
  */
 export function compileChecker(format: SchemaFormat, schema: unknown): PayloadChecker {
+  return guarded(compileUnguarded(format, schema));
+}
+
+function compileUnguarded(format: SchemaFormat, schema: unknown): PayloadChecker {
   switch (format) {
     case 'json': {
       if (schema === undefined || schema === null) throw new SchemaCompileError('Invalid schema: a json schema needs a JSON Schema in "schema"');
-      const check = valueChecker(schema, 'the JSON Schema') ?? (() => undefined);
+      const check = valueChecker(schema, 'the JSON Schema', true) ?? (() => undefined);
       return (payload) => {
         const t = text(payload);
         if (t === undefined) return 'the payload is not UTF-8';
+        if (jsonNestingExceeds(t, MAX_PAYLOAD_DEPTH)) return TOO_DEEP;
         let value: unknown;
         try {
           value = JSON.parse(t);
@@ -264,6 +320,7 @@ export function compileChecker(format: SchemaFormat, schema: unknown): PayloadCh
           type.decode(payload);
           return undefined;
         } catch (err) {
+          if (isStackOverflow(err)) return `not a ${messageName} message: ${TOO_DEEP}`;
           return clip(`not a ${messageName} message: ${(err as Error).message}`);
         }
       };
@@ -283,6 +340,7 @@ export function compileChecker(format: SchemaFormat, schema: unknown): PayloadCh
           if (offset !== payload.length) return `${payload.length - offset} bytes after the Avro datum`;
           return undefined;
         } catch (err) {
+          if (isStackOverflow(err)) return `not an Avro datum of this schema: nested too deeply to decode`;
           return clip(`not an Avro datum of this schema: ${(err as Error).message}`);
         }
       };
@@ -349,14 +407,17 @@ export function compileChecker(format: SchemaFormat, schema: unknown): PayloadCh
     }
     case 'cbor':
     case 'messagepack': {
-      const check = valueChecker(schema, 'the JSON Schema of the decoded value');
+      const check = valueChecker(schema, 'the JSON Schema of the decoded value', true);
       const decode: (b: Buffer) => unknown = format === 'cbor' ? lib.cbor().decode : lib.msgpack().decode;
+      const tooDeep = format === 'cbor' ? cborNestingExceeds : msgpackNestingExceeds;
       return (payload) => {
         if (payload.length === 0) return `an empty payload is not ${format === 'cbor' ? 'CBOR' : 'MessagePack'}`;
+        if (tooDeep(payload, MAX_PAYLOAD_DEPTH)) return TOO_DEEP; // before decoding: both decoders recurse or slow down per level
         let value: unknown;
         try {
           value = decode(payload);
         } catch (err) {
+          if (isStackOverflow(err)) return `not decodable as ${format === 'cbor' ? 'CBOR' : 'MessagePack'}: ${TOO_DEEP}`;
           return clip(`not well-formed ${format === 'cbor' ? 'CBOR' : 'MessagePack'}: ${(err as Error).message}`);
         }
         return check?.(value);
