@@ -22,6 +22,25 @@ export const EXIT = { OK: 0, FATAL: 1, CONFIG: 2, LOCKED: 3, LISTEN: 4, SHUTDOWN
 /** Runs the broker in this process (`npm start`, `switchyard start`); exits the process with one of the EXIT codes. */
 export async function main(): Promise<void> {
   let rt: Runtime;
+  // Signals are handled from the first moment: MQTT accepts and acknowledges (sessions, subscriptions) before the
+  // REST API is built, and a SIGTERM then used to end the process with acknowledged state unwritten [MQTT-4.1.0-1].
+  // A shutdown asked for during start-up waits for start-up to finish (at most MessageDaemon.shutdownTimeout, else
+  // exit code 5), then stops cleanly like any other.
+  let requested: string | undefined;
+  let startupTimer: NodeJS.Timeout | undefined;
+  let onSignal = (reason: string): void => {
+    if (requested !== undefined) return;
+    requested = reason;
+    rt?.log.info({ reason }, 'shutdown requested during start-up: stopping once started');
+    const ms = rt?.config.MessageDaemon.shutdownTimeout ?? 10000;
+    startupTimer = setTimeout(() => {
+      process.stderr.write(`switchyard: start-up did not finish within ${ms} ms of ${reason}; exiting\n`);
+      process.exit(EXIT.SHUTDOWN_TIMEOUT);
+    }, ms);
+    startupTimer.unref();
+  };
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
   // once idle (after start-up, after a burst) the committed V8 heap goes back to what is live (runtime/reclaim.ts)
   startIdleReclaim({
     onReclaim: (before, after) => rt?.log.debug({ committedBefore: before, committedAfter: after }, 'idle: heap compacted'),
@@ -92,8 +111,12 @@ export async function main(): Promise<void> {
     }
     process.exit(EXIT.OK);
   };
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
-  process.on('SIGINT', () => void shutdown('SIGINT'));
+  onSignal = (reason) => void shutdown(reason);
+  if (requested !== undefined) {
+    clearTimeout(startupTimer);
+    await shutdown(requested); // asked for during start-up: not listening for REST, straight to a clean stop
+    return;
+  }
   rt.on('shutdown-requested', () => void shutdown('REST request'));
   if (rest.enabled) {
     try {

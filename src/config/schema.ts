@@ -452,7 +452,7 @@ export const AuthManagerSchema = z
       .min(1)
       .default(60)
       .describe(
-        'password checks (right or wrong: MQTT CONNECT, POST /api/v1/login, uncached Basic) one source address may start within addressAttemptWindow; beyond it a login is refused at once, without a hash (REST 429, MQTT CONNACK 0x9F / 3.1.1 return code 3)',
+        'password checks (right or wrong: MQTT CONNECT, POST /api/v1/login, uncached Basic) one source address may start within addressAttemptWindow; beyond it a login is refused at once, without a hash (REST 429, MQTT CONNACK 0x9F / 3.1.1 return code 3); lockoutExemptAddresses reached directly (not through a proxy) are not limited',
       ),
     addressAttemptWindow: z.number().int().min(1).max(3600).default(10).describe('seconds over which addressAttemptLimit counts'),
     passwordHashWorkers: z

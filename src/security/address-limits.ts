@@ -16,8 +16,9 @@ import { AuthenticationFailedError } from './types.js';
  * - Memory: at most `maxAddresses` entries (each with at most `namesPerAddress` names); when full the entry least
  *   recently failed is dropped (an expired one first, as they are dropped when touched).
  *
- * `exempt` lists addresses and CIDR ranges where the per-user lock does not apply (default loopback): a locked
- * user still logs in from there. Address limits apply to every address.
+ * `exempt` lists addresses and CIDR ranges where the per-user lock and the attempt limit do not apply (default
+ * loopback) for connections made directly (not through a proxy: the callers decide): a locked user still logs in
+ * from there. Failure limits apply to every address.
  */
 export interface AddressLimitPolicy {
   failureLimit: number;

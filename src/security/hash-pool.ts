@@ -14,6 +14,9 @@ import { BrokerError } from '../errors.js';
  * - a job whose caller went away (the socket closed, the request was aborted: its AbortSignal fired) is dropped
  *   from the queue and never hashed.
  *
+ * On Linux the worker threads run at nice 10 (their own thread only), so the event loop and the store's threads
+ * come first when the cores are busy.
+ *
  * The worker is code given as a string (`eval`), so it runs the same from the sources (tsx), the compiled tree and
  * the bundle. Workers are started on first use, unref'd (they never keep the process alive) and replaced when one
  * dies (its job fails with an Error, the next job gets a new worker).
@@ -68,6 +71,12 @@ export interface HashPoolStats {
 const WORKER_SOURCE = `
 const { parentPort } = require('node:worker_threads');
 const { scryptSync } = require('node:crypto');
+// Linux: this thread (not the process) runs at a lower priority (nice 10), so under a burst of logins the event loop
+// and the store's threads get the CPU first; elsewhere nothing changes.
+try {
+  const tid = Number(require('node:fs').readlinkSync('/proc/thread-self').split('/').pop());
+  if (tid > 0) require('node:os').setPriority(tid, 10);
+} catch {}
 parentPort.on('message', (m) => {
   try {
     const key = scryptSync(Buffer.from(m.password), Buffer.from(m.salt), m.keylen, { N: m.N, r: m.r, p: m.p, maxmem: m.maxmem });

@@ -303,9 +303,11 @@ export class Lockouts {
   /**
    * Asked just before a password is hashed: while the address has started AuthManager.addressAttemptLimit checks
    * (right or wrong) within addressAttemptWindow, the error to throw (audited like denials, rate-limited); else the
-   * check is counted and undefined returned.
+   * check is counted and undefined returned. Lockout-exempt addresses reached directly (local tools, the
+   * administrator on the host) are not limited; through a proxy they are.
    */
-  attemptRefusal(address: string | undefined, fields: Record<string, unknown> = {}): AttemptLimitError | undefined {
+  attemptRefusal(address: string | undefined, proxied = false, fields: Record<string, unknown> = {}): AttemptLimitError | undefined {
+    if (!proxied && this.addresses.exempt(address)) return undefined;
     const seconds = this.addresses.attempt(address);
     if (seconds <= 0) return undefined;
     const p = this.limitsPolicy;

@@ -279,7 +279,7 @@ export class SecurityManager implements SecurityService {
     const locked = this.lockedOut(username, ctx);
     if (locked) throw locked;
     // password checks per address, right or wrong (AuthManager.addressAttemptLimit): refused before any hash
-    const limited = this.lockouts.attemptRefusal(ctx.clientAddress, { username, protocol: ctx.protocol });
+    const limited = this.lockouts.attemptRefusal(ctx.clientAddress, ctx.proxied === true, { username, protocol: ctx.protocol });
     if (limited) throw limited;
     const user = this.identities.userByUsername(username);
     // on the hashing pool: ServerBusyError when its queue is full, HashAbortedError when the caller went away

@@ -1,16 +1,20 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { appendFileSync, cpSync } from 'node:fs';
 import { connect as netConnect, type Socket } from 'node:net';
+import { join } from 'node:path';
 import mqttPacket from 'mqtt-packet';
-import { removeDir, spawnBroker, tempDir, type BrokerProcess } from '../helpers.js';
+import { CONFIG_DIR, removeDir, spawnBroker, tempDir, type BrokerProcess } from '../helpers.js';
 
 /**
  * Issue 20 item 4: password hashing must not stall the store. A burst of 1 000 CONNECTs with the right password from
  * one address, each closed after 200 ms, while another client (from another loopback address) publishes QoS 1
  * retained messages (acknowledged once they are in the store) every 50 ms: that client's PUBACKs stay prompt and a
- * CONNECT it makes during the burst is answered. The broker runs in a child process with its shipped defaults
- * (hashing pool, AuthManager.addressAttemptLimit), so what is measured is the broker, not the test's event loop.
- * Before the hashing pool the PUBACK maximum was 31 s (issue 20); the figures are printed.
+ * CONNECT it makes during the burst is answered. The broker runs in a child process with the shipped configuration
+ * (hashing pool defaults), so what is measured is the broker, not the test's event loop; only
+ * AuthManager.lockoutExemptAddresses is narrowed to 127.0.0.1: the burst comes from there, a directly connected exempt
+ * address, so no per-address attempt limit thins it out (the pool alone keeps the store free), while 127.0.0.4 shows
+ * the attempt limit. Before the hashing pool the PUBACK maximum was 16-31 s (issue 20); the figures are printed.
  */
 
 interface RawClient {
@@ -77,12 +81,16 @@ async function rest(port: number, auth: { authorization: string }, method: strin
 describe('password burst', () => {
   let broker: BrokerProcess;
   let dataDir: string;
+  let configDir: string;
   let mqttPort: number;
   const password = 'burst-password-123';
 
   before(async () => {
     dataDir = tempDir();
-    broker = await spawnBroker({ SWITCHYARD_DATA_DIR: dataDir });
+    configDir = tempDir('switchyard-cfg-');
+    cpSync(CONFIG_DIR, configDir, { recursive: true });
+    appendFileSync(join(configDir, 'AuthManager.yaml'), "  lockoutExemptAddresses: ['127.0.0.1']\n");
+    broker = await spawnBroker({ SWITCHYARD_DATA_DIR: dataDir, SWITCHYARD_CONFIG_DIR: configDir });
     const created = await rest(broker.port, broker.auth(), 'POST', '/api/v1/auth/users', { username: 'burst-user', password });
     assert.equal(created.status, 201, JSON.stringify(created.json));
     const list = await rest(broker.port, broker.auth(), 'GET', '/api/v1/server/interfaces');
@@ -91,6 +99,7 @@ describe('password burst', () => {
   after(async () => {
     await broker?.stop();
     removeDir(dataDir);
+    removeDir(configDir);
   });
 
   test("password burst - 1 000 right-password CONNECTs closed after 200 ms leave another client's QoS 1 PUBACKs prompt and its CONNECT answered", async () => {
@@ -139,7 +148,7 @@ describe('password burst', () => {
               c.socket.destroy();
               if (code === undefined) outcome.unanswered++;
               else if (code === 0) outcome.accepted++;
-              else if (code === 3) outcome.refused++; // 3.1.1 "server unavailable": busy or too many attempts from the address
+              else if (code === 3) outcome.refused++; // 3.1.1 "server unavailable": the hashing queue is full (busy)
               else outcome.other++;
             })().catch(() => {
               outcome.other++;
@@ -159,7 +168,7 @@ describe('password burst', () => {
       const during = maxBetween(burstStart, performance.now());
       console.log(
         `# password burst: max QoS 1 PUBACK latency before the burst ${before.toFixed(0)} ms, during and after it ${during.toFixed(0)} ms; ` +
-          `burst CONNACKs: ${outcome.accepted} accepted, ${outcome.refused} refused (rc 3), ${outcome.unanswered} unanswered when closed at 200 ms, ${outcome.other} other; ` +
+          `burst CONNACKs: ${outcome.accepted} accepted, ${outcome.refused} refused as busy (rc 3), ${outcome.unanswered} unanswered when closed at 200 ms, ${outcome.other} other; ` +
           `another client's CONNECT during the burst: ${secondCode instanceof Error ? secondCode.message : `rc ${secondCode}`} in ${secondMs.toFixed(0)} ms`,
       );
       assert.equal(secondCode, 0, "another client's CONNECT during the burst is answered and accepted");
@@ -172,8 +181,8 @@ describe('password burst', () => {
   });
 
   test('password burst - per-address attempts are limited whatever the outcome: right passwords beyond the limit are refused at once (rc 3), other addresses are not', async () => {
-    // AuthManager.addressAttemptLimit (60 per 10 s by default): the burst above used it up for 127.0.0.1 or it is
-    // used up here; a sequential run of right-password CONNECTs from 127.0.0.4 reaches the limit
+    // AuthManager.addressAttemptLimit (60 per 10 s by default): a sequential run of right-password CONNECTs from
+    // 127.0.0.4 (not exempt here) reaches it
     const codes: number[] = [];
     for (let i = 0; i < 70; i++) {
       const c = await rawClient(mqttPort, '127.0.0.4');
