@@ -29,6 +29,7 @@ import { messagingRoutes } from './routes/messaging/messaging.routes.js';
 import { sseRoutes } from './routes/messaging/sse.routes.js';
 import { schemaRoutes } from './routes/schemas/schemas.routes.js';
 import { modelRoutes } from './routes/models/models.routes.js';
+import { registerModelAccess } from './routes/models/model-access.js';
 import { hardwareRoutes } from './routes/hardware/hardware.routes.js';
 import { RestSessions } from './rest-session.js';
 import { TokenStore } from './tokens.js';
@@ -88,6 +89,7 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   await app.register(fastifyCookie);
   await app.register(fastifyRateLimit, { global: false });
   registerAuth(app, ctx); // after the cookie parser (its onRequest hook must run first), before every route
+  registerModelAccess(app, ctx); // model functions in any `filter`: use_model / train_model, maxModels, cost
   await app.register(fastifySSE, { heartbeatInterval: 15000 });
   trackRestConnections(app, ctx); // REST sessions in GET /api/v1/server/connections
   await app.register(fastifySwagger, {

@@ -20,8 +20,6 @@
  * Stored form: JSON `{"format": "switchyard-model", "kind": "<function>", "dims": <fields>, ...}` (see `serialise`).
  * A stored file of another kind or format (an ONNX file, a model for another function) evaluates as unknown.
  */
-import { readFileSync, readdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
 import { createRequire } from 'node:module';
 import type * as mlCart from 'ml-cart';
 import type * as mlIsolationForest from 'ml-isolation-forest';
@@ -29,8 +27,9 @@ import type * as mlKmeans from 'ml-kmeans';
 import type * as mlNaiveBayes from 'ml-naivebayes';
 import type * as mlPca from 'ml-pca';
 import type MLR from 'ml-regression-multivariate-linear';
-import { registerSelectorFunction, type SelectorFunction, type SelectorValue } from '../engine/selector/selector.js';
-import type { ModelStore } from './store.js';
+import { registerSelectorFunction, type CompiledSelector, type SelectorFunction, type SelectorValue } from '../engine/selector/selector.js';
+import { ModelLoader, type LoadedModel } from './loader.js';
+import type { ModelSlot, ModelStore } from './store.js';
 import { checkModelName } from './store.js';
 
 // The mljs libraries are loaded when a model is first trained or loaded (synchronously, through require: all of them
@@ -49,20 +48,8 @@ export const MODEL_KINDS = ['k_means', 'linear_regression', 'decision_tree', 'na
 export type ModelKind = (typeof MODEL_KINDS)[number];
 const SUPERVISED = new Set<ModelKind>(['linear_regression', 'decision_tree', 'naive_bayes']);
 const K_MEANS_CLUSTERS = 3;
-/** Largest stored model read synchronously when a selector first uses it (larger: unknown). */
-const MAX_LOAD_BYTES = 64 * 1024 * 1024;
 
 type Predictor = (features: number[]) => SelectorValue;
-
-interface ModelState {
-  kind: ModelKind;
-  status: 'training' | 'ready' | 'unusable';
-  samples: number[][];
-  labels: Array<string | number>;
-  predict?: Predictor;
-  dims: number;
-  reason?: string;
-}
 
 function num(v: SelectorValue): number | undefined {
   if (typeof v === 'number') return Number.isFinite(v) ? v : undefined;
@@ -155,11 +142,11 @@ function flatForest(trees: CompactTree[], n: number): Predictor {
     return i;
   };
   for (const t of trees) roots.push(add(t));
-  const C = Int32Array.from(col);
-  const V = Float64Array.from(val);
-  const L = Int32Array.from(left);
-  const R = Int32Array.from(right);
-  const LEAF = Float64Array.from(leaf);
+  return forestPredictor(Int32Array.from(col), Float64Array.from(val), Int32Array.from(left), Int32Array.from(right), Float64Array.from(leaf), Int32Array.from(roots), n);
+}
+
+/** The score over a forest laid out in typed arrays (as flatForest builds them, or the loader's worker). */
+function forestPredictor(C: Int32Array, V: Float64Array, L: Int32Array, R: Int32Array, LEAF: Float64Array, roots: Int32Array, n: number): Predictor {
   const norm = averagePathLength(n);
   const count = roots.length;
   return (x) => {
@@ -174,6 +161,24 @@ function flatForest(trees: CompactTree[], n: number): Predictor {
       total += depth + LEAF[i]!;
     }
     return 2 ** (-(total / count) / norm);
+  };
+}
+
+/** The nearest of k centroids of d dimensions laid out in one array. */
+function kMeansPredictor(c: Float64Array, k: number, d: number): Predictor {
+  return (x) => {
+    let best = 0;
+    let bestD = Infinity;
+    for (let j = 0; j < k; j++) {
+      let dist = 0;
+      const o = j * d;
+      for (let i = 0; i < d; i++) dist += (x[i]! - c[o + i]!) ** 2;
+      if (dist < bestD) {
+        bestD = dist;
+        best = j;
+      }
+    }
+    return best;
   };
 }
 
@@ -256,45 +261,138 @@ function load(kind: ModelKind, stored: Record<string, unknown>): Predictor {
   }
 }
 
-function listSync(dir: string): string[] {
-  try {
-    return readdirSync(dir).filter((f) => !f.startsWith('.'));
-  } catch {
-    return [];
-  }
-}
-
 /** The predictor of a stored model document (what the selector functions use). */
 export function predictorOf(doc: Record<string, unknown>): (x: number[]) => SelectorValue {
   return load(doc.kind as ModelKind, doc);
+}
+
+/** The predictor of a model the loader's worker read. */
+function predictorOfLoaded(r: Exclude<LoadedModel, { type: 'foreign' } | { type: 'too-costly' }>): Predictor {
+  switch (r.type) {
+    case 'k_means':
+      return kMeansPredictor(r.centroids, r.k, r.centroids.length / r.k);
+    case 'isolation_forest':
+      return forestPredictor(r.col, r.val, r.left, r.right, r.leaf, r.roots, r.n);
+    case 'library':
+      return load(r.kind as ModelKind, r.doc);
+  }
 }
 
 export interface ModelFunctionStats {
   trained: number;
   loaded: number;
   saveFailures: number;
+  /** Models held in memory now (loaded, loading, training): one per model name, whatever the number of users. */
+  models: number;
+  /** Uses of those models now (subscriptions, requests evaluating a list filter). */
+  leases: number;
+  /** Sum of the evaluation costs of the loaded models (operations per message for a selector calling each once). */
+  cost: number;
+  /** Samples held by models being trained. */
+  samples: number;
+}
+
+/** A model a selector names, and whether this use may train it (a selector naming a model not in the store). */
+export interface ModelUse {
+  name: string;
+  /** The function, or 'model_exists' (which holds nothing). */
+  fn: ModelKind | 'model_exists';
+}
+
+/** What one use of a selector holds: released once (the subscription or the request ended). */
+export interface ModelLease {
+  /** Resolves when every model it names is loaded (or failed to load). */
+  ready: Promise<void>;
+  /** Why a model it names cannot be used at all (too costly to evaluate), or undefined. */
+  refusal(): string | undefined;
+  release(): void;
+}
+
+interface ModelState {
+  name: string;
+  /** Uses holding it; at 0 it is dropped (its memory freed, its maxModels place given back). */
+  leases: number;
+  status: 'loading' | 'ready' | 'absent' | 'training' | 'unusable';
+  /** Bumped at every load start and at drop, so a load that ends late changes nothing. */
+  generation: number;
+  loaded: Promise<void>;
+  kind?: ModelKind;
+  predict?: Predictor;
+  dims: number;
+  cost: number;
+  samples: number[][];
+  labels: Array<string | number>;
+  /** The maxModels place of a model being trained (reserved when its training starts). */
+  slot?: ModelSlot;
+  reason?: string;
+  tooCostly?: boolean;
+}
+
+export interface ModelFunctionsOptions {
+  trainingSamples: number;
+  /** Largest estimated evaluation cost (operations per message) of a model (loader.ts says how it is estimated). */
+  maxEvaluationCost?: number;
+  onError?: (name: string, err: unknown) => void;
+  loader?: ModelLoader;
+}
+
+/** The model names a compiled selector calls, once each (the first function naming a model wins). */
+export function modelUsesOf(compiled: CompiledSelector): ModelUse[] {
+  const out = new Map<string, ModelUse>();
+  for (const c of compiled.calls) {
+    if (c.name !== 'model_exists' && !(MODEL_KINDS as readonly string[]).includes(c.name)) continue;
+    const name = c.literals[0];
+    if (typeof name !== 'string' || out.has(name)) continue;
+    out.set(name, { name, fn: c.name as ModelUse['fn'] });
+  }
+  return [...out.values()];
 }
 
 /**
- * The model functions bound to one model store. `register()` makes them callable from selectors; the store's
- * `onChange` drops a cached model so an upload replaces it.
+ * The model functions bound to one model store. `register()` makes them callable from selectors.
+ *
+ * Memory: a model is held once per name, whatever the number of subscriptions using it, and only while something
+ * holds it: a subscription's selector (CompiledSelector.acquire, released by the engine when the subscription
+ * ends) or a request evaluating a list filter. At the last release it is dropped. A selector evaluated without a
+ * hold (nothing acquired it) answers unknown. The models held are at most `maxModels` (stored or being trained),
+ * each at most `maxEvaluationCost` numbers of parameters (or trees × depth).
+ *
+ * Loading runs in the loader's worker (never on the event loop); the function is unknown until the model is loaded.
+ * Training online (a model not in the store) is started only by `use(..., { train: true })`, which the access check
+ * calls for a caller holding train_model on the model; it takes a maxModels place at once (409 when full) and gives
+ * it back if every user leaves before it is trained.
  */
 export class ModelFunctions {
   private readonly states = new Map<string, ModelState>();
-  readonly stats: ModelFunctionStats = { trained: 0, loaded: 0, saveFailures: 0 };
-  private names: Set<string>;
+  private readonly st: Omit<ModelFunctionStats, 'models' | 'leases' | 'cost' | 'samples'> = { trained: 0, loaded: 0, saveFailures: 0 };
+  readonly loader: ModelLoader;
+  readonly trainingSamples: number;
+  readonly maxEvaluationCost: number;
+  private readonly onError?: (name: string, err: unknown) => void;
 
   constructor(
     private readonly store: ModelStore,
-    private readonly trainingSamples: number,
-    private readonly onError?: (name: string, err: unknown) => void,
+    opts: ModelFunctionsOptions | number,
+    onError?: (name: string, err: unknown) => void,
   ) {
-    this.names = new Set(listSync(store.dir));
-    store.onChange = (name) => {
-      this.states.delete(name);
-      if (this.exists(name)) this.names.add(name);
-      else this.names.delete(name);
-    };
+    const o: ModelFunctionsOptions = typeof opts === 'number' ? { trainingSamples: opts } : opts;
+    this.trainingSamples = o.trainingSamples;
+    this.maxEvaluationCost = o.maxEvaluationCost ?? 100_000;
+    this.onError = o.onError ?? onError;
+    this.loader = o.loader ?? new ModelLoader();
+    store.onChange = (name) => this.changed(name);
+  }
+
+  get stats(): ModelFunctionStats {
+    let leases = 0;
+    let cost = 0;
+    let samples = 0;
+    for (const s of this.states.values()) {
+      leases += s.leases;
+      if (s.status === 'ready') cost += s.cost;
+      samples += s.samples.length;
+    }
+    return { ...this.st, models: this.states.size, leases, cost, samples };
   }
 
   /** Registers model_exists and the six model functions with the selector language. */
@@ -302,18 +400,53 @@ export class ModelFunctions {
     registerSelectorFunction('model_exists', {
       bind: (literals) => {
         const name = this.modelNameArg(literals, 1, 1);
-        return () => this.names.has(name);
+        return () => this.store.has(name);
       },
     });
     for (const kind of MODEL_KINDS) registerSelectorFunction(kind, this.fn(kind));
   }
 
-  private exists(name: string): boolean {
+  /** True when the model can be used without training it (in the store, or trained here). */
+  available(name: string): boolean {
+    return this.store.has(name) || this.states.get(name)?.status === 'ready';
+  }
+
+  /**
+   * Holds the models a selector names for one use. With `train`, a model not in the store starts training (its
+   * maxModels place is taken now: ConflictError 409 when the store is full). Release it once.
+   */
+  use(compiled: CompiledSelector, opts: { train: boolean }): ModelLease {
+    const held: ModelState[] = [];
     try {
-      return statSync(join(this.store.dir, name)).isFile();
-    } catch {
-      return false;
+      for (const u of modelUsesOf(compiled)) {
+        if (u.fn === 'model_exists') continue;
+        const st = this.hold(u.name);
+        held.push(st);
+        if (opts.train && st.status === 'absent') this.startTraining(st, u.fn);
+      }
+    } catch (err) {
+      for (const st of held) this.drop(st);
+      throw err;
     }
+    let done = false;
+    return {
+      ready: Promise.all(held.map((s) => s.loaded)).then(() => {}),
+      refusal: () => held.find((s) => s.tooCostly)?.reason,
+      release: () => {
+        if (done) return;
+        done = true;
+        for (const st of held) this.drop(st);
+      },
+    };
+  }
+
+  /** Drops every model held (the server tree stops; the engine and its subscriptions go with it). */
+  clear(): void {
+    for (const st of this.states.values()) {
+      st.generation++;
+      st.slot?.release();
+    }
+    this.states.clear();
   }
 
   private modelNameArg(literals: readonly (SelectorValue | undefined)[], min: number, max: number): string {
@@ -334,41 +467,113 @@ export class ModelFunctions {
     return {
       bind: (literals) => {
         const name = this.modelNameArg(literals, supervised ? 3 : 2, 65);
-        this.stateOf(name, kind); // load a stored model now, not in the delivery path
         return (args) => this.evaluate(name, kind, supervised, args);
+      },
+      acquire: (literals) => {
+        const st = this.hold(literals[0] as string);
+        return once(() => this.drop(st));
       },
     };
   }
 
-  /** The state of a model: loaded from the store when there, else a fresh training state. */
-  private stateOf(name: string, kind: ModelKind): ModelState {
+  /** The state of a model, held once more: loaded (in the worker) when the store has it. */
+  private hold(name: string): ModelState {
     let st = this.states.get(name);
-    if (st) return st;
-    st = { kind, status: 'training', samples: [], labels: [], dims: 0 };
-    const file = join(this.store.dir, name);
-    if (this.exists(name)) {
-      try {
-        if (statSync(file).size > MAX_LOAD_BYTES) throw new Error(`larger than ${MAX_LOAD_BYTES} bytes`);
-        const doc = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
-        if (doc.format !== 'switchyard-model') throw new Error('not a Switchyard model (JSON with "format": "switchyard-model")');
-        if (doc.kind !== kind) throw new Error(`a ${String(doc.kind)} model, used as ${kind}`);
-        st.predict = load(kind, doc);
-        st.dims = Number(doc.dims) || 0;
-        st.status = 'ready';
-        this.stats.loaded++;
-      } catch (err) {
-        st.status = 'unusable';
-        st.reason = (err as Error).message;
-        this.onError?.(name, err);
-      }
+    if (!st) {
+      st = { name, leases: 0, status: 'absent', generation: 0, loaded: Promise.resolve(), dims: 0, cost: 0, samples: [], labels: [] };
+      this.states.set(name, st);
+      if (this.store.has(name)) this.startLoad(st);
     }
-    this.states.set(name, st);
+    st.leases++;
     return st;
   }
 
+  private drop(st: ModelState): void {
+    if (--st.leases > 0) return;
+    st.generation++;
+    st.slot?.release();
+    st.slot = undefined;
+    st.samples = [];
+    st.labels = [];
+    st.predict = undefined;
+    if (this.states.get(st.name) === st) this.states.delete(st.name);
+  }
+
+  private startLoad(st: ModelState): void {
+    st.status = 'loading';
+    st.predict = undefined;
+    st.tooCostly = false;
+    st.reason = undefined;
+    const gen = ++st.generation;
+    const current = () => this.states.get(st.name) === st && st.generation === gen;
+    let file: string;
+    try {
+      file = this.store.fileOf(st.name);
+    } catch (err) {
+      this.unusable(st, (err as Error).message);
+      return;
+    }
+    st.loaded = this.loader.load(file, this.maxEvaluationCost).then(
+      (r) => {
+        if (!current()) return;
+        if (r.type === 'foreign') return this.unusable(st, r.reason);
+        if (r.type === 'too-costly') {
+          st.tooCostly = true;
+          st.kind = r.kind as ModelKind;
+          return this.unusable(st, costMessage(st.name, r.kind, r.shape, r.cost, this.maxEvaluationCost));
+        }
+        try {
+          st.predict = predictorOfLoaded(r);
+        } catch (err) {
+          return this.unusable(st, (err as Error).message);
+        }
+        st.kind = r.kind as ModelKind;
+        st.dims = r.dims;
+        st.cost = r.cost;
+        st.status = 'ready';
+        this.st.loaded++;
+      },
+      (err: Error) => {
+        if (current()) this.unusable(st, err.message);
+      },
+    );
+  }
+
+  private unusable(st: ModelState, reason: string): void {
+    st.status = 'unusable';
+    st.reason = reason;
+    st.predict = undefined;
+    this.onError?.(st.name, new Error(reason));
+  }
+
+  private startTraining(st: ModelState, kind: ModelKind): void {
+    st.slot = this.store.reserve(st.name); // 409 when full: nothing changed
+    st.status = 'training';
+    st.kind = kind;
+    st.samples = [];
+    st.labels = [];
+  }
+
+  /** The store changed a model (upload, delete): the users of that name see the new one (or none). */
+  private changed(name: string): void {
+    const st = this.states.get(name);
+    if (!st) return;
+    st.slot?.release();
+    st.slot = undefined;
+    st.samples = [];
+    st.labels = [];
+    if (this.store.has(name)) this.startLoad(st);
+    else {
+      st.generation++;
+      st.status = 'absent';
+      st.predict = undefined;
+      st.loaded = Promise.resolve();
+    }
+  }
+
   private evaluate(name: string, kind: ModelKind, supervised: boolean, args: readonly SelectorValue[]): SelectorValue {
-    const st = this.stateOf(name, kind);
-    if (st.status === 'unusable' || st.kind !== kind) return null;
+    const st = this.states.get(name);
+    if (st === undefined || st.kind !== kind || (st.status !== 'ready' && st.status !== 'training')) return null;
     const nFeatures = supervised ? args.length - 2 : args.length - 1;
     const features = new Array<number>(nFeatures);
     for (let i = 0; i < nFeatures; i++) {
@@ -390,41 +595,60 @@ export class ModelFunctions {
     if (st.samples.length > 0 && st.samples[0]!.length !== nFeatures) return null;
     st.samples.push(features);
     if (label !== undefined) st.labels.push(label);
-    if (st.samples.length >= this.trainingSamples) this.trainNow(name, st);
+    if (st.samples.length >= this.trainingSamples) this.trainNow(st);
     return null;
   }
 
-  private trainNow(name: string, st: ModelState): void {
+  private trainNow(st: ModelState): void {
+    const name = st.name;
     try {
-      const { stored, predict } = train(st.kind, st.samples, st.labels);
+      const { stored, predict } = train(st.kind!, st.samples, st.labels);
       const dims = st.samples[0]!.length;
       st.predict = predict;
       st.dims = dims;
       st.status = 'ready';
       st.samples = [];
       st.labels = [];
-      this.stats.trained++;
+      this.st.trained++;
       const doc = { format: 'switchyard-model', kind: st.kind, dims, trainedAt: new Date().toISOString(), samples: this.trainingSamples, ...stored };
-      this.names.add(name);
+      const slot = st.slot;
+      const gen = st.generation;
       void this.store.writeBuffer(name, Buffer.from(JSON.stringify(doc)), false).then(
-        () => {},
+        () => {
+          // saved: the store counts it now; the training place goes back
+          slot?.release();
+          if (st.slot === slot) st.slot = undefined;
+        },
         (err) => {
-          this.names.delete(name);
-          this.stats.saveFailures++;
-          this.onError?.(name, err);
+          // not saved: it stays in memory while used and keeps its place until dropped
+          this.st.saveFailures++;
+          if (st.generation === gen) this.onError?.(name, err);
         },
       );
     } catch (err) {
-      st.status = 'unusable';
-      st.reason = `training failed: ${(err as Error).message}`;
       st.samples = [];
-      this.onError?.(name, err);
+      st.labels = [];
+      this.unusable(st, `training failed: ${(err as Error).message}`);
     }
   }
 
   /** What the functions know of a model (for diagnostics and tests). */
-  describe(name: string): { kind: ModelKind; status: string; samples: number; reason?: string } | undefined {
+  describe(name: string): { kind?: ModelKind; status: string; samples: number; leases: number; cost: number; reason?: string } | undefined {
     const st = this.states.get(name);
-    return st && { kind: st.kind, status: st.status, samples: st.samples.length, ...(st.reason ? { reason: st.reason } : {}) };
+    return st && { ...(st.kind ? { kind: st.kind } : {}), status: st.status, samples: st.samples.length, leases: st.leases, cost: st.cost, ...(st.reason ? { reason: st.reason } : {}) };
   }
+}
+
+/** The 400 for a model whose evaluation would cost more than the budget. */
+export function costMessage(name: string, kind: string, shape: string, cost: number, limit: number): string {
+  return `Model ${name} is too costly to evaluate: a ${kind} model of ${shape} costs about ${cost} operations per message (limit ${limit}, MessageDaemon.modelStore.maxEvaluationCost)`;
+}
+
+function once(f: () => void): () => void {
+  let done = false;
+  return () => {
+    if (done) return;
+    done = true;
+    f();
+  };
 }

@@ -41,13 +41,21 @@ export function modelsService(): ModelsService {
       if (!entry) {
         const store = new ModelStore({ dir: join(rt.config.MessageDaemon.dataDirectory, 'models'), maxModelSize: cfg.maxModelSize, maxModels: cfg.maxModels });
         const log = rt.log.child({ name: 'models' });
-        const functions = new ModelFunctions(store, cfg.trainingSamples, (model, err) => log.warn({ model, err: (err as Error).message }, `model ${model} cannot be used by selectors`));
+        const functions = new ModelFunctions(store, {
+          trainingSamples: cfg.trainingSamples,
+          maxEvaluationCost: cfg.maxEvaluationCost,
+          onError: (model, err) => log.warn({ model, err: (err as Error).message }, `model ${model} cannot be used by selectors`),
+        });
         entry = { store, functions };
         service.entry = entry;
       }
       entry.functions.register();
     },
-    async stop() {},
+    async stop() {
+      // the engine and its subscriptions are gone: nothing holds a model any more
+      service.entry?.functions.clear();
+      await service.entry?.functions.loader.close();
+    },
   };
   return service;
 }

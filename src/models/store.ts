@@ -45,12 +45,25 @@ export interface ModelStoreOptions {
   maxModels: number;
 }
 
+/** A reservation of one of the `maxModels` places for a name; `release()` gives it back (idempotent). */
+export interface ModelSlot {
+  readonly name: string;
+  release(): void;
+}
+
+/** Checks a model file before it replaces the stored one (throws a BrokerError to refuse it). */
+export type ModelCheck = (tmpFile: string) => Promise<void>;
+
 export class ModelStore {
   readonly dir: string;
   readonly maxModelSize: number;
   readonly maxModels: number;
   /** Called after a model is written or deleted (selector functions drop their cached copy). */
   onChange?: (name: string) => void;
+  /** The names in the directory (kept by this process: the count `maxModels` is checked against, synchronously). */
+  private readonly files: Set<string>;
+  /** Names being written or trained and not in `files` yet, with the number of reservations of each. */
+  private readonly pending = new Map<string, number>();
 
   constructor(opts: ModelStoreOptions) {
     this.dir = opts.dir;
@@ -59,10 +72,51 @@ export class ModelStore {
     mkdirSync(this.dir, { recursive: true, mode: 0o700 });
     // temp files of uploads a crash interrupted: the old model (if any) is intact, the partial one is discarded
     for (const f of readdirSync(this.dir)) if (f.startsWith(TEMP_PREFIX)) unlinkSync(join(this.dir, f));
+    this.files = new Set(readdirSync(this.dir).filter((f) => NAME_RE.test(f) && !f.includes('..')));
   }
 
   private path(name: string): string {
     return join(this.dir, checkModelName(name));
+  }
+
+  /** The file path of a model (name checked). */
+  fileOf(name: string): string {
+    return this.path(name);
+  }
+
+  /** True when the store holds the model (from the index: no file system call). */
+  has(name: string): boolean {
+    return this.files.has(name);
+  }
+
+  /** Models held plus new names reserved (uploads under way, models being trained online). */
+  get count(): number {
+    let n = this.files.size;
+    for (const k of this.pending.keys()) if (!this.files.has(k)) n++;
+    return n;
+  }
+
+  /**
+   * Reserves a place for `name`, synchronously (before any await, so concurrent uploads and trainings cannot
+   * overshoot `maxModels`): a name already held or already reserved takes no new place. 409 when full.
+   */
+  reserve(name: string): ModelSlot {
+    checkModelName(name);
+    if (!this.files.has(name) && !this.pending.has(name) && this.count >= this.maxModels) {
+      throw new ConflictError(`The model store holds its maximum of ${this.maxModels} models (MessageDaemon.modelStore.maxModels, models being uploaded or trained included); delete some first`);
+    }
+    this.pending.set(name, (this.pending.get(name) ?? 0) + 1);
+    let done = false;
+    return {
+      name,
+      release: () => {
+        if (done) return;
+        done = true;
+        const n = (this.pending.get(name) ?? 1) - 1;
+        if (n <= 0) this.pending.delete(name);
+        else this.pending.set(name, n);
+      },
+    };
   }
 
   async list(): Promise<string[]> {
@@ -102,13 +156,18 @@ export class ModelStore {
 
   /**
    * Writes a model from a stream (an upload), atomically, replacing any model of that name. `truncated()` tells
-   * whether the source stopped at the size limit (the upload is then refused, 413). Returns the bytes written.
+   * whether the source stopped at the size limit (the upload is then refused, 413); `check` may refuse the complete
+   * file before it replaces the old one. The place is reserved before anything is awaited (409 when full), and
+   * on any failure the temp file is removed and the place given back. Returns the bytes written.
    */
-  async write(name: string, source: Readable, truncated?: () => boolean): Promise<number> {
+  async write(name: string, source: Readable, truncated?: () => boolean, check?: ModelCheck): Promise<number> {
     const final = this.path(name);
-    if (!(await this.exists(name)) && (await this.list()).length >= this.maxModels) {
+    let slot: ModelSlot;
+    try {
+      slot = this.reserve(name);
+    } catch (err) {
       source.resume();
-      throw new ConflictError(`The model store holds its maximum of ${this.maxModels} models; delete some first`);
+      throw err;
     }
     const tmp = join(this.dir, `${TEMP_PREFIX}${randomBytes(8).toString('hex')}`);
     let bytes = 0;
@@ -116,18 +175,27 @@ export class ModelStore {
     try {
       await pipeline(source, createWriteStream(tmp, { flags: 'wx', mode: 0o600 }));
       if (truncated?.()) throw new BrokerError(`The model is larger than the limit of ${this.maxModelSize} bytes (MessageDaemon.modelStore.maxModelSize)`, 413);
-      await this.commit(tmp, final);
+      await check?.(tmp);
+      await this.commit(tmp, final, name);
     } catch (err) {
       await unlink(tmp).catch(() => {});
       throw err;
+    } finally {
+      slot.release();
     }
     this.onChange?.(name);
     return bytes;
   }
 
-  /** Writes a model from bytes (a model trained by a selector function), atomically; `notify` false: no onChange. */
+  /**
+   * Writes a model from bytes (a model trained by a selector function), atomically; `notify` false: no onChange.
+   * Takes its own place (409 when full; a trainer holds one already, so it never is) and refuses more than
+   * maxModelSize bytes (413).
+   */
   async writeBuffer(name: string, data: Buffer, notify = true): Promise<void> {
     const final = this.path(name);
+    if (data.length > this.maxModelSize) throw new BrokerError(`The model is larger than the limit of ${this.maxModelSize} bytes (MessageDaemon.modelStore.maxModelSize)`, 413);
+    const slot = this.reserve(name);
     const tmp = join(this.dir, `${TEMP_PREFIX}${randomBytes(8).toString('hex')}`);
     try {
       const fh = await open(tmp, 'wx', 0o600);
@@ -136,15 +204,17 @@ export class ModelStore {
       } finally {
         await fh.close();
       }
-      await this.commit(tmp, final);
+      await this.commit(tmp, final, name);
     } catch (err) {
       await unlink(tmp).catch(() => {});
       throw err;
+    } finally {
+      slot.release();
     }
     if (notify) this.onChange?.(name);
   }
 
-  private async commit(tmp: string, final: string): Promise<void> {
+  private async commit(tmp: string, final: string, name: string): Promise<void> {
     const fh = await open(tmp, 'r+');
     try {
       await fh.sync();
@@ -152,6 +222,7 @@ export class ModelStore {
       await fh.close();
     }
     await rename(tmp, final);
+    this.files.add(name); // in the index as soon as it is in the directory
     const dh = await open(this.dir, 'r');
     try {
       await dh.sync();
@@ -166,9 +237,13 @@ export class ModelStore {
     try {
       await unlink(this.path(name));
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new ModelNotFoundError();
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+        this.files.delete(name);
+        throw new ModelNotFoundError();
+      }
       throw err;
     }
+    this.files.delete(name);
     this.onChange?.(name);
   }
 }

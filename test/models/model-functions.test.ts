@@ -1,9 +1,9 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { compileSelector } from '../../src/engine/selector/selector.js';
-import { ModelFunctions, libraryForest, predictorOf } from '../../src/models/functions.js';
+import { ModelFunctions, libraryForest, predictorOf, type ModelLease } from '../../src/models/functions.js';
 import { ModelStore } from '../../src/models/store.js';
 import { removeDir, startServer, tempDir, waitUntil, type TestServer } from '../helpers.js';
 import { b64, RestClient } from '../rest-client.js';
@@ -29,9 +29,24 @@ describe('selector model functions (unit)', () => {
     fns = new ModelFunctions(store, 20);
     fns.register();
   });
-  after(() => removeDir(dir));
+  after(async () => {
+    for (const l of leases.values()) l.release();
+    await fns.loader.close();
+    removeDir(dir);
+  });
 
-  const value = (text: string, obj: Record<string, unknown>) => compileSelector(text).matches(obj);
+  // each selector is held as a subscription holds it, by a caller that may train (as the access check does for
+  // a holder of train_model): a selector nobody holds answers unknown
+  const leases = new Map<string, ModelLease>();
+  const hold = (text: string) => {
+    let l = leases.get(text);
+    if (!l) leases.set(text, (l = fns.use(compileSelector(text), { train: true })));
+    return l;
+  };
+  const value = (text: string, obj: Record<string, unknown>) => {
+    hold(text);
+    return compileSelector(text).matches(obj);
+  };
 
   test('models - a missing model trains from the first N samples, answers unknown meanwhile, then predicts and is saved', async () => {
     // linear_regression: y = 2x + 1, the last field is the target (only read while training)
@@ -73,7 +88,7 @@ describe('selector model functions (unit)', () => {
     assert.equal(value("NOT model_exists('nothing')", {}), true);
   });
 
-  test('models - missing or non-numeric fields are unknown (never a throw); a stored model of another kind or a foreign file is unknown', () => {
+  test('models - missing or non-numeric fields are unknown (never a throw); a stored model of another kind or a foreign file is unknown', async () => {
     for (const obj of [{}, { x: 'abc' }, { x: null }, { x: { nested: 1 } }, { x: Number.NaN }, { x: [1, 2] }]) {
       assert.equal(value("linear_regression('lin', x, y) > -1000000", obj), false, JSON.stringify(obj));
       assert.equal(value("NOT (linear_regression('lin', x, y) > -1000000)", obj), false, 'unknown, not false');
@@ -81,7 +96,9 @@ describe('selector model functions (unit)', () => {
     }
     assert.equal(value("linear_regression('lin', x, y) > 0", { x: '3' }), true, 'a numeric string is a number');
     assert.equal(value("isolation_forest('lin', x) >= 0", { x: 1 }), false, 'a linear_regression model used as isolation_forest');
-    writeFileSync(join(store.dir, 'foreign'), Buffer.from([0x08, 0x01, 0x12, 0x00])); // e.g. an ONNX protobuf
+    await store.writeBuffer('foreign', Buffer.from([0x08, 0x01, 0x12, 0x00])); // e.g. an ONNX protobuf
+    assert.equal(value("isolation_forest('foreign', x) >= 0", { x: 1 }), false);
+    await waitUntil(() => fns.describe('foreign')?.status !== 'loading', 5000, 'foreign file read');
     assert.equal(value("isolation_forest('foreign', x) >= 0", { x: 1 }), false);
     assert.equal(fns.describe('foreign')?.status, 'unusable');
   });
@@ -89,10 +106,12 @@ describe('selector model functions (unit)', () => {
   test('models - an uploaded model is used as is (no training)', async () => {
     const doc = { format: 'switchyard-model', kind: 'k_means', dims: 1, centroids: [[0], [1000]] };
     await store.writeBuffer('uploaded', Buffer.from(JSON.stringify(doc)));
+    await hold("k_means('uploaded', v) = 1").ready; // loaded in the loader's worker
     assert.equal(value("k_means('uploaded', v) = 1", { v: 900 }), true, 'the first sample is already classified');
     assert.equal(value("k_means('uploaded', v) = 0", { v: 3 }), true);
     // a new upload replaces the cached model
     await store.writeBuffer('uploaded', Buffer.from(JSON.stringify({ ...doc, centroids: [[1000], [0]] })));
+    await waitUntil(() => fns.describe('uploaded')?.status === 'ready', 5000, 'the new upload loaded');
     assert.equal(value("k_means('uploaded', v) = 1", { v: 3 }), true);
   });
 

@@ -9,6 +9,7 @@ import { ErrorResponses, StatusResponse } from '../../schemas.js';
 import { requireStreamPermission, streamPrincipal } from '../../tokens.js';
 import { principalOf, requireSubscribe } from './access.js';
 import { trackUserStream } from '../../user-streams.js';
+import { checkSelectorModels } from '../../../models/access.js';
 
 const StreamQuery = z.object({
   destinationName: z.string({ error: 'destinationName is required' }).trim().min(1, 'destinationName must not be blank').describe('must equal the destination the token was issued for; wildcards allowed'),
@@ -74,6 +75,8 @@ export const sseRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => 
       req.principal = streamPrincipal(rt, token);
       requireStreamPermission(rt, req.principal, 'connect');
       requireSubscribe(rt, req, q.destinationName);
+      // model functions in the filter: checked for the token's user (the stream route is public); the subscription holds them
+      (await checkSelectorModels(rt, req.principal, q.filter))();
       const sse = reply.sse!;
       const raw = reply.raw;
       const eventName = q.destinationName;

@@ -1,9 +1,12 @@
 import fastifyMultipart from '@fastify/multipart';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { ValidationError } from '../../../errors.js';
-import { modelStoreOf } from '../../../models/models.service.js';
-import { ModelsDisabledError, checkModelName, type ModelStore } from '../../../models/store.js';
+import type { FastifyRequest } from 'fastify';
+import { BrokerError, ForbiddenError, ValidationError } from '../../../errors.js';
+import { costMessage } from '../../../models/functions.js';
+import { modelFunctionsOf, modelStoreOf } from '../../../models/models.service.js';
+import { ModelsDisabledError, checkModelName, type ModelCheck, type ModelStore } from '../../../models/store.js';
+import { ANONYMOUS } from '../../../security/types.js';
 import type { ApiContext } from '../../context.js';
 import { ErrorResponses, StatusResponse } from '../../schemas.js';
 
@@ -30,6 +33,27 @@ export const modelRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
     const s = modelStoreOf(ctx.rt);
     if (!s) throw new ModelsDisabledError();
     return s;
+  };
+  /** Creating, replacing or deleting a model also needs train_model on Model <name> (admins hold it on Model *). */
+  const requireTrain = (req: FastifyRequest, name: string): void => {
+    const principal = req.principal ?? ANONYMOUS;
+    if (!ctx.rt.security.isAllowed(principal, 'train_model', 'Model', name)) {
+      const message = `Access denied: ${req.method} ${req.routeOptions.url} needs the permission train_model on Model ${name}`;
+      ctx.rt.security.audit?.denied({ username: principal.username, method: req.method, permission: 'train_model', resourceType: 'Model', resourceKey: name }, message);
+      throw new ForbiddenError(message);
+    }
+  };
+  /** An uploaded Switchyard model is measured in the loader's worker: one too costly to evaluate is refused (400). */
+  const costCheck = (name: string): ModelCheck => async (tmp) => {
+    const fns = modelFunctionsOf(ctx.rt);
+    if (!fns) return;
+    let r;
+    try {
+      r = await fns.loader.load(tmp, fns.maxEvaluationCost);
+    } catch (err) {
+      throw new ValidationError(`The model could not be checked: ${(err as Error).message}`);
+    }
+    if (r.type === 'too-costly') throw new ValidationError(costMessage(name, r.kind, r.shape, r.cost, fns.maxEvaluationCost));
   };
 
   app.get(
@@ -83,7 +107,9 @@ export const modelRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
         summary: 'ML Model upload',
         description:
           'multipart/form-data with the model in the part named `file`; streamed to disk and written atomically (the old model stays until the ' +
-          'new one is complete); replaces a model of the same name. Larger than MessageDaemon.modelStore.maxModelSize: 413.',
+          'new one is complete); replaces a model of the same name. Larger than MessageDaemon.modelStore.maxModelSize: 413. Also needs train_model on ' +
+          'Model <modelName> (403). A new name beyond maxModels (uploads and trainings under way counted): 409. A Switchyard model too costly to ' +
+          'evaluate (maxEvaluationCost): 400. A malformed multipart body (no or wrong boundary, truncated): 400 with the parser\'s reason; nothing is kept.',
         params: nameParam,
         consumes: ['multipart/form-data'],
         response: { 200: StatusResponse, ...ErrorResponses, 406: StatusResponse, 409: StatusResponse, 413: StatusResponse },
@@ -92,16 +118,21 @@ export const modelRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
     async (req) => {
       const name = checkModelName(req.params.modelName);
       const store = storeOf();
+      requireTrain(req, name);
       if (!req.isMultipart()) throw new ValidationError('File must be provided: send multipart/form-data with the model in a part named "file"');
       let written = false;
-      for await (const part of req.parts()) {
-        if (part.type !== 'file') continue;
-        if (part.fieldname !== 'file' || written) {
-          part.file.resume(); // not ours: discard
-          continue;
+      try {
+        for await (const part of req.parts()) {
+          if (part.type !== 'file') continue;
+          if (part.fieldname !== 'file' || written) {
+            part.file.resume(); // not ours: discard
+            continue;
+          }
+          await store.write(name, part.file, () => part.file.truncated, costCheck(name));
+          written = true;
         }
-        await store.write(name, part.file, () => part.file.truncated);
-        written = true;
+      } catch (err) {
+        throw multipartError(err);
       }
       if (!written) throw new ValidationError('File must be provided: no part named "file" in the form');
       return Success;
@@ -113,7 +144,9 @@ export const modelRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
     { config: manage, schema: { tags, summary: 'Delete model', params: nameParam, response: { 200: StatusResponse, ...ErrorResponses, 406: StatusResponse } } },
     async (req) => {
       const name = checkModelName(req.params.modelName);
-      await storeOf().delete(name);
+      const store = storeOf();
+      requireTrain(req, name);
+      await store.delete(name);
       return Success;
     },
   );
@@ -129,3 +162,17 @@ export const modelRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
   app.post('/api/v1/server/models/*', { config: manage, schema: hidden }, invalid);
   app.delete('/api/v1/server/models/*', { config: manage, schema: hidden }, invalid);
 };
+
+/**
+ * An error while reading a multipart upload: the parser's (busboy: "Multipart: Boundary not found", "Unexpected end
+ * of multipart data", a boundary longer than it accepts, ...) is the client's fault, a 400 with its reason; limits
+ * keep their 4xx; a file system error (it has a syscall) stays what it is. The store has removed its temp file.
+ */
+function multipartError(err: unknown): unknown {
+  if (err instanceof BrokerError) return err;
+  const e = err as (Error & { statusCode?: number; syscall?: string }) | undefined;
+  if (!(e instanceof Error)) return new ValidationError(`Malformed multipart body: ${String(err)}`);
+  if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) return err;
+  if (e.syscall !== undefined) return err;
+  return new ValidationError(`Malformed multipart body: ${e.message}`, { cause: err });
+}

@@ -1,0 +1,216 @@
+/**
+ * Reading a stored model off the main thread. A model file can be large (a 59 MB k-means model took 5.9 s of
+ * JSON.parse and setup on the event loop), so the file is read, parsed, checked and measured in a worker thread;
+ * the main thread receives either typed arrays (k-means centroids, isolation-forest nodes: transferred, no copy, no
+ * per-node work) or, for the kinds the mljs libraries evaluate, a document whose size is bounded by the evaluation
+ * budget (so rebuilding the library object on the main thread costs at most that much).
+ *
+ * Cost of one evaluation, estimated from the model's shape (operations per message), refused above
+ * `MessageDaemon.modelStore.maxEvaluationCost`:
+ *
+ * | kind | cost |
+ * |---|---|
+ * | k_means | centroids × dimensions |
+ * | isolation_forest | trees × deepest path |
+ * | linear_regression, decision_tree, naive_bayes, pca | numbers in the model (weights, nodes, means, matrix) |
+ *
+ * The worker is code given as a string (`eval`), so it runs the same from the sources (tsx), the compiled tree and
+ * the bundle (as src/security/hash-pool.ts). One worker, started on first use, unref'd, ended after 10 s idle (its
+ * heap, which held the parsed file, goes with it); its old generation is capped so a hostile file cannot take the
+ * process's memory: the load then fails ("could not be loaded") and the model is unusable. Jobs run one at a time;
+ * at most 64 wait (beyond: refused, the model is unusable until used again).
+ */
+import { Worker } from 'node:worker_threads';
+
+export type LoadedModel =
+  | { type: 'foreign'; reason: string }
+  | { type: 'too-costly'; kind: string; dims: number; cost: number; shape: string }
+  | { type: 'k_means'; kind: 'k_means'; dims: number; cost: number; shape: string; k: number; centroids: Float64Array }
+  | {
+      type: 'isolation_forest';
+      kind: 'isolation_forest';
+      dims: number;
+      cost: number;
+      shape: string;
+      n: number;
+      col: Int32Array;
+      val: Float64Array;
+      left: Int32Array;
+      right: Int32Array;
+      leaf: Float64Array;
+      roots: Int32Array;
+    }
+  | { type: 'library'; kind: string; dims: number; cost: number; shape: string; doc: Record<string, unknown> };
+
+const WORKER_SOURCE = String.raw`
+const { parentPort } = require('node:worker_threads');
+const { openSync, readSync, closeSync, readFileSync } = require('node:fs');
+const KINDS = ['k_means', 'linear_regression', 'decision_tree', 'naive_bayes', 'pca', 'isolation_forest'];
+function apl(n) { if (n <= 1) return 0; if (n === 2) return 1; return 2 * Math.log(n - 1) + 0.57721 - (2 * (n - 1)) / n; }
+function countNumbers(v, limit) {
+  let n = 0; const stack = [v];
+  while (stack.length) {
+    const x = stack.pop();
+    if (typeof x === 'number') { if (++n > limit) return n; }
+    else if (x !== null && typeof x === 'object') { for (const k in x) stack.push(x[k]); }
+  }
+  return n;
+}
+function check(file, maxCost) {
+  // a file that does not start like a JSON object is not a Switchyard model (ONNX, ...): no parse
+  const fd = openSync(file, 'r');
+  const head = Buffer.alloc(64);
+  const got = readSync(fd, head, 0, 64, 0);
+  closeSync(fd);
+  if (!/^\s*\{/.test(head.subarray(0, got).toString('latin1'))) return { type: 'foreign', reason: 'not a Switchyard model (JSON with "format": "switchyard-model")' };
+  let doc;
+  try { doc = JSON.parse(readFileSync(file, 'utf8')); } catch (e) { return { type: 'foreign', reason: 'not a Switchyard model: ' + e.message }; }
+  if (!doc || doc.format !== 'switchyard-model') return { type: 'foreign', reason: 'not a Switchyard model (JSON with "format": "switchyard-model")' };
+  const kind = doc.kind;
+  if (!KINDS.includes(kind)) return { type: 'foreign', reason: 'unknown model kind ' + String(kind) };
+  const dims = Number(doc.dims) || 0;
+  const over = (cost, shape) => ({ type: 'too-costly', kind, dims, cost, shape });
+  if (kind === 'k_means') {
+    const c = doc.centroids;
+    if (!Array.isArray(c) || c.length === 0 || !Array.isArray(c[0])) return { type: 'foreign', reason: 'k_means model without centroids' };
+    const k = c.length, d = c[0].length;
+    const shape = k + ' centroids x ' + d + ' dimensions';
+    if (k * d > maxCost) return over(k * d, shape);
+    const out = new Float64Array(k * d);
+    for (let i = 0; i < k; i++) {
+      const row = c[i];
+      if (!Array.isArray(row) || row.length !== d) return { type: 'foreign', reason: 'k_means centroid ' + i + ' has ' + (row && row.length) + ' values, not ' + d };
+      for (let j = 0; j < d; j++) { const v = row[j]; if (typeof v !== 'number' || !Number.isFinite(v)) return { type: 'foreign', reason: 'k_means centroid ' + i + ' holds a value that is not a number' }; out[i * d + j] = v; }
+    }
+    return { type: 'k_means', kind, dims: dims || d, cost: k * d, shape, k, centroids: out };
+  }
+  if (kind === 'isolation_forest') {
+    const trees = doc.trees;
+    if (!Array.isArray(trees) || trees.length === 0) return { type: 'foreign', reason: 'isolation_forest model without trees' };
+    const col = [], val = [], left = [], right = [], leaf = [], roots = [];
+    let maxDepth = 0;
+    for (const t of trees) {
+      // iterative: a hostile tree cannot overflow the stack
+      const rootAt = col.length;
+      const stack = [[t, -1, 0, 0]];
+      while (stack.length) {
+        const [node, parent, side, depth] = stack.pop();
+        const i = col.length;
+        if (depth > maxDepth) maxDepth = depth;
+        col.push(0); val.push(0); left.push(-1); right.push(-1); leaf.push(-1);
+        if (parent >= 0) { if (side === 0) left[parent] = i; else right[parent] = i; }
+        if (!Array.isArray(node)) return { type: 'foreign', reason: 'isolation_forest tree node is not an array' };
+        if (node.length === 1) leaf[i] = apl(Number(node[0]) || 0);
+        else if (node.length === 4) { col[i] = node[0] | 0; val[i] = Number(node[1]); stack.push([node[3], i, 1, depth + 1], [node[2], i, 0, depth + 1]); }
+        else return { type: 'foreign', reason: 'isolation_forest tree node of ' + node.length + ' values' };
+      }
+      roots.push(rootAt);
+    }
+    const cost = trees.length * Math.max(1, maxDepth);
+    const shape = trees.length + ' trees, deepest path ' + maxDepth;
+    if (cost > maxCost) return over(cost, shape);
+    return { type: 'isolation_forest', kind, dims, cost, shape, n: Number(doc.n) || 0, col: Int32Array.from(col), val: Float64Array.from(val), left: Int32Array.from(left), right: Int32Array.from(right), leaf: Float64Array.from(leaf), roots: Int32Array.from(roots) };
+  }
+  const cost = countNumbers(doc, maxCost);
+  const shape = cost > maxCost ? 'more than ' + maxCost + ' numbers' : cost + ' numbers';
+  if (cost > maxCost) return over(cost, shape);
+  return { type: 'library', kind, dims, cost, shape, doc };
+}
+parentPort.on('message', (m) => {
+  let r;
+  try { r = check(m.file, m.maxCost); } catch (e) { r = { error: String(e && e.message || e) }; }
+  const transfer = [];
+  if (r && r.type === 'k_means') transfer.push(r.centroids.buffer);
+  if (r && r.type === 'isolation_forest') transfer.push(r.col.buffer, r.val.buffer, r.left.buffer, r.right.buffer, r.leaf.buffer, r.roots.buffer);
+  parentPort.postMessage({ id: m.id, result: r }, transfer);
+});
+`;
+
+interface Job {
+  id: number;
+  file: string;
+  maxCost: number;
+  resolve: (r: LoadedModel) => void;
+  reject: (e: Error) => void;
+}
+
+const MAX_QUEUED = 64;
+const IDLE_MS = 10_000;
+
+export class ModelLoader {
+  private worker: Worker | undefined;
+  private running: Job | undefined;
+  private readonly queue: Job[] = [];
+  private nextId = 1;
+  private idleTimer: NodeJS.Timeout | undefined;
+  /** Loads done, for diagnostics. */
+  loads = 0;
+
+  /** @param heapLimitMb the worker's old-generation cap (a file that needs more fails to load). */
+  constructor(private readonly heapLimitMb = 1024) {}
+
+  /** Reads, parses and measures a model file in the worker. Rejects when the worker fails (out of memory, I/O). */
+  load(file: string, maxCost: number): Promise<LoadedModel> {
+    if (this.queue.length >= MAX_QUEUED) return Promise.reject(new Error(`too many model loads waiting (${MAX_QUEUED})`));
+    return new Promise<LoadedModel>((resolve, reject) => {
+      this.queue.push({ id: this.nextId++, file, maxCost, resolve, reject });
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    if (this.running || this.queue.length === 0) return;
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    this.idleTimer = undefined;
+    const job = this.queue.shift()!;
+    this.running = job;
+    this.workerFor().postMessage({ id: job.id, file: job.file, maxCost: job.maxCost });
+  }
+
+  private workerFor(): Worker {
+    if (this.worker) return this.worker;
+    const w = new Worker(WORKER_SOURCE, { eval: true, execArgv: [], env: {}, name: 'model-loader', resourceLimits: { maxOldGenerationSizeMb: this.heapLimitMb } });
+    w.unref();
+    w.on('message', (m: { id: number; result?: LoadedModel & { error?: string } }) => {
+      const job = this.running;
+      if (!job || job.id !== m.id) return;
+      this.running = undefined;
+      this.loads++;
+      if (!m.result || m.result.error !== undefined) job.reject(new Error(m.result?.error ?? 'no result'));
+      else job.resolve(m.result);
+      this.next();
+    });
+    const fail = (err: Error) => {
+      if (this.worker !== w) return;
+      this.worker = undefined;
+      const job = this.running;
+      this.running = undefined;
+      job?.reject(new Error(`the model could not be loaded: ${err.message}`));
+      this.next();
+    };
+    w.on('error', fail);
+    w.on('exit', (code) => fail(new Error(`loader exited with ${code}`)));
+    this.worker = w;
+    return w;
+  }
+
+  private next(): void {
+    if (this.queue.length) return this.pump();
+    if (this.worker && !this.idleTimer) {
+      this.idleTimer = setTimeout(() => void this.close(), IDLE_MS);
+      this.idleTimer.unref();
+    }
+  }
+
+  /** Ends the worker (waiting jobs fail). */
+  async close(): Promise<void> {
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    this.idleTimer = undefined;
+    const w = this.worker;
+    this.worker = undefined;
+    for (const j of this.queue.splice(0)) j.reject(new Error('model loader closed'));
+    this.running?.reject(new Error('model loader closed'));
+    this.running = undefined;
+    if (w) await w.terminate();
+  }
+}
