@@ -12,10 +12,12 @@
  * | `isolation_forest('m', f1, f2, ...)` | the anomaly score, 0..1, higher = more anomalous (ml-isolation-forest) |
  *
  * A model that is in the store is used as is (uploaded through `POST /api/v1/server/models/{name}` or trained
- * earlier). A model that is not is trained online: the first `MessageDaemon.modelStore.trainingSamples` samples
- * that reach the function (from any subscription using it) are collected, the model is trained on them and saved to
- * the store, so it survives a restart. While it trains, and whenever a field is missing or not a number, the
- * function is NULL (unknown): the selector does not match, nothing is thrown into the delivery path.
+ * earlier), loaded off the event loop (loader.ts) and shared by every subscription using it. A model that is not is
+ * trained online, when a caller holding train_model started it (access.ts): the first
+ * `MessageDaemon.modelStore.trainingSamples` samples that reach the function (from any subscription using it) are
+ * collected, the model is trained on them and saved to the store, so it survives a restart. While it loads or trains,
+ * and whenever a field is missing or not a number, the function is NULL (unknown): the selector does not match,
+ * nothing is thrown into the delivery path. A selector nobody holds (CompiledSelector.acquire) is NULL too.
  *
  * Stored form: JSON `{"format": "switchyard-model", "kind": "<function>", "dims": <fields>, ...}` (see `serialise`).
  * A stored file of another kind or format (an ONNX file, a model for another function) evaluates as unknown.
