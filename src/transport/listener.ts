@@ -160,6 +160,7 @@ function attachWebSocket(ws: WebSocket, req: IncomingMessage, transport: string,
     remoteAddress: raw.remoteAddress ?? '',
     remotePort: raw.remotePort ?? 0,
     transport,
+    closed: closedSignal(raw),
   };
   const conn = new MqttConnection(opts.broker, opts.endpoint, wire);
   ws.on('message', (data: Buffer, isBinary: boolean) => {

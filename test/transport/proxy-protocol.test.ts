@@ -124,12 +124,13 @@ describe('proxy protocol', () => {
               protocolConfigs: [{ type: 'mqtt', proxyProtocol: true }],
             },
             { name: 'mqtt-proxy-allowed', url: 'tcp://127.0.0.1:0/', endPointConfig: { proxyProtocolMode: 'REQUIRED', allowedProxyHosts: '192.0.2.1, 10.0.0.0/8' }, protocolConfigs: [{ type: 'mqtt' }] },
+            { name: 'mqtt-proxy-optional', url: 'tcp://127.0.0.1:0/', endPointConfig: { proxyProtocolMode: 'ENABLED' }, protocolConfigs: [{ type: 'mqtt' }] },
             { name: 'mqtt-direct', url: 'tcp://127.0.0.1:0/', protocolConfigs: [{ type: 'mqtt' }] },
           ],
         },
       },
     });
-    for (const name of ['mqtt-proxied', 'mqtt-proxied-tls', 'mqtt-proxy-allowed', 'mqtt-direct']) {
+    for (const name of ['mqtt-proxied', 'mqtt-proxied-tls', 'mqtt-proxy-allowed', 'mqtt-proxy-optional', 'mqtt-direct']) {
       await waitUntil(() => !!endpointsOf(s.rt).entries.get(name)?.handle, 10000, `${name} listening`);
       ports[name] = endpointsOf(s.rt).entries.get(name)!.handle!.port;
     }
@@ -213,6 +214,22 @@ describe('proxy protocol', () => {
   test('proxy protocol - allowedProxyHosts: a peer not listed may not send a header (closed)', async () => {
     // the tests connect from 127.0.0.1, which is not in '192.0.2.1, 10.0.0.0/8'
     assert.equal((await attempt(ports['mqtt-proxy-allowed']!, v1('203.0.113.5', 1), connectBytes('admin', s.adminPassword))).code, 'closed');
+  });
+
+  test('proxy protocol - proxyProtocolMode ENABLED: a header is used when present, a bare CONNECT is accepted as direct', async () => {
+    const port = ports['mqtt-proxy-optional']!;
+    const a = await attempt(port, v2('203.0.113.44', 43001), connectBytes('admin', s.adminPassword, 4, 'pp-opt-h'), { keep: true });
+    const b = await attempt(port, undefined, connectBytes('admin', s.adminPassword, 4, 'pp-opt-n'), { keep: true });
+    try {
+      assert.deepEqual([a.code, b.code], [0, 0]);
+      const byId = new Map((await connections()).map((x) => [x.clientId, x]));
+      assert.equal(byId.get('pp-opt-h')?.name, 'tcp_/203.0.113.44:43001');
+      assert.match(byId.get('pp-opt-n')?.name ?? '', /^tcp_\/127\.0\.0\.1:\d+$/);
+      assert.equal(byId.get('pp-opt-n')?.proxyAddress, '');
+    } finally {
+      a.socket.destroy();
+      b.socket.destroy();
+    }
   });
 
   test('proxy protocol - the codec: v1 TCP4/TCP6/UNKNOWN, v2 PROXY/LOCAL, partial input, absent when optional', () => {
