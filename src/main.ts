@@ -70,7 +70,8 @@ export async function main(): Promise<void> {
   }
   // SIGHUP re-reads the configuration (runtime/reload.ts); one reload at a time. Installed before the boot: Node's
   // default for SIGHUP ends the process. `switchyard reload` finds this process by {data}/switchyard.pid.
-  let reloading: Promise<unknown> = Promise.resolve();
+  let booted!: () => void;
+  let reloading: Promise<unknown> = new Promise<void>((resolve) => (booted = resolve)); // a SIGHUP during boot: applied once booted
   let afterReload = () => {};
   process.on('SIGHUP', () => {
     rt.log.info('SIGHUP: reloading the configuration');
@@ -90,6 +91,7 @@ export async function main(): Promise<void> {
   await rt.start();
   const app = await buildApp(rt);
   afterReload = () => app.apiContext.cache.clear(); // no cached view (the config API's) from before the reload
+  booted();
   const rest = rt.config.RestApi;
   let stopping = false;
   let readyTimer: NodeJS.Timeout | undefined;
