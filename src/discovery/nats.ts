@@ -1,4 +1,5 @@
-import { connect, type NatsConnection, type Subscription } from '@nats-io/transport-node';
+import type { NatsConnection, Subscription } from '@nats-io/transport-node';
+import { connectGuarded } from '../links/nats-guard.js';
 import { z } from 'zod';
 import type { Advertisement } from './records.js';
 import type { DiscoveredTable } from './table.js';
@@ -80,16 +81,21 @@ export class NatsAnnouncer {
     this.ad = ad;
     const { target } = this.opts;
     const servers = target.url.replace(/^tls:\/\//, 'nats://');
-    this.nc = await connect({
-      servers,
-      ...(target.user !== undefined ? { user: target.user } : {}),
-      ...(target.pass !== undefined ? { pass: target.pass } : {}),
-      ...(target.url.startsWith('tls://') ? { tls: {} } : {}),
-      name: `switchyard-discovery ${this.opts.ownName}`,
-      timeout: 5000,
-      reconnect: true,
-      maxReconnectAttempts: -1,
-    });
+    // the inbound limits of links (src/links/nats-guard.ts): nothing larger than 1 MiB (or the server's max_payload)
+    // is buffered, reading goes in bounded turns
+    this.nc = await connectGuarded(
+      {
+        servers,
+        ...(target.user !== undefined ? { user: target.user } : {}),
+        ...(target.pass !== undefined ? { pass: target.pass } : {}),
+        ...(target.url.startsWith('tls://') ? { tls: {} } : {}),
+        name: `switchyard-discovery ${this.opts.ownName}`,
+        timeout: 5000,
+        reconnect: true,
+        maxReconnectAttempts: -1,
+      },
+      { maxMessageSize: 1024 * 1024, onViolation: (reason) => this.opts.log.warn({ reason }, `discovery: the NATS server broke a limit; reconnecting: ${reason}`) },
+    );
     const nc = this.nc;
     void nc.closed().then((err) => {
       if (!this.closing) this.errorCb(err instanceof Error ? err : new Error('NATS connection closed'));

@@ -111,6 +111,7 @@ export const EndPointConnectionServerConfigSchema = z
     autoStart: z.boolean().default(true).describe('start the link when the server boots'),
     backoff: LinkBackoffSchema.optional().describe('overrides globalConfig.backoff for this link'),
     maxOutbox: z.number().int().min(1).max(10000000).optional().describe('overrides globalConfig.maxOutbox for this link'),
+    maxMessageSize: z.number().int().min(1024).max(268435456).optional().describe('overrides globalConfig.maxMessageSize for this link'),
   })
   .strict();
 
@@ -135,6 +136,15 @@ export const NetworkConnectionManagerSchema = z
           ),
         inFlight: z.number().int().min(1).max(65535).default(256).describe('messages a push linkConfig may have sent and not yet acknowledged by the remote side'),
         connectTimeout: z.number().int().min(100).max(600000).default(10000).describe('ms a connection attempt may take'),
+        maxMessageSize: z
+          .number()
+          .int()
+          .min(1024)
+          .max(268435456)
+          .default(10485760)
+          .describe(
+            'bytes: the largest message a link takes from the remote side (NATS: lowered to the server\'s max_payload; MQTT: the largest packet, sent as Maximum Packet Size in an MQTT 5 CONNECT); a peer that sends more is disconnected, with the reason in lastError, and backed off',
+          ),
         outboxWriteBehind: z
           .number()
           .int()

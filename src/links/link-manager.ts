@@ -131,6 +131,11 @@ export interface LinkEntry {
   lastError?: string;
   /** Set when an established link dropped; cleared (with an INFO line) when it is established again. */
   droppedAt?: number;
+  /** When the link was last established (ms). */
+  establishedAt?: number;
+  /** Times in a row the remote side broke a limit (message size, flood): each doubles the wait before reconnecting. */
+  strikes: number;
+  lastStrikeAt?: number;
   maxOutbox: number;
   /** `link:<name>`, the engine origin of what this link receives (set on first use). */
   origin?: string;
@@ -190,6 +195,7 @@ export class LinkManager {
         closing: Promise.resolve(),
         push,
         maxOutbox: link.maxOutbox ?? cfg.globalConfig.maxOutbox,
+        strikes: 0,
       });
     }
   }
@@ -382,16 +388,48 @@ export class LinkManager {
     entry.onLost?.(reason);
   }
 
+  /**
+   * The remote side broke a limit (a message too large, a flood): counted as a strike. Strikes double the wait before
+   * the next connection (from backoff.initial up to backoff.max), on top of the actor's backoff, which a peer that
+   * misbehaves only once established would otherwise reset; they are forgotten once the link has stayed established
+   * for backoff.max without one.
+   */
+  private misbehaved(entry: LinkEntry): void {
+    const now = Date.now();
+    const b = entry.config.backoff ?? this.cfg.globalConfig.backoff;
+    if (entry.establishedAt !== undefined && (entry.lastStrikeAt ?? 0) < entry.establishedAt && now - entry.establishedAt > b.max) entry.strikes = 0;
+    entry.strikes++;
+    entry.lastStrikeAt = now;
+  }
+
+  private penalty(entry: LinkEntry, signal: AbortSignal): Promise<void> {
+    if (entry.strikes === 0) return Promise.resolve();
+    const b = entry.config.backoff ?? this.cfg.globalConfig.backoff;
+    const ms = Math.min(Math.max(b.max, b.initial), b.initial * 2 ** Math.min(30, entry.strikes - 1));
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        resolve();
+      }
+      signal.addEventListener('abort', done);
+    });
+  }
+
   async connect(name: string, signal: AbortSignal): Promise<void> {
     const entry = this.entries.get(name);
     if (!entry) throw new Error(`integration "${name}" is not configured`);
     await entry.closing; // the previous connection is gone before the next one opens (same client id)
+    await this.penalty(entry, signal); // a peer that broke a limit waits longer each time (lastError keeps why)
+    if (signal.aborted) throw new Error('connect cancelled');
     if (this.stopped) throw new Error('the server is stopping');
     const factory = await this.factoryFor(entry.config.url);
     const ctx: TransportContext = {
       serverId: this.serverId,
       log: this.rt.log.child({ link: entry.name }) as unknown as TransportContext['log'],
       connectTimeout: this.cfg.globalConfig.connectTimeout,
+      maxMessageSize: entry.config.maxMessageSize ?? this.cfg.globalConfig.maxMessageSize,
     };
     const transport = factory(entry.config, ctx);
     const generation = ++entry.generation;
@@ -402,6 +440,7 @@ export class LinkManager {
       else if (e.type === 'error') {
         entry.counters.errors++;
         entry.lastError = e.reason;
+        if (e.misbehaving) this.misbehaved(entry);
       }
     });
     try {
@@ -496,6 +535,7 @@ export class LinkManager {
         this.rt.log.info({ link: entry.name, url: entry.config.url, downMs: down }, `integration link ${entry.name} is established again after ${(down / 1000).toFixed(1)} s`);
       }
       entry.droppedAt = undefined;
+      entry.establishedAt = Date.now();
       this.startFlow(entry);
     }
     return () => {

@@ -14,13 +14,19 @@
  * - The will comes from the link's `willConfig`. Origin server and hop count travel as MQTT 5 user properties
  *   (`sy-origin`, `sy-hops`), the priority as `sy-priority`; MQTT 3.1.1 carries none of them.
  *
+ * - Inbound limits (mqtt-guard.ts): a packet larger than the link's `maxMessageSize` (also sent as Maximum Packet Size
+ *   in an MQTT 5 CONNECT), a malformed length or a PINGRESP flood closes the connection with the reason (a WARN, the
+ *   link's `lastError`); reading goes in bounded turns with back-pressure.
+ *
  * Protocol options (`protocolConfigs: [{ type: mqtt, ... }]`): `protocolVersion` 4 (3.1.1) or 5 (default),
  * `keepAlive` s (30), `sessionExpiryInterval` s (604800), `clientId`, `rejectUnauthorized` (true), `caFile`.
  */
 import { readFileSync } from 'node:fs';
+import type { Duplex } from 'node:stream';
 import mqtt, { type IClientOptions, type IClientPublishOptions, type IPublishPacket, type MqttClient } from 'mqtt';
 import { topicMatchesFilter } from '../engine/index.js';
 import type { LinkConfig } from './link-config.js';
+import { MqttInboundGuard } from './mqtt-guard.js';
 import type { DescribedTransport, LinkMessage, ReceiveHandler, ReceiveOptions, TransportContext, TransportDescription, TransportEvent } from './transport.js';
 
 export const ORIGIN_PROPERTY = 'sy-origin';
@@ -74,6 +80,8 @@ export class MqttTransport implements DescribedTransport {
   private lost = false;
   /** Incoming messages waiting for the receive() that takes them (see handleIncoming). */
   private readonly waiters = new Set<() => void>();
+  /** Why the peer was disconnected for breaking an inbound limit (mqtt-guard.ts). */
+  private violation?: string;
 
   constructor(
     private readonly link: LinkConfig,
@@ -104,7 +112,9 @@ export class MqttTransport implements DescribedTransport {
     const auth = link.authConfig;
     const will = link.willConfig;
     const v5 = opts.protocolVersion === 5;
+    const maxPacketSize = this.ctx.maxMessageSize ?? 10 * 1024 * 1024;
     const options: IClientOptions = {
+      manualConnect: true, // the stream is wrapped in the inbound guard first
       clientId: opts.clientId,
       clean: false,
       protocolVersion: opts.protocolVersion,
@@ -116,7 +126,8 @@ export class MqttTransport implements DescribedTransport {
       ...(opts.caFile ? { ca: readFileSync(opts.caFile) } : {}),
       ...(auth?.username !== undefined ? { username: auth.username } : {}),
       ...(auth?.password !== undefined ? { password: auth.password } : {}),
-      ...(v5 ? { properties: { sessionExpiryInterval: opts.sessionExpiryInterval } } : {}),
+      // [MQTT-3.1.2-24] the server must not send a packet larger than Maximum Packet Size
+      ...(v5 ? { properties: { sessionExpiryInterval: opts.sessionExpiryInterval, maximumPacketSize: maxPacketSize } } : {}),
       ...(will
         ? {
             will: {
@@ -148,12 +159,25 @@ export class MqttTransport implements DescribedTransport {
         return;
       }
       this.client = client;
+      const internals = client as unknown as { streamBuilder: (c: MqttClient) => Duplex };
+      const build = internals.streamBuilder;
+      internals.streamBuilder = (c) =>
+        new MqttInboundGuard(build(c), {
+          maxPacketSize,
+          onViolation: (reason) => {
+            if (this.violation !== undefined) return;
+            this.violation = reason;
+            if (this.closing) return;
+            this.ctx.log.warn({ url: link.url, reason }, `MQTT peer ${link.url} broke a limit of the link; disconnected: ${reason}`);
+            this.emit({ type: 'error', reason, misbehaving: true });
+          },
+        });
       client.handleMessage = (packet, done) => this.handleIncoming(packet, done);
       const fail = (why: string) => {
         if (!settled) {
           settled = true;
           client.end(true);
-          reject(new Error(`${link.url}: ${why}`));
+          reject(new Error(`${link.url}: ${this.violation ?? why}`));
         }
       };
       client.once('connect', () => {
@@ -169,7 +193,13 @@ export class MqttTransport implements DescribedTransport {
         if (!settled) return fail('connection closed before CONNACK');
         this.connectionLost('connection closed');
       });
+      client.connect();
     });
+  }
+
+  /** Why the peer was disconnected for breaking an inbound limit, if it was. */
+  get limitViolation(): string | undefined {
+    return this.violation;
   }
 
   private connectionLost(reason: string): void {
@@ -177,7 +207,7 @@ export class MqttTransport implements DescribedTransport {
     this.pending.clear();
     if (this.closing || this.lost) return;
     this.lost = true;
-    this.emit({ type: 'disconnected', reason });
+    this.emit({ type: 'disconnected', reason: this.violation ?? reason });
   }
 
   /** mqtt.js calls this for every incoming PUBLISH (QoS 2: on PUBREL) and acknowledges once `done` is called. */

@@ -41,7 +41,7 @@
  * derived ones).
  */
 import { createHash } from 'node:crypto';
-import { connect, createInbox, headers as natsHeaders, nanos, type MsgHdrs, type NatsConnection, type Subscription, type Msg } from '@nats-io/transport-node';
+import { createInbox, headers as natsHeaders, nanos, type MsgHdrs, type NatsConnection, type Subscription, type Msg } from '@nats-io/transport-node';
 import {
   AckPolicy,
   DeliverPolicy,
@@ -55,6 +55,7 @@ import {
   type JetStreamManager,
   type JsMsg,
 } from '@nats-io/jetstream';
+import { connectGuarded } from './nats-guard.js';
 import { filterToSubject, SubjectMappingError, subjectToTopic, topicToSubject } from './subject-mapping.js';
 import type { LinkMessage, LinkTransport, ReceiveHandler, ReceiveOptions, TransportEvent } from './transport.js';
 
@@ -73,7 +74,12 @@ export interface NatsTransportContext {
   serverId: string;
   log: { info(obj: unknown, msg?: string): void; warn(obj: unknown, msg?: string): void; debug?(obj: unknown, msg?: string): void };
   connectTimeout?: number;
+  /** Largest message taken from the server, bytes (lowered to its max_payload); default 10 MiB. */
+  maxMessageSize?: number;
 }
+
+/** The link's maxMessageSize when the context does not say (NetworkConnectionManager.globalConfig's default). */
+export const DEFAULT_MAX_MESSAGE_SIZE = 10 * 1024 * 1024;
 
 /**
  * send() rejects with this when a message can never be taken (no subject form): drop and count, do not retry.
@@ -330,6 +336,11 @@ export class NatsTransport implements LinkTransport {
   /** JetStream publishes waiting for the end of this turn: connection, subject, payload, headers, reply (flat). */
   private pubQueue: unknown[] = [];
   private pubScheduled = false;
+  /** Why the server was disconnected for breaking an inbound limit (nats-guard.ts). */
+  private violation?: string;
+  /** Received messages in the link's handler; reading from the server waits above `maxInHandlers`. */
+  private inHandlers = 0;
+  private readonly maxInHandlers: number;
 
   constructor(
     private readonly link: NatsLinkConfig,
@@ -337,6 +348,19 @@ export class NatsTransport implements LinkTransport {
   ) {
     this.opts = natsOptions(link);
     this.clientName = `switchyard:${ctx.serverId}:${link.name}`;
+    this.maxInHandlers = 2 * Math.max(this.opts.maxInflight * 4, 1024);
+  }
+
+  /** Calls the link's handler, counted in `inHandlers` (which holds reading from the server when too many). */
+  private handOver(handler: ReceiveHandler, lm: LinkMessage): Promise<void> {
+    this.inHandlers++;
+    let p: Promise<void>;
+    try {
+      p = handler(lm);
+    } catch (err) {
+      p = Promise.reject(err as Error);
+    }
+    return p.finally(() => this.inHandlers--);
   }
 
   async connect(): Promise<void> {
@@ -346,19 +370,33 @@ export class NatsTransport implements LinkTransport {
     const token =
       typeof auth.tokenConfig?.token === 'string' ? auth.tokenConfig.token : !auth.username && auth.password ? auth.password : undefined;
     try {
-      this.nc = await connect({
-        servers: url,
-        name: this.clientName,
-        reconnect: false,
-        timeout: this.ctx.connectTimeout ?? 10000,
-        pingInterval: 10000,
-        maxPingOut: 2,
-        ...(auth.username ? { user: auth.username, pass: auth.password ?? '' } : {}),
-        ...(token ? { token } : {}),
-        ...(/^tls:/i.test(url) ? { tls: {} } : {}),
-      });
+      this.nc = await connectGuarded(
+        {
+          servers: url,
+          name: this.clientName,
+          reconnect: false,
+          timeout: this.ctx.connectTimeout ?? 10000,
+          pingInterval: 10000,
+          maxPingOut: 2,
+          ...(auth.username ? { user: auth.username, pass: auth.password ?? '' } : {}),
+          ...(token ? { token } : {}),
+          ...(/^tls:/i.test(url) ? { tls: {} } : {}),
+        },
+        {
+          maxMessageSize: this.ctx.maxMessageSize ?? DEFAULT_MAX_MESSAGE_SIZE,
+          onViolation: (reason) => {
+            if (this.violation !== undefined) return;
+            this.violation = reason;
+            if (!this.closing) {
+              this.ctx.log.warn({ url, reason }, `NATS server ${url} broke a limit of the link; disconnected: ${reason}`);
+              this.emit({ type: 'error', reason, misbehaving: true });
+            }
+          },
+          busy: () => this.inHandlers >= this.maxInHandlers,
+        },
+      );
     } catch (err) {
-      throw new Error(`NATS ${url}: ${reasonOf(err)}`);
+      throw new Error(`NATS ${url}: ${this.violation ?? reasonOf(err)}`);
     }
     if (this.closing) {
       await this.nc.close().catch(() => undefined);
@@ -385,7 +423,12 @@ export class NatsTransport implements LinkTransport {
   private reportLost(reason: string): void {
     if (this.closing || this.lostReported) return;
     this.lostReported = true;
-    this.emit({ type: 'disconnected', reason });
+    this.emit({ type: 'disconnected', reason: this.violation ?? reason });
+  }
+
+  /** Why the server was disconnected for breaking an inbound limit, if it was. */
+  get limitViolation(): string | undefined {
+    return this.violation;
   }
 
   private emit(e: TransportEvent): void {
@@ -516,13 +559,20 @@ export class NatsTransport implements LinkTransport {
       throw new NatsRefusedError((err as Error).message);
     }
     const nc = this.conn();
+    const hdrs = encodeHeaders(msg, msg.qos === 0 ? undefined : msg.id);
+    // the server's max_payload covers headers and payload: a larger message would be refused at every retry
+    const maxPayload = nc.info?.max_payload ?? 0;
+    if (maxPayload > 0 && hdrs.length + msg.payload.length > maxPayload) {
+      this.stats.refused++;
+      throw new NatsRefusedError(`a message of ${hdrs.length + msg.payload.length} bytes exceeds the NATS server's max_payload (${maxPayload})`);
+    }
     if (msg.retain) await this.storeRetained(subject, msg, buildHeaders(msg));
     if (msg.qos === 0) {
-      nc.publish(subject, msg.payload, { headers: preEncoded(encodeHeaders(msg)) });
+      nc.publish(subject, msg.payload, { headers: preEncoded(hdrs) });
       return;
     }
     await this.streamFor(subject);
-    await this.jsPublish(nc, subject, msg.payload, preEncoded(encodeHeaders(msg, msg.id)));
+    await this.jsPublish(nc, subject, msg.payload, preEncoded(hdrs));
   }
 
   /**
@@ -688,7 +738,7 @@ export class NatsTransport implements LinkTransport {
           if (e instanceof SubjectMappingError) this.stats.refused++;
           return;
         }
-        handler(lm).catch(() => undefined); // QoS 0: at most once
+        this.handOver(handler, lm).catch(() => undefined); // QoS 0: at most once
       },
     });
     return { stop: async () => sub.unsubscribe() };
@@ -772,7 +822,7 @@ export class NatsTransport implements LinkTransport {
         ack(m);
         return;
       }
-      handler(lm).then(
+      this.handOver(handler, lm).then(
         () => {
           if (lm.id) remember(lm.id);
           ack(m);

@@ -64,7 +64,8 @@ export interface TransportCounters {
 export type TransportEvent =
   | { type: 'connected' }
   | { type: 'disconnected'; reason: string }
-  | { type: 'error'; reason: string };
+  /** `misbehaving`: the remote side broke a limit (nats-guard.ts, mqtt-guard.ts); the link backs off longer. */
+  | { type: 'error'; reason: string; misbehaving?: boolean };
 
 /** Options of one pull subscription on the remote side. */
 export interface ReceiveOptions {
@@ -112,6 +113,8 @@ export interface TransportContext {
   log: { info(obj: unknown, msg?: string): void; warn(obj: unknown, msg?: string): void; error(obj: unknown, msg?: string): void; debug(obj: unknown, msg?: string): void };
   /** ms a connection attempt may take (NetworkConnectionManager.globalConfig.connectTimeout). */
   connectTimeout?: number;
+  /** Largest message (MQTT: packet) taken from the remote side, bytes (the link's maxMessageSize). */
+  maxMessageSize?: number;
 }
 
 /** `createNatsTransport(link, ctx)` / `createMqttTransport(link, ctx)`: one transport per connection attempt. */
