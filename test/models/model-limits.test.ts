@@ -216,11 +216,23 @@ describe('models under control: permissions, maxModels, cost, sharing', () => {
     await new Promise((r) => setTimeout(r, 200));
     const h = monitorEventLoopDelay({ resolution: 5 });
     h.enable();
+    // and the largest gap between ticks of a 2 ms interval (a long synchronous stretch shows there in any case)
+    let last = performance.now();
+    let gap = 0;
+    const probe = setInterval(() => {
+      const now = performance.now();
+      gap = Math.max(gap, now - last);
+      last = now;
+    }, 2);
     const huge1 = await subscribe(s.auth, 'huge/a', `k_means('huge', ${FIELDS.join(', ')}) = 1`);
     const forest = await subscribe(s.auth, 'huge/b', "isolation_forest('forest', x, y) > 0.5");
     h.disable();
-    const maxMs = h.max / 1e6;
-    process.stdout.write(`# event loop while a ${mb} MB k-means model and a 400-tree forest load: max delay ${maxMs.toFixed(1)} ms, mean ${(h.mean / 1e6).toFixed(1)} ms (was 5.9 s blocked for 59 MB)\n`);
+    clearInterval(probe);
+    const maxMs = Math.max(h.max / 1e6, gap);
+    process.stdout.write(
+      `# event loop while a ${mb} MB k-means model and a 400-tree forest load: monitorEventLoopDelay max ${(h.max / 1e6).toFixed(1)} ms, ` +
+        `largest gap of a 2 ms interval ${gap.toFixed(1)} ms (was 5.9 s blocked for 59 MB)\n`,
+    );
     assert.equal(huge1.statusCode, 400, huge1.body);
     assert.equal(forest.statusCode, 200, forest.body);
     assert.equal(modelFunctionsOf(s.rt)!.describe('forest')?.status, 'ready');
