@@ -30,7 +30,7 @@ import type * as mlNaiveBayes from 'ml-naivebayes';
 import type * as mlPca from 'ml-pca';
 import type MLR from 'ml-regression-multivariate-linear';
 import { registerSelectorFunction, type CompiledSelector, type SelectorFunction, type SelectorValue } from '../engine/selector/selector.js';
-import { ModelLoader, type LoadedModel } from './loader.js';
+import { ModelLoader, type LoadedModel, type TrainJob } from './loader.js';
 import type { ModelSlot, ModelStore } from './store.js';
 import { checkModelName } from './store.js';
 
@@ -45,6 +45,20 @@ const ml = {
   pca: () => requireLazily('ml-pca') as typeof mlPca,
   mlr: () => requireLazily('ml-regression-multivariate-linear') as typeof MLR,
 };
+
+let resolvedPaths: TrainJob['paths'] | undefined;
+/** Absolute paths of the mljs modules, for the loader's worker (which trains). */
+function mlPaths(): TrainJob['paths'] {
+  resolvedPaths ??= {
+    kmeans: requireLazily.resolve('ml-kmeans'),
+    mlr: requireLazily.resolve('ml-regression-multivariate-linear'),
+    cart: requireLazily.resolve('ml-cart'),
+    naiveBayes: requireLazily.resolve('ml-naivebayes'),
+    pca: requireLazily.resolve('ml-pca'),
+    isolationForest: requireLazily.resolve('ml-isolation-forest'),
+  };
+  return resolvedPaths;
+}
 
 export const MODEL_KINDS = ['k_means', 'linear_regression', 'decision_tree', 'naive_bayes', 'pca', 'isolation_forest'] as const;
 export type ModelKind = (typeof MODEL_KINDS)[number];
@@ -71,10 +85,6 @@ interface TreeNodeLike {
   splitColumn?: number;
   splitValue?: number;
   trainingSet?: { length: number };
-}
-function compactTree(n: TreeNodeLike): CompactTree {
-  if (n.left === undefined || n.right === undefined) return [n.trainingSet?.length ?? 0];
-  return [n.splitColumn!, n.splitValue!, compactTree(n.left), compactTree(n.right)];
 }
 let treeProto: object | undefined;
 function treeNodeProto(): object {
@@ -186,37 +196,7 @@ function kMeansPredictor(c: Float64Array, k: number, d: number): Predictor {
 
 // ---- training and (de)serialisation per kind
 
-function train(kind: ModelKind, samples: number[][], labels: Array<string | number>): { stored: Record<string, unknown>; predict: Predictor } {
-  switch (kind) {
-    case 'k_means': {
-      const r = ml.kmeans().kmeans(samples, Math.min(K_MEANS_CLUSTERS, samples.length), { initialization: 'kmeans++', seed: 42 });
-      return { stored: { centroids: r.centroids }, predict: load(kind, { centroids: r.centroids }) };
-    }
-    case 'linear_regression': {
-      const m = new (ml.mlr())(samples, labels.map((y) => [Number(y)]));
-      return { stored: { model: m.toJSON() }, predict: load(kind, { model: m.toJSON() }) };
-    }
-    case 'decision_tree':
-    case 'naive_bayes': {
-      const classes = [...new Set(labels)];
-      const y = labels.map((l) => classes.indexOf(l));
-      const m = kind === 'decision_tree' ? new (ml.cart().DecisionTreeClassifier)() : new (ml.naiveBayes().GaussianNB)();
-      m.train(samples, y);
-      const stored = { classes, model: m.toJSON() };
-      return { stored, predict: load(kind, stored) };
-    }
-    case 'pca': {
-      const m = new (ml.pca().PCA)(samples);
-      return { stored: { model: m.toJSON() }, predict: load(kind, { model: m.toJSON() }) };
-    }
-    case 'isolation_forest': {
-      const f = new (ml.isolationForest().IsolationForest)({ nEstimators: 100 });
-      f.train(samples);
-      const stored = { n: samples.length, trees: f.forest.map((t) => compactTree(t as TreeNodeLike)) };
-      return { stored, predict: load(kind, stored) };
-    }
-  }
-}
+// (training runs in the loader's worker: src/models/loader.ts, the same calls as these loads' counterparts)
 
 function load(kind: ModelKind, stored: Record<string, unknown>): Predictor {
   switch (kind) {
@@ -326,6 +306,8 @@ interface ModelState {
   labels: Array<string | number>;
   /** The maxModels place of a model being trained (reserved when its training starts). */
   slot?: ModelSlot;
+  /** Its samples are with the loader's worker, being trained on. */
+  fitting?: boolean;
   reason?: string;
   tooCostly?: boolean;
 }
@@ -497,12 +479,14 @@ export class ModelFunctions {
     st.slot = undefined;
     st.samples = [];
     st.labels = [];
+    st.fitting = false;
     st.predict = undefined;
     if (this.states.get(st.name) === st) this.states.delete(st.name);
   }
 
   private startLoad(st: ModelState): void {
     st.status = 'loading';
+    st.fitting = false;
     st.predict = undefined;
     st.tooCostly = false;
     st.reason = undefined;
@@ -560,6 +544,7 @@ export class ModelFunctions {
   private changed(name: string): void {
     const st = this.states.get(name);
     if (!st) return;
+    st.fitting = false;
     st.slot?.release();
     st.slot = undefined;
     st.samples = [];
@@ -594,44 +579,55 @@ export class ModelFunctions {
       label = kind === 'linear_regression' ? num(t) : typeof t === 'string' || typeof t === 'number' ? t : typeof t === 'boolean' ? String(t) : undefined;
       if (label === undefined) return null;
     }
-    if (st.samples.length > 0 && st.samples[0]!.length !== nFeatures) return null;
+    if (st.fitting || (st.samples.length > 0 && st.samples[0]!.length !== nFeatures)) return null;
     st.samples.push(features);
     if (label !== undefined) st.labels.push(label);
     if (st.samples.length >= this.trainingSamples) this.trainNow(st);
     return null;
   }
 
+  /** Trains in the loader's worker; the samples are handed over, the function stays unknown until it is done. */
   private trainNow(st: ModelState): void {
     const name = st.name;
-    try {
-      const { stored, predict } = train(st.kind!, st.samples, st.labels);
-      const dims = st.samples[0]!.length;
-      st.predict = predict;
-      st.dims = dims;
-      st.status = 'ready';
-      st.samples = [];
-      st.labels = [];
-      this.st.trained++;
-      const doc = { format: 'switchyard-model', kind: st.kind, dims, trainedAt: new Date().toISOString(), samples: this.trainingSamples, ...stored };
-      const slot = st.slot;
-      const gen = st.generation;
-      void this.store.writeBuffer(name, Buffer.from(JSON.stringify(doc)), false).then(
-        () => {
-          // saved: the store counts it now; the training place goes back
-          slot?.release();
-          if (st.slot === slot) st.slot = undefined;
-        },
-        (err) => {
-          // not saved: it stays in memory while used and keeps its place until dropped
-          this.st.saveFailures++;
-          if (st.generation === gen) this.onError?.(name, err);
-        },
-      );
-    } catch (err) {
-      st.samples = [];
-      st.labels = [];
-      this.unusable(st, `training failed: ${(err as Error).message}`);
-    }
+    const kind = st.kind!;
+    const samples = st.samples;
+    const labels = st.labels;
+    const dims = samples[0]!.length;
+    st.samples = [];
+    st.labels = [];
+    st.fitting = true;
+    const gen = st.generation;
+    const current = () => this.states.get(name) === st && st.generation === gen;
+    const meta = { format: 'switchyard-model', kind, dims, trainedAt: new Date().toISOString(), samples: this.trainingSamples };
+    this.loader
+      .train({ kind, samples, labels, clusters: K_MEANS_CLUSTERS, paths: mlPaths(), meta })
+      .then((json) => {
+        if (!current()) return; // every user left (its place is back), or the store changed the model meanwhile
+        st.fitting = false;
+        const doc = JSON.parse(json) as Record<string, unknown>;
+        st.predict = load(kind, doc);
+        st.dims = dims;
+        st.status = 'ready';
+        this.st.trained++;
+        const slot = st.slot;
+        return this.store.writeBuffer(name, Buffer.from(json), false).then(
+          () => {
+            // saved: the store counts it now; the training place goes back
+            slot?.release();
+            if (st.slot === slot) st.slot = undefined;
+          },
+          (err: unknown) => {
+            // not saved: it stays in memory while used and keeps its place until dropped
+            this.st.saveFailures++;
+            if (st.generation === gen) this.onError?.(name, err);
+          },
+        );
+      })
+      .catch((err: unknown) => {
+        if (!current()) return;
+        st.fitting = false;
+        this.unusable(st, `training failed: ${(err as Error).message}`);
+      });
   }
 
   /** What the functions know of a model (for diagnostics and tests). */

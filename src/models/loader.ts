@@ -19,6 +19,9 @@
  * heap, which held the parsed file, goes with it); its old generation is capped so a hostile file cannot take the
  * process's memory: the load then fails ("could not be loaded") and the model is unusable. Jobs run one at a time;
  * at most 64 wait (beyond: refused, the model is unusable until used again).
+ *
+ * Online training runs here too (`train`): the mljs libraries are required in the worker by the absolute paths the
+ * main thread resolved, so the event loop never runs a training.
  */
 import { Worker } from 'node:worker_threads';
 
@@ -116,9 +119,54 @@ function check(file, maxCost) {
   if (cost > maxCost) return over(cost, shape);
   return { type: 'library', kind, dims, cost, shape, doc };
 }
+const mods = {};
+const lib = (path) => mods[path] || (mods[path] = require(path));
+function compact(n) {
+  if (n.left === undefined || n.right === undefined) return [n.trainingSet ? n.trainingSet.length : 0];
+  return [n.splitColumn, n.splitValue, compact(n.left), compact(n.right)];
+}
+// training, as src/models/functions.ts did it on the main thread: returns the stored document as JSON text
+function train(m) {
+  const { kind, samples, labels, paths } = m;
+  let stored;
+  switch (kind) {
+    case 'k_means': {
+      const r = lib(paths.kmeans).kmeans(samples, Math.min(m.clusters, samples.length), { initialization: 'kmeans++', seed: 42 });
+      stored = { centroids: r.centroids };
+      break;
+    }
+    case 'linear_regression': {
+      const M = lib(paths.mlr);
+      stored = { model: new M(samples, labels.map((y) => [Number(y)])).toJSON() };
+      break;
+    }
+    case 'decision_tree':
+    case 'naive_bayes': {
+      const classes = [...new Set(labels)];
+      const y = labels.map((l) => classes.indexOf(l));
+      const c = kind === 'decision_tree' ? new (lib(paths.cart).DecisionTreeClassifier)() : new (lib(paths.naiveBayes).GaussianNB)();
+      c.train(samples, y);
+      stored = { classes, model: c.toJSON() };
+      break;
+    }
+    case 'pca': {
+      stored = { model: new (lib(paths.pca).PCA)(samples).toJSON() };
+      break;
+    }
+    case 'isolation_forest': {
+      const f = new (lib(paths.isolationForest).IsolationForest)({ nEstimators: 100 });
+      f.train(samples);
+      stored = { n: samples.length, trees: f.forest.map(compact) };
+      break;
+    }
+    default:
+      throw new Error('unknown model kind ' + kind);
+  }
+  return { type: 'trained', json: JSON.stringify({ ...m.meta, ...stored }) };
+}
 parentPort.on('message', (m) => {
   let r;
-  try { r = check(m.file, m.maxCost); } catch (e) { r = { error: String(e && e.message || e) }; }
+  try { r = m.op === 'train' ? train(m) : check(m.file, m.maxCost); } catch (e) { r = { error: String(e && e.message || e) }; }
   const transfer = [];
   if (r && r.type === 'k_means') transfer.push(r.centroids.buffer);
   if (r && r.type === 'isolation_forest') transfer.push(r.col.buffer, r.val.buffer, r.left.buffer, r.right.buffer, r.leaf.buffer, r.roots.buffer);
@@ -126,11 +174,21 @@ parentPort.on('message', (m) => {
 });
 `;
 
+/** A training job: the samples, and the absolute paths of the mljs modules (resolved by the caller). */
+export interface TrainJob {
+  kind: string;
+  samples: number[][];
+  labels: Array<string | number>;
+  clusters: number;
+  paths: Record<'kmeans' | 'mlr' | 'cart' | 'naiveBayes' | 'pca' | 'isolationForest', string>;
+  /** Fields of the stored document besides the trained ones (format, kind, dims, ...). */
+  meta: Record<string, unknown>;
+}
+
 interface Job {
   id: number;
-  file: string;
-  maxCost: number;
-  resolve: (r: LoadedModel) => void;
+  message: Record<string, unknown>;
+  resolve: (r: never) => void;
   reject: (e: Error) => void;
 }
 
@@ -151,9 +209,19 @@ export class ModelLoader {
 
   /** Reads, parses and measures a model file in the worker. Rejects when the worker fails (out of memory, I/O). */
   load(file: string, maxCost: number): Promise<LoadedModel> {
-    if (this.queue.length >= MAX_QUEUED) return Promise.reject(new Error(`too many model loads waiting (${MAX_QUEUED})`));
-    return new Promise<LoadedModel>((resolve, reject) => {
-      this.queue.push({ id: this.nextId++, file, maxCost, resolve, reject });
+    return this.submit<LoadedModel>({ op: 'load', file, maxCost });
+  }
+
+  /** Trains a model in the worker (the mljs libraries take 0.1-0.6 s for 100 samples); resolves with the stored document's JSON. */
+  async train(job: TrainJob): Promise<string> {
+    const r = await this.submit<{ type: 'trained'; json: string }>({ op: 'train', ...job });
+    return r.json;
+  }
+
+  private submit<T>(message: Record<string, unknown>): Promise<T> {
+    if (this.queue.length >= MAX_QUEUED) return Promise.reject(new Error(`too many model jobs waiting (${MAX_QUEUED})`));
+    return new Promise<T>((resolve, reject) => {
+      this.queue.push({ id: this.nextId++, message, resolve: resolve as (r: never) => void, reject });
       this.pump();
     });
   }
@@ -164,20 +232,20 @@ export class ModelLoader {
     this.idleTimer = undefined;
     const job = this.queue.shift()!;
     this.running = job;
-    this.workerFor().postMessage({ id: job.id, file: job.file, maxCost: job.maxCost });
+    this.workerFor().postMessage({ id: job.id, ...job.message });
   }
 
   private workerFor(): Worker {
     if (this.worker) return this.worker;
     const w = new Worker(WORKER_SOURCE, { eval: true, execArgv: [], env: {}, name: 'model-loader', resourceLimits: { maxOldGenerationSizeMb: this.heapLimitMb } });
     w.unref();
-    w.on('message', (m: { id: number; result?: LoadedModel & { error?: string } }) => {
+    w.on('message', (m: { id: number; result?: { error?: string } }) => {
       const job = this.running;
       if (!job || job.id !== m.id) return;
       this.running = undefined;
       this.loads++;
       if (!m.result || m.result.error !== undefined) job.reject(new Error(m.result?.error ?? 'no result'));
-      else job.resolve(m.result);
+      else job.resolve(m.result as never);
       this.next();
     });
     const fail = (err: Error) => {

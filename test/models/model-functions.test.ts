@@ -43,6 +43,7 @@ describe('selector model functions (unit)', () => {
     if (!l) leases.set(text, (l = fns.use(compileSelector(text), { train: true })));
     return l;
   };
+  const trained = (name: string) => waitUntil(() => fns.describe(name)?.status === 'ready', 10000, `${name} trained`);
   const value = (text: string, obj: Record<string, unknown>) => {
     hold(text);
     return compileSelector(text).matches(obj);
@@ -52,6 +53,7 @@ describe('selector model functions (unit)', () => {
     // linear_regression: y = 2x + 1, the last field is the target (only read while training)
     const sel = 'linear_regression(\'lin\', x, y) BETWEEN 40 AND 42';
     for (let i = 0; i < 20; i++) assert.equal(value(sel, { x: i, y: 2 * i + 1 }), false, 'unknown while training');
+    await trained('lin'); // trained in the loader's worker
     assert.equal(value(sel, { x: 20 }), true, 'predicts 41 for x = 20 without the target');
     assert.equal(value(sel, { x: 30 }), false);
     // decision_tree and naive_bayes: labels may be strings
@@ -61,6 +63,8 @@ describe('selector model functions (unit)', () => {
       value("decision_tree('tree', t, h, label) = 'hot'", obj);
       value("naive_bayes('bayes', t, h, label) = 'hot'", obj);
     }
+    await trained('tree');
+    await trained('bayes');
     assert.equal(value("decision_tree('tree', t, h) = 'hot'", { t: 33, h: 22 }), false, 'a call must give the same fields: two features + label');
     assert.equal(value("decision_tree('tree', t, h, label) = 'hot'", { t: 33, h: 22 }), true);
     assert.equal(value("decision_tree('tree', t, h, label) = 'cold'", { t: 11, h: 79 }), true);
@@ -69,6 +73,7 @@ describe('selector model functions (unit)', () => {
     const r = rng(7);
     const blobs = [0, 50, 100];
     for (let i = 0; i < 20; i++) value("k_means('km', a, b) >= 0", { a: gaussian(r, blobs[i % 3]!, 1), b: gaussian(r, blobs[i % 3]!, 1) });
+    await trained('km');
     const cluster = (a: number) => [0, 1, 2].find((k) => value(`k_means('km', a, b) = ${k}`, { a, b: a }));
     assert.notEqual(cluster(0), undefined);
     assert.equal(cluster(1), cluster(0));
@@ -76,6 +81,7 @@ describe('selector model functions (unit)', () => {
     assert.notEqual(cluster(100), cluster(50));
     // pca: the first component separates along the line the samples lie on
     for (let i = 0; i < 20; i++) value("pca('line', a, b) > 0", { a: i, b: i * 2 });
+    await trained('line');
     const p = (a: number) => [-100, -10, 0, 10, 100].filter((t) => value(`pca('line', a, b) > ${t}`, { a, b: a * 2 })).length;
     assert.notEqual(p(-50), p(50), 'far apart on the line, different scores');
 
@@ -118,6 +124,7 @@ describe('selector model functions (unit)', () => {
   test('models - isolation_forest scores equal the ml-isolation-forest library scores of the same trees', async () => {
     const r = rng(3);
     for (let i = 0; i < 20; i++) value("isolation_forest('iso', a, b) > 0.5", { a: gaussian(r, 10, 1), b: gaussian(r, 5, 1) });
+    await trained('iso');
     await waitUntil(() => existsSync(join(store.dir, 'iso')), 5000, 'iso saved');
     const doc = JSON.parse(readFileSync(join(store.dir, 'iso'), 'utf8'));
     const ours = predictorOf(doc);
