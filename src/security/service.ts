@@ -279,7 +279,7 @@ export class SecurityManager implements SecurityService {
     const locked = this.lockedOut(username, ctx);
     if (locked) throw locked;
     // password checks per address, right or wrong (AuthManager.addressAttemptLimit): refused before any hash
-    const limited = this.lockouts.attemptRefusal(ctx.clientAddress, ctx.proxied === true, { username, protocol: ctx.protocol });
+    const limited = this.lockouts.attemptRefusal(this.limitAddress(ctx), ctx.proxied === true, { username, protocol: ctx.protocol });
     if (limited) throw limited;
     const user = this.identities.userByUsername(username);
     // on the hashing pool: ServerBusyError when its queue is full, HashAbortedError when the caller went away
@@ -292,13 +292,24 @@ export class SecurityManager implements SecurityService {
     return this.loginSucceeded(user, ctx);
   }
 
+  /**
+   * The address the login limits count a login under: the client's, except that a lockout-exempt address reached
+   * through a proxy (a reverse proxy on the same host that is no trusted proxy: every client arrives from
+   * 127.0.0.1 with a forwarding header) is counted apart from the same address reached directly, as
+   * `<address> (proxied)`: failures through the proxy block the proxy's clients, not the administrator on the host.
+   */
+  limitAddress(ctx: Pick<AuthContext, 'clientAddress' | 'proxied'>): string | undefined {
+    const a = ctx.clientAddress;
+    return a !== undefined && ctx.proxied === true && this.lockouts.addresses.exempt(a) ? `${a} (proxied)` : a;
+  }
+
   /** While the name is locked: audited, and the error to throw (the attempt is not counted). */
   private lockedOut(username: string, ctx: AuthContext, method?: string): AuthenticationFailedError | undefined {
     // a blocked source address first: nothing counted, no password checked (AddressBlockedError: REST 429, MQTT 0x9F)
-    const blocked = this.lockouts.addressRefusal(ctx.clientAddress, { username, protocol: ctx.protocol, ...(method ? { method } : {}) });
+    const blocked = this.lockouts.addressRefusal(this.limitAddress(ctx), { username, protocol: ctx.protocol, ...(method ? { method } : {}) });
     if (blocked) return blocked;
     // none from a lockout-exempt address reached directly (not through a proxy); a locked user let through is audited
-    const lock = this.lockouts.statusAt(username, ctx.clientAddress, ctx.proxied === true, { protocol: ctx.protocol, ...(method ? { method } : {}) });
+    const lock = this.lockouts.statusAt(username, this.limitAddress(ctx), ctx.proxied === true, { protocol: ctx.protocol, ...(method ? { method } : {}) });
     if (!lock?.locked) return undefined;
     this.audit.event('login.failed', { username, protocol: ctx.protocol, clientAddress: ctx.clientAddress, ...(method ? { method } : {}), reason: 'locked', retryAfterSeconds: lock.remainingLockSeconds }, 'login refused: account locked');
     return new AuthenticationFailedError(`Account is locked after repeated failed logins; try again in ${lock.remainingLockSeconds} s`, lock.remainingLockSeconds);
@@ -306,7 +317,7 @@ export class SecurityManager implements SecurityService {
 
   /** A wrong password (or unknown name): counted by the lockout, audited; returns the error to throw. */
   private loginFailed(username: string, ctx: AuthContext, method?: string, reason = 'bad credentials'): AuthenticationFailedError {
-    const after = this.lockouts.recordFailure(username, ctx.clientAddress);
+    const after = this.lockouts.recordFailure(username, this.limitAddress(ctx));
     this.audit.event('login.failed', { username, protocol: ctx.protocol, clientAddress: ctx.clientAddress, ...(method ? { method } : {}), reason, failures: after?.failures }, 'login failed: invalid username or password');
     if (after?.locked) {
       this.audit.event('lockout.locked', { username, clientAddress: ctx.clientAddress, lockSeconds: after.remainingLockSeconds, lockCount: after.lockCount }, `account locked for ${after.remainingLockSeconds} s`);

@@ -87,6 +87,17 @@ describe('trusted proxies', () => {
     sm.lockouts.reset('exempt-victim');
   });
 
+  test('trusted proxies - failures through a local proxy that is no trusted proxy block its clients, not the administrator on the host', async () => {
+    // a reverse proxy on 127.0.0.2 (loopback, lockout-exempt) that trustedProxies does not list: every client arrives
+    // from 127.0.0.2 with an X-Forwarded-For header
+    const bad = basicAuth('no-such-user-2', 'guess');
+    for (let i = 0; i < 5; i++) assert.equal((await get('/api/v1/session', { ...bad, 'x-forwarded-for': `203.0.113.${150 + i}` }, '127.0.0.2')).statusCode, 401);
+    const throughProxy = await get('/api/v1/session', { ...s.auth, 'x-forwarded-for': '203.0.113.160' }, '127.0.0.2');
+    assert.equal(throughProxy.statusCode, 429, 'the proxy side of 127.0.0.2 is blocked');
+    assert.equal((await get('/api/v1/session', s.auth, '127.0.0.2')).statusCode, 200, 'admin directly on 127.0.0.2 is not');
+    await auditLines(s, (l) => l.event === 'login.address_blocked' && l.clientAddress === '127.0.0.2 (proxied)');
+  });
+
   test('trusted proxies - Forwarded (RFC 7239) for= values: IPv4, quoted IPv6 with port, obfuscated nodes', () => {
     assert.deepEqual(forwardedFor('for=192.0.2.43, for="[2001:db8:cafe::17]:4711";proto=https'), ['192.0.2.43', '2001:db8:cafe::17']);
     assert.deepEqual(forwardedFor('for=192.0.2.60:8080;by=203.0.113.43'), ['192.0.2.60']);

@@ -122,7 +122,7 @@ async function resolvePrincipal(request: FastifyRequest, reply: FastifyReply, sm
   const header = request.headers.authorization;
   if (header !== undefined || request.cookies?.[ACCESS_COOKIE]) {
     // a blocked address: refused before any check (no scrypt, no lockout state touched)
-    const blocked = sm.lockouts.addressRefusal(request.ip, { protocol: 'REST', route: request.routeOptions.url });
+    const blocked = sm.lockouts.addressRefusal(sm.limitAddress(ctx), { protocol: 'REST', route: request.routeOptions.url });
     if (blocked) throw new AuthFailure(blocked.message, 'invalid_request', blocked.retryAfterSeconds, true);
   }
   let method: 'bearer' | 'cookie' = 'cookie';
@@ -164,7 +164,7 @@ async function resolvePrincipal(request: FastifyRequest, reply: FastifyReply, sm
       if (err.forged) {
         const fields = { username: null, protocol: 'REST', clientAddress: request.ip, method, reason: 'invalid token' };
         sm.audit.event('login.failed', fields, `login failed: invalid ${method === 'bearer' ? 'Bearer token' : 'access cookie'}`);
-        sm.lockouts.addressFailed(request.ip, { protocol: 'REST', method });
+        sm.lockouts.addressFailed(sm.limitAddress(ctx), { protocol: 'REST', method });
       }
       throw new AuthFailure(err.message, 'invalid_token');
     }
