@@ -25,6 +25,7 @@ import { messageSelector } from '../runtime/message-selector.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { LinkConfig, LinkDirectionConfig, NetworkConnectionManagerConfig } from './link-config.js';
 import { SharedGroupFederation, type ShareHost } from './nats-shares.js';
+import { StoredReceivedIds } from './received-ids.js';
 import { isDescribed, type LinkMessage, type LinkTransport, type TransportContext, type TransportDescription, type TransportFactory } from './transport.js';
 
 export const META_ORIGIN = 'sy.origin';
@@ -173,6 +174,9 @@ export class LinkManager {
     log: { warn: (obj, msg) => this.rt.log.warn(obj, msg) },
   });
   private engine?: Engine;
+  /** The ids each durable consumer handed over (received-ids.ts), by consumer name: kept across reconnects. */
+  private readonly receivedIds = new Map<string, Promise<StoredReceivedIds>>();
+  private warnedIds = false;
   /** Set by closeAll (server stop): nothing is logged or connected any more (the logs close after the services). */
   private stopped = false;
 
@@ -463,6 +467,21 @@ export class LinkManager {
     if (!this.stopped) this.rt.log.info({ link: entry.name, url: entry.config.url }, `integration link ${entry.name} connected to ${entry.config.url}`);
   }
 
+  /** The memory of the ids a durable consumer handed over, loaded from the store once and kept (received-ids.ts). */
+  private idsOf(consumer: string): Promise<StoredReceivedIds> {
+    let p = this.receivedIds.get(consumer);
+    if (!p) {
+      p = StoredReceivedIds.load(this.rt.store.sublevel('links'), consumer, (err) => {
+        if (this.warnedIds || this.stopped) return;
+        this.warnedIds = true;
+        this.rt.log.warn({ consumer, err: err.message }, 'integration link: the ids of received messages could not be stored; a restart may deliver some twice');
+      });
+      this.receivedIds.set(consumer, p);
+      p.catch(() => this.receivedIds.delete(consumer));
+    }
+    return p;
+  }
+
   /**
    * The pull receives and shared groups of a connected link. Bounded in time (3 x connectTimeout, at least 30 s): a
    * remote side that never answers leaves the link Delayed with the reason in `lastError`, not Establishing forever.
@@ -498,13 +517,17 @@ export class LinkManager {
       const i = index++;
       if (lc.direction !== 'pull') continue;
       const filter = namespaceFilter(lc.remoteNamespace);
+      const durableName = `${this.serverId}-${entry.name}-${i}`.replace(/[^A-Za-z0-9_-]/g, '_');
+      step.what = `loading the ids consumer ${durableName} handed over`;
+      const seen = lc.qualityOfService > 0 ? await this.idsOf(durableName) : undefined;
       step.what = `subscribing to ${filter} on the remote side`;
       await transport.receive(
         {
           filter,
           qos: lc.qualityOfService as 0 | 1 | 2,
-          durableName: `${this.serverId}-${entry.name}-${i}`.replace(/[^A-Za-z0-9_-]/g, '_'),
+          durableName,
           ...(lc.shareGroup ? { shareGroup: lc.shareGroup } : {}),
+          ...(seen ? { seen } : {}),
         },
         (m) => {
           if (generation !== entry.generation) return Promise.reject(new Error('link closed'));

@@ -56,6 +56,7 @@ import {
   type JsMsg,
 } from '@nats-io/jetstream';
 import { connectGuarded } from './nats-guard.js';
+import { IdRing, type ReceivedIds } from './received-ids.js';
 import { filterToSubject, SubjectMappingError, subjectToTopic, topicToSubject } from './subject-mapping.js';
 import type { LinkMessage, LinkTransport, ReceiveHandler, ReceiveOptions, TransportEvent } from './transport.js';
 
@@ -770,36 +771,31 @@ export class NatsTransport implements LinkTransport {
       this.ctx.log.info({ stream, durable, filter: consumerFilter }, 'created JetStream durable consumer');
     }
     const consumer = await this.js!.consumers.get(stream, durable);
-    // the ids handed over lately (DEDUP_IDS of them, a ring): a message whose id is among them is a duplicate (a
-    // redelivery after its ack was lost, or a resend JetStream stored twice) and is acked and dropped
-    const seen = new Set<string>();
-    const ring: string[] = [];
-    let ringAt = 0;
-    const remember = (id: string) => {
-      if (seen.has(id)) return;
-      if (ring.length < DEDUP_IDS) ring.push(id);
-      else {
-        seen.delete(ring[ringAt]!);
-        ring[ringAt] = id;
-        ringAt = (ringAt + 1) % DEDUP_IDS;
-      }
-      seen.add(id);
-    };
+    // the ids handed over lately (the last 65 536, kept per durable consumer by the link manager across reconnects
+    // and restarts: received-ids.ts): a message whose id is among them is a duplicate (a redelivery after its ack was
+    // lost, or a resend JetStream stored twice) and is acked and dropped
+    const seen: ReceivedIds = opts.seen ?? new IdRing(DEDUP_IDS);
     // acks of one event-loop turn leave in one socket write (nats.js flushes per microtask turn; one write per ack was
-    // a fifth of a pulling broker's CPU): bounded by the messages completed in that turn
+    // a fifth of a pulling broker's CPU), after the ids of their messages are durable: bounded by the messages
+    // completed in that turn
     let acks: JsMsg[] = [];
     let ackScheduled = false;
-    const flushAcks = () => {
+    let acking: Promise<void> = Promise.resolve();
+    const flushAcks = (): Promise<void> => {
       ackScheduled = false;
       const list = acks;
       acks = [];
-      for (const x of list) {
-        try {
-          x.ack();
-        } catch {
-          // the connection is gone: JetStream redelivers after ack_wait, and the id is remembered
+      if (list.length === 0) return acking;
+      acking = seen.persist().then(() => {
+        for (const x of list) {
+          try {
+            x.ack();
+          } catch {
+            // the connection is gone: JetStream redelivers after ack_wait, and the id is remembered
+          }
         }
-      }
+      });
+      return acking;
     };
     const ack = (x: JsMsg) => {
       acks.push(x);
@@ -824,7 +820,7 @@ export class NatsTransport implements LinkTransport {
       }
       this.handOver(handler, lm).then(
         () => {
-          if (lm.id) remember(lm.id);
+          if (lm.id) seen.remember(lm.id);
           ack(m);
         },
         () => {
@@ -854,7 +850,7 @@ export class NatsTransport implements LinkTransport {
     );
     return {
       stop: async () => {
-        flushAcks();
+        await flushAcks();
         messages.stop();
         await ended;
       },

@@ -76,6 +76,11 @@ export interface ReceiveOptions {
   durableName: string;
   /** Shared-subscription group: one receiver in the group gets each message (NATS queue group / shared durable). */
   shareGroup?: string;
+  /**
+   * The ids this durable consumer already handed over (received-ids.ts), kept by the link manager across reconnects
+   * and restarts; a transport without it keeps its own for the connection.
+   */
+  seen?: import('./received-ids.js').ReceivedIds;
 }
 
 /**
