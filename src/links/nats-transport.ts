@@ -23,8 +23,10 @@
  * handler is called in stream order; the consumer pulls batches of 2 x `maxInflight` (default 256, at most 1 024)
  * and at most max(4 x `maxInflight`, 1 024) messages are unacknowledged (its max_ack_pending), which bounds those in
  * the handler. A
- * message whose id was handed over already (a redelivery, or a resend stored twice; the last 65 536 ids are remembered)
- * is acked and dropped. The acks of one event-loop turn are sent together.
+ * message whose id was handed over already (a redelivery, or a resend stored twice) is acked and dropped: the last
+ * 65 536 ids per durable consumer are remembered by the link manager across reconnects and restarts
+ * (`ReceiveOptions.seen`, received-ids.ts). The acks of one event-loop turn are sent together, once the ids of their
+ * messages are stored.
  *
  * Retained messages: a retained send is also stored in the stream `SY_RETAINED` (subjects `$SY.retained.>`,
  * `max_msgs_per_subject` 1, so it keeps the last value of every subject; at most 1 GiB). When receive() starts it
