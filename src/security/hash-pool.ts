@@ -11,6 +11,9 @@ import { BrokerError } from '../errors.js';
  * - at most `workers` hashes run at once (default: one per core but one, at least one);
  * - at most `queueLimit` wait; beyond that a login is refused at once with ServerBusyError (REST 503, MQTT CONNACK
  *   0x89 Server busy / 3.1.1 return code 3) instead of waiting for a turn that may be minutes away;
+ * - waiting checks are queued per source (the client address) and taken round-robin, one source at a time, and one
+ *   source may hold at most a quarter of the queue: a burst from one address neither fills the queue nor delays
+ *   another client by more than about one hash per busy source;
  * - a job whose caller went away (the socket closed, the request was aborted: its AbortSignal fired) is dropped
  *   from the queue and never hashed.
  *
@@ -54,6 +57,8 @@ export interface HashPoolOptions {
   workers: number;
   /** Jobs waiting beyond the running ones. */
   queueLimit: number;
+  /** Jobs one source may have waiting (default: a quarter of queueLimit, at least 1). */
+  perSourceLimit?: number;
 }
 
 export interface HashPoolStats {
@@ -89,6 +94,7 @@ parentPort.on('message', (m) => {
 
 interface Pending {
   id: number;
+  source: string;
   job: ScryptJob;
   resolve: (key: Buffer) => void;
   reject: (err: Error) => void;
@@ -108,7 +114,9 @@ export function defaultHashWorkers(): number {
 
 export class HashPool {
   private readonly slots: Slot[] = [];
-  private readonly queue: Pending[] = [];
+  /** Waiting jobs per source, in round-robin order (a source served goes to the end). */
+  private readonly queues = new Map<string, Pending[]>();
+  private waiting = 0;
   private nextId = 0;
   private closed = false;
   private readonly counters = { hashed: 0, refused: 0, dropped: 0 };
@@ -116,45 +124,54 @@ export class HashPool {
   constructor(private readonly opts: HashPoolOptions) {}
 
   get stats(): HashPoolStats {
-    return { workers: this.opts.workers, running: this.slots.filter((s) => s.current).length, queued: this.queue.length, ...this.counters };
+    return { workers: this.opts.workers, running: this.slots.filter((s) => s.current).length, queued: this.waiting, ...this.counters };
   }
 
   /**
    * Runs scrypt on a worker. Rejects with ServerBusyError at once when `queueLimit` jobs already wait, with
    * HashAbortedError when `signal` fires before the job started (a started hash finishes; its result is dropped).
    */
-  scrypt(job: ScryptJob, signal?: AbortSignal): Promise<Buffer> {
+  scrypt(job: ScryptJob, signal?: AbortSignal, source = ''): Promise<Buffer> {
     if (signal?.aborted) {
       this.counters.dropped++;
       return Promise.reject(new HashAbortedError());
     }
     if (this.closed) return Promise.reject(new ServerBusyError('The server is stopping; password checks are not taken'));
     const idle = this.idleSlot();
-    if (!idle && this.queue.length >= this.opts.queueLimit) {
-      this.counters.refused++;
-      return Promise.reject(new ServerBusyError(`Server busy: ${this.queue.length} password checks are waiting; try again shortly`));
+    if (!idle) {
+      const mine = this.queues.get(source)?.length ?? 0;
+      const perSource = this.opts.perSourceLimit ?? Math.max(1, Math.floor(this.opts.queueLimit / 4));
+      if (this.waiting >= this.opts.queueLimit || mine >= perSource) {
+        this.counters.refused++;
+        return Promise.reject(new ServerBusyError(`Server busy: ${this.waiting} password checks are waiting; try again shortly`));
+      }
     }
     return new Promise<Buffer>((resolve, reject) => {
-      const p: Pending = { id: this.nextId++, job, resolve, reject, signal };
+      const p: Pending = { id: this.nextId++, source, job, resolve, reject, signal };
       if (signal) {
         p.onAbort = () => {
-          const i = this.queue.indexOf(p);
-          if (i < 0) return; // running: it finishes, the caller ignores the result
-          this.queue.splice(i, 1);
+          const q = this.queues.get(p.source);
+          const i = q ? q.indexOf(p) : -1;
+          if (!q || i < 0) return; // running: it finishes, the caller ignores the result
+          q.splice(i, 1);
+          if (q.length === 0) this.queues.delete(p.source);
+          this.waiting--;
           this.counters.dropped++;
           reject(new HashAbortedError());
         };
         signal.addEventListener('abort', p.onAbort, { once: true });
       }
       if (idle) this.start(idle, p);
-      else this.queue.push(p);
+      else this.enqueue(p);
     });
   }
 
   /** Stops the workers; waiting jobs are refused. */
   async close(): Promise<void> {
     this.closed = true;
-    for (const p of this.queue.splice(0)) this.settle(p, new ServerBusyError('The server is stopping; password checks are not taken'));
+    for (const q of this.queues.values()) for (const p of q) this.settle(p, new ServerBusyError('The server is stopping; password checks are not taken'));
+    this.queues.clear();
+    this.waiting = 0;
     const slots = this.slots.splice(0);
     for (const s of slots) if (s.current) this.settle(s.current, new ServerBusyError('The server is stopping; password checks are not taken'));
     await Promise.all(slots.map((s) => s.worker.terminate().catch(() => undefined)));
@@ -188,11 +205,9 @@ export class HashPool {
       slot.current = undefined;
       if (p) this.settle(p, err);
       // the waiting jobs get a new worker
-      const q = this.queue.shift();
-      if (q) {
+      if (this.waiting > 0) {
         const s = this.idleSlot();
-        if (s) this.start(s, q);
-        else this.queue.unshift(q);
+        if (s) this.next(s);
       }
     };
     worker.on('error', dead);
@@ -209,10 +224,23 @@ export class HashPool {
     slot.worker.postMessage({ id: p.id, password: job.password, salt: job.salt, keylen: job.keylen, N: job.N, r: job.r, p: job.p, maxmem: job.maxmem });
   }
 
-  /** The next job that still has a caller, or the slot stays idle. */
+  private enqueue(p: Pending): void {
+    const q = this.queues.get(p.source);
+    if (q) q.push(p);
+    else this.queues.set(p.source, [p]);
+    this.waiting++;
+  }
+
+  /** The next job, round-robin over the sources (a source served goes to the back), or the slot stays idle. */
   private next(slot: Slot): void {
-    const p = this.queue.shift();
-    if (p) this.start(slot, p);
+    const first = this.queues.entries().next();
+    if (first.done) return;
+    const [source, q] = first.value;
+    const p = q.shift()!;
+    this.queues.delete(source);
+    if (q.length > 0) this.queues.set(source, q);
+    this.waiting--;
+    this.start(slot, p);
   }
 
   private settle(p: Pending, err: Error | undefined, key?: Buffer): void {

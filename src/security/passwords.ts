@@ -40,7 +40,11 @@ let dummyHash: Promise<string> | undefined;
  * refused at once (ServerBusyError) when the pool's queue is full, and is dropped (HashAbortedError) when `signal`
  * fires before its turn. Without a pool: crypto.scrypt (libuv), as for setting a password.
  */
-export async function verifyPassword(password: string | Buffer, stored: string | undefined, opts: { pool?: HashPool; signal?: AbortSignal } = {}): Promise<boolean> {
+export async function verifyPassword(
+  password: string | Buffer,
+  stored: string | undefined,
+  opts: { pool?: HashPool; signal?: AbortSignal; /** Whose check it is (the client address): the pool's queue is fair per source. */ source?: string } = {},
+): Promise<boolean> {
   let hash = stored;
   let usable = true;
   if (!hash || !hash.startsWith('scrypt$')) {
@@ -56,7 +60,7 @@ export async function verifyPassword(password: string | Buffer, stored: string |
   const keylen = expected.length || KEYLEN;
   let key: Buffer;
   try {
-    key = opts.pool ? await opts.pool.scrypt({ password: pw, salt, keylen, ...params }, opts.signal) : await scryptAsync(pw, salt, keylen, params);
+    key = opts.pool ? await opts.pool.scrypt({ password: pw, salt, keylen, ...params }, opts.signal, opts.source) : await scryptAsync(pw, salt, keylen, params);
   } catch (err) {
     if (opts.pool && (err instanceof HashAbortedError || err instanceof ServerBusyError)) throw err; // dropped or refused: no verdict
     return false;

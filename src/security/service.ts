@@ -8,6 +8,7 @@ import { Identities, type GroupRecord, type UserRecord } from './identities.js';
 import { LockoutJournal, Lockouts, loginLimitsOf, type LockoutHost, type LockState } from './lockouts.js';
 import { checkPasswordPolicy, passwordCredentials, verifyPassword } from './passwords.js';
 import { defaultHashWorkers, HashPool } from './hash-pool.js';
+import { addressKey } from './address-limits.js';
 import { forgetGeneratedPassword } from './admin-password.js';
 import { mockCredentials, parseClientFirst, SCRAM_SHA_256, ScramError, ScramServer, type ClientFirst } from './scram.js';
 import { Sessions } from './sessions.js';
@@ -283,7 +284,7 @@ export class SecurityManager implements SecurityService {
     if (limited) throw limited;
     const user = this.identities.userByUsername(username);
     // on the hashing pool: ServerBusyError when its queue is full, HashAbortedError when the caller went away
-    const ok = password !== undefined && (await verifyPassword(password, user?.passwordHash, { pool: this.hashPool, signal: ctx.signal }));
+    const ok = password !== undefined && (await verifyPassword(password, user?.passwordHash, { pool: this.hashPool, signal: ctx.signal, source: addressKey(this.limitAddress(ctx) ?? '') }));
     if (!ok || !user) {
       const failed = this.loginFailed(username, ctx);
       await this.lockouts.flushed(); // the failure is in the store before the caller hears of it (a crash now keeps it)
