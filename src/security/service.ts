@@ -312,14 +312,22 @@ export class SecurityManager implements SecurityService {
     // none from a lockout-exempt address reached directly (not through a proxy); a locked user let through is audited
     const lock = this.lockouts.statusAt(username, this.limitAddress(ctx), ctx.proxied === true, { protocol: ctx.protocol, ...(method ? { method } : {}) });
     if (!lock?.locked) return undefined;
-    this.audit.event('login.failed', { username, protocol: ctx.protocol, clientAddress: ctx.clientAddress, ...(method ? { method } : {}), reason: 'locked', retryAfterSeconds: lock.remainingLockSeconds }, 'login refused: account locked');
+    this.audit.event(
+      'login.failed',
+      { username, protocol: ctx.protocol, clientAddress: ctx.clientAddress, ...(ctx.proxied ? { proxied: true } : {}), ...(method ? { method } : {}), reason: 'locked', retryAfterSeconds: lock.remainingLockSeconds },
+      'login refused: account locked',
+    );
     return new AuthenticationFailedError(`Account is locked after repeated failed logins; try again in ${lock.remainingLockSeconds} s`, lock.remainingLockSeconds);
   }
 
   /** A wrong password (or unknown name): counted by the lockout, audited; returns the error to throw. */
   private loginFailed(username: string, ctx: AuthContext, method?: string, reason = 'bad credentials'): AuthenticationFailedError {
     const after = this.lockouts.recordFailure(username, this.limitAddress(ctx));
-    this.audit.event('login.failed', { username, protocol: ctx.protocol, clientAddress: ctx.clientAddress, ...(method ? { method } : {}), reason, failures: after?.failures }, 'login failed: invalid username or password');
+    this.audit.event(
+      'login.failed',
+      { username, protocol: ctx.protocol, clientAddress: ctx.clientAddress, ...(ctx.proxied ? { proxied: true } : {}), ...(method ? { method } : {}), reason, failures: after?.failures },
+      'login failed: invalid username or password',
+    );
     if (after?.locked) {
       this.audit.event('lockout.locked', { username, clientAddress: ctx.clientAddress, lockSeconds: after.remainingLockSeconds, lockCount: after.lockCount }, `account locked for ${after.remainingLockSeconds} s`);
     }

@@ -95,7 +95,8 @@ describe('trusted proxies', () => {
     const throughProxy = await get('/api/v1/session', { ...s.auth, 'x-forwarded-for': '203.0.113.160' }, '127.0.0.2');
     assert.equal(throughProxy.statusCode, 429, 'the proxy side of 127.0.0.2 is blocked');
     assert.equal((await get('/api/v1/session', s.auth, '127.0.0.2')).statusCode, 200, 'admin directly on 127.0.0.2 is not');
-    await auditLines(s, (l) => l.event === 'login.address_blocked' && l.clientAddress === '127.0.0.2 (proxied)');
+    const lines = await auditLines(s, (l) => l.event === 'login.address_blocked' && l.clientAddress === '127.0.0.2 (proxied)');
+    assert.ok(lines.some((l) => l.event === 'login.failed' && l.clientAddress === '127.0.0.2' && l.proxied === true), 'failures through the proxy are audited as proxied');
   });
 
   test('trusted proxies - Forwarded (RFC 7239) for= values: IPv4, quoted IPv6 with port, obfuscated nodes', () => {
