@@ -180,6 +180,66 @@ describe('password burst', () => {
     }
   });
 
+  test('password burst - 200 wrong passwords at once from one address: a bounded number is hashed, the store stays prompt, the address ends blocked', async () => {
+    const pub = await rawClient(mqttPort, '127.0.0.2');
+    assert.equal(await connack(pub, 'burst-user', password, 'burst-measure-2', 10_000), 0);
+    const sent = new Map<number, number>();
+    let max = 0;
+    pub.onPacket((p) => {
+      const t = p.cmd === 'puback' ? sent.get(p.messageId as number) : undefined;
+      if (t === undefined) return;
+      sent.delete(p.messageId as number);
+      max = Math.max(max, performance.now() - t);
+    });
+    let id = 0;
+    const ticker = setInterval(() => {
+      id = (id % 65535) + 1;
+      sent.set(id, performance.now());
+      pub.send({ cmd: 'publish', topic: 'burst/measure', payload: Buffer.from(String(id)), qos: 1, retain: true, messageId: id, dup: false });
+    }, 50);
+    try {
+      const t0 = performance.now();
+      const codes = await Promise.all(
+        Array.from({ length: 200 }, async (_, i) => {
+          const c = await rawClient(mqttPort, '127.0.0.6', 5);
+          const code = await new Promise<number>((resolve, reject) => {
+            const timer = setTimeout(() => reject(new Error('no CONNACK within 30 s')), 30_000);
+            c.onPacket((p) => {
+              if (p.cmd !== 'connack') return;
+              clearTimeout(timer);
+              resolve(p.reasonCode as number);
+            });
+            c.send({ ...connectPacket('no-such-burst-user', `wrong-${i}`), protocolVersion: 5 }); // an unknown name: burst-user stays unlocked
+          });
+          c.socket.destroy();
+          return code;
+        }),
+      );
+      const allAnswered = performance.now() - t0;
+      await new Promise((r) => setTimeout(r, 500));
+      for (const t of sent.values()) max = Math.max(max, performance.now() - t);
+      const count = (rc: number) => codes.filter((c) => c === rc).length;
+      console.log(
+        `# wrong-password burst: 200 CONNECTs from one address answered within ${allAnswered.toFixed(0)} ms: ${count(0x86)} hashed and refused (0x86), ` +
+          `${count(0x9f)} refused before any hash (0x9F: attempt limit or address blocked), ${count(0x89)} busy (0x89); another client's max PUBACK ${max.toFixed(0)} ms`,
+      );
+      assert.equal(count(0x86) + count(0x9f) + count(0x89), 200, 'every CONNECT answered with one of those');
+      assert.ok(count(0x86) <= 60, `at most addressAttemptLimit (60) hashed, not ${count(0x86)}`);
+      assert.ok(max < 2000, `max PUBACK ${max.toFixed(0)} ms (bound 2000 ms)`);
+      // the address is blocked now: even the right password is refused with 0x9F
+      const c = await rawClient(mqttPort, '127.0.0.6', 5);
+      const code = await new Promise<number>((resolve) => {
+        c.onPacket((p) => p.cmd === 'connack' && resolve(p.reasonCode as number));
+        c.send({ ...connectPacket('burst-user', password), protocolVersion: 5 });
+      });
+      c.socket.destroy();
+      assert.equal(code, 0x9f);
+    } finally {
+      clearInterval(ticker);
+      pub.socket.destroy();
+    }
+  });
+
   test('password burst - per-address attempts are limited whatever the outcome: right passwords beyond the limit are refused at once (rc 3), other addresses are not', async () => {
     // AuthManager.addressAttemptLimit (60 per 10 s by default): a sequential run of right-password CONNECTs from
     // 127.0.0.4 (not exempt here) reaches it
