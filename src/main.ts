@@ -6,6 +6,7 @@ import { registerServices } from './runtime/services.js';
 import { readiness } from './api/routes/probes/readiness.js';
 import { initialAdminPassword } from './security/admin-password.js';
 import { startIdleReclaim } from './runtime/reclaim.js';
+import { disablePretenuring } from './runtime/pretenuring.js';
 import { reloadConfig } from './runtime/reload.js';
 import { restTlsOptions } from './api/https.js';
 import { realpathSync, rmSync, writeFileSync } from 'node:fs';
@@ -41,6 +42,7 @@ export async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
+  disablePretenuring(); // short-lived message objects stay in the young generation (runtime/pretenuring.ts)
   // once idle (after start-up, after a burst) the committed V8 heap goes back to what is live (runtime/reclaim.ts)
   startIdleReclaim({
     onReclaim: (before, after) => rt?.log.debug({ committedBefore: before, committedAfter: after }, 'idle: heap compacted'),

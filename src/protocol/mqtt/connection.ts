@@ -53,6 +53,17 @@ export interface ConnectionOwner extends MqttBrokerApi {
 const HIGH_WATER = 1 << 20; // bytes queued to a socket before deliveries wait for 'drain'
 const READ_AUTH = 1;
 const READ_CONGESTED = 2;
+const READ_TURN_WAIT = 4;
+const READ_HELD = 8;
+/**
+ * Inbound QoS 1/2 PUBLISHes whose acknowledgement waits for the store (bytes of those packets, and how many): past
+ * either cap the connection stops reading until half has been written, so a publisher faster than the store holds
+ * at most this much here.
+ */
+const HELD_INBOUND_BYTES = 4 << 20;
+const HELD_INBOUND_ACKS = 4096;
+/** Bytes of one read framed per event-loop turn (a 64 KiB read of small PUBLISHes is hundreds of packets). */
+const READ_TURN = 8 * 1024;
 
 function outboundProps(msg: Message, subscriptionId: number | number[] | undefined, now: number): OutboundProperties | undefined {
   let p: OutboundProperties | undefined;
@@ -122,7 +133,12 @@ export class MqttConnection implements MqttConn {
   private stallTimer: NodeJS.Timeout | undefined;
   private keepAliveTimer: NodeJS.Timeout | undefined;
   /** In-order acknowledgements of inbound QoS 1/2 publishes (sent once the message is durable). */
-  private acks: Array<{ buf: Buffer | undefined; ready: boolean; pub?: boolean }> = [];
+  private acks: Array<{ buf: Buffer | undefined; ready: boolean; pub?: boolean; inbound?: number }> = [];
+  /** Bytes of the inbound PUBLISHes whose acknowledgement waits in `acks` (see HELD_INBOUND_BYTES). */
+  private heldInbound = 0;
+  private heldInboundAcks = 0;
+  /** Size of the packet being handled (its acknowledgement is weighed by it). */
+  private frameBytes = 0;
 
   constructor(
     readonly broker: ConnectionOwner,
@@ -171,14 +187,63 @@ export class MqttConnection implements MqttConn {
       this.wire.destroy();
       return;
     }
+    if (this.unframed !== undefined) {
+      // read while the rest of the last read waits for its turn (a transport that delivers after pause()): it queues
+      this.unframed = Buffer.concat([this.unframed, chunk]);
+      return;
+    }
+    this.frameTurn(chunk);
+  }
+
+  /**
+   * Frame at most READ_TURN bytes now; the rest of the read waits for a later turn of the event loop with the socket
+   * paused. So a client that floods small packets is handled in bounded turns: other connections get their turn in
+   * between, and the objects made for one turn's packets (promises, acknowledgements) are gone before the next turn,
+   * instead of a whole 64 KiB read's worth living across several young-generation collections (and being promoted).
+   */
+  private frameTurn(chunk: Buffer): void {
+    let now = chunk;
+    if (chunk.length > READ_TURN) {
+      now = chunk.subarray(0, READ_TURN);
+      this.unframed = chunk.subarray(READ_TURN);
+    }
     try {
-      this.framer.push(chunk);
+      this.framer.push(now);
     } catch (err) {
       this.violation(err);
     }
+    if (this.stopped) {
+      this.unframed = undefined;
+      return;
+    }
     // CONNECT is being authenticated: read nothing more until it is decided (the peer sees TCP backpressure)
-    if (this.queued !== undefined && (this.readPause & READ_AUTH) === 0 && !this.stopped) this.pauseReading(READ_AUTH);
+    if (this.queued !== undefined && (this.readPause & READ_AUTH) === 0) this.pauseReading(READ_AUTH);
+    if (this.unframed !== undefined) {
+      this.pauseReading(READ_TURN_WAIT);
+      if (this.readPause === READ_TURN_WAIT) this.scheduleTurn();
+    }
   }
+
+  /** Bytes of the last read not framed yet (at most one read: the socket is paused while there are any). */
+  private unframed: Buffer | undefined;
+  private turnScheduled = false;
+
+  private scheduleTurn(): void {
+    if (this.turnScheduled) return;
+    this.turnScheduled = true;
+    setImmediate(this.nextTurn);
+  }
+
+  private readonly nextTurn = (): void => {
+    this.turnScheduled = false;
+    if (this.stopped) return;
+    // paused for another reason too (authentication, congestion): its resume schedules the next turn
+    if (this.readPause !== READ_TURN_WAIT) return;
+    const rest = this.unframed;
+    this.unframed = undefined;
+    if (rest !== undefined) this.frameTurn(rest);
+    if (this.unframed === undefined) this.resumeReading(READ_TURN_WAIT);
+  };
 
   private pauseReading(why: number): void {
     const was = this.readPause;
@@ -195,6 +260,7 @@ export class MqttConnection implements MqttConn {
   private resumeReading(why: number): void {
     if ((this.readPause & why) === 0) return;
     this.readPause &= ~why;
+    if (this.readPause === READ_TURN_WAIT && this.state !== 'closed') this.scheduleTurn(); // the rest of a read first
     if (this.readPause === 0 && this.state !== 'closed') {
       try {
         this.wire.resume();
@@ -212,7 +278,9 @@ export class MqttConnection implements MqttConn {
       this.queued.push([type, flags, Buffer.from(frame), bodyOffset]);
       return;
     }
+    this.frameBytes = frame.length;
     dispatchFrame(this, type, flags, frame, bodyOffset);
+    this.frameBytes = 0;
   }
 
   /** A packet other than PUBLISH and the acknowledgements: parsed by the broker's mqtt-packet parser. */
@@ -377,10 +445,16 @@ export class MqttConnection implements MqttConn {
       }
       return;
     }
-    const entry = { buf: buf as Buffer | undefined, ready: false, pub };
+    const inbound = pub ? 0 : this.frameBytes; // the acknowledgement of the PUBLISH being handled: it waits with it
+    const entry = { buf: buf as Buffer | undefined, ready: false, pub, inbound };
     this.acks.push(entry);
     this.heldBytes += buf.length;
     if (pub) this.queuedPublishes++;
+    if (inbound > 0) {
+      this.heldInbound += inbound;
+      this.heldInboundAcks++;
+      if (this.heldInbound > HELD_INBOUND_BYTES || this.heldInboundAcks > HELD_INBOUND_ACKS) this.pauseReading(READ_HELD);
+    }
     durable.then(
       () => {
         entry.ready = true;
@@ -404,6 +478,11 @@ export class MqttConnection implements MqttConn {
     while (i < a.length && a[i]!.ready) {
       const b = a[i]!.buf;
       if (a[i]!.pub === true) this.queuedPublishes--;
+      const w = a[i]!.inbound ?? 0;
+      if (w > 0) {
+        this.heldInbound -= w;
+        this.heldInboundAcks--;
+      }
       if (b !== undefined) {
         released += b.length;
         this.send(b);
@@ -411,6 +490,9 @@ export class MqttConnection implements MqttConn {
       i++;
     }
     if (i > 0) this.acks.splice(0, i);
+    if ((this.readPause & READ_HELD) !== 0 && this.heldInbound <= HELD_INBOUND_BYTES / 2 && this.heldInboundAcks <= HELD_INBOUND_ACKS / 2) {
+      this.resumeReading(READ_HELD);
+    }
     if (released > 0) {
       const before = this.heldBytes;
       this.heldBytes -= released;

@@ -1,0 +1,187 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { copyFileSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import type { Socket } from 'node:net';
+import { join } from 'node:path';
+import mqttPacket from 'mqtt-packet';
+import { CONFIG_DIR, removeDir, spawnBroker, tempDir, type BrokerProcess } from '../helpers.js';
+import { RawClient, rest } from './helpers.js';
+
+/**
+ * Per-connection memory of clients that never read (issue 20 item 7), against a broker in a child process whose RSS
+ * is read from /proc/<pid>/status. A QoS 1 publisher that never reads gets a PUBACK per PUBLISH: once the bytes
+ * waiting for its socket pass the cap the broker stops reading it, so its publishes stop being accepted, and it is
+ * cut after writeStallTimeout. The bound asserted is the issue's: at most 16 MB peak growth per such client.
+ */
+const STALL_MS = 12_000;
+const FLOOD_MS = 8_000;
+const BOUND_MB = 16;
+
+/** The runtime settings `npm start`, the image and the systemd unit use (young generation and glibc arenas). */
+const PRODUCTION_ENV = {
+  NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --max-semi-space-size=4`.trim(),
+  MALLOC_ARENA_MAX: '2',
+  MALLOC_MMAP_THRESHOLD_: '4194304',
+  MALLOC_TRIM_THRESHOLD_: '131072',
+};
+
+function rssMb(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : 0;
+}
+
+/** Resolves on 'drain', 'close' or after `ms`. */
+function writable(s: Socket, ms: number): Promise<void> {
+  return new Promise((res) => {
+    const done = () => {
+      clearTimeout(t);
+      s.off('drain', done);
+      s.off('close', done);
+      res();
+    };
+    const t = setTimeout(done, ms);
+    s.once('drain', done);
+    s.once('close', done);
+  });
+}
+
+function closedWithin(s: Socket, ms: number): Promise<number | undefined> {
+  const t0 = Date.now();
+  if (s.destroyed) return Promise.resolve(0);
+  return new Promise((res) => {
+    const t = setTimeout(() => res(undefined), ms);
+    s.once('close', () => {
+      clearTimeout(t);
+      res(Date.now() - t0);
+    });
+  });
+}
+
+describe('mqtt memory of clients that never read', () => {
+  let broker: BrokerProcess;
+  let dataDir: string;
+  let configDir: string;
+  let port: number;
+  let password: string;
+  const clients: RawClient[] = [];
+
+  before(async () => {
+    dataDir = tempDir();
+    configDir = tempDir('switchyard-config-');
+    for (const f of readdirSync(CONFIG_DIR)) if (f.endsWith('.yaml')) copyFileSync(join(CONFIG_DIR, f), join(configDir, f));
+    const mqttCfg = `{ type: mqtt, writeStallTimeout: ${STALL_MS}, serverReceiveMaximum: 65535 }`;
+    writeFileSync(join(configDir, 'NetworkManager.yaml'), `NetworkManager:\n  data:\n    - name: MQTT Interface\n      url: tcp://127.0.0.1:0/\n      protocolConfigs: [${mqttCfg}]\n`);
+    // subscriptions hold at most 1000 messages here (default 10 000): the subscriber's measure is then its connection,
+    // not the documented per-subscription cap (docs/messaging.md "Flow control and limits")
+    writeFileSync(join(configDir, 'DestinationManager.yaml'), readFileSync(join(CONFIG_DIR, 'DestinationManager.yaml'), 'utf8') + '  maxQueuedMessages: 1000\n');
+    broker = await spawnBroker({ SWITCHYARD_DATA_DIR: dataDir, SWITCHYARD_CONFIG_DIR: configDir, ...PRODUCTION_ENV });
+    password = readFileSync(join(dataDir, 'admin_password'), 'utf8').trim();
+    const list = await rest(broker.port, broker.auth(), 'GET', '/api/v1/server/interfaces');
+    port = (list.json as Array<{ name: string; port: number }>).find((i) => i.name === 'MQTT Interface')!.port;
+  });
+  after(async () => {
+    for (const c of clients) c.destroy();
+    await broker?.stop();
+    removeDir(dataDir);
+    removeDir(configDir);
+  });
+
+  /**
+   * Samples the broker's RSS every 50 ms. `base` is taken after the clients' CONNACKs, once the broker has been quiet
+   * for 6 s: the password checks (scrypt needs 16 MiB for a moment) and the idle reclaim of what came before
+   * (runtime/reclaim.ts, a compacting GC 2 s into a quiet period) are not counted against the client.
+   */
+  const rssSampler = async () => {
+    await new Promise((r) => setTimeout(r, 6000));
+    const pid = broker.proc.pid!;
+    const base = rssMb(pid);
+    let peak = base;
+    const t = setInterval(() => (peak = Math.max(peak, rssMb(pid))), 50);
+    return {
+      base,
+      stop() {
+        clearInterval(t);
+        peak = Math.max(peak, rssMb(pid));
+        return { base, peak, growth: peak - base };
+      },
+    };
+  };
+
+  /** A raw client whose socket is never read again after `ready`. */
+  const nonReader = async (version: 4 | 5, clientId: string, ready?: (c: RawClient) => Promise<void>): Promise<RawClient> => {
+    const c = await RawClient.open(port, version);
+    clients.push(c);
+    const ack = await c.connect({ clientId, username: 'admin', password, keepalive: 0, clean: true });
+    assert.equal(version === 5 ? ack.reasonCode : ack.returnCode, 0);
+    if (ready) await ready(c);
+    c.socket.pause();
+    c.socket.removeAllListeners('data');
+    return c;
+  };
+
+  /** QoS 1 PUBLISHes (packet ids cycling) as fast as the socket takes them, for `ms` or until it closes. */
+  const flood = async (s: Socket, version: 4 | 5, topic: string, ms: number): Promise<{ publishes: number; bytes: number }> => {
+    const payload = Buffer.alloc(64, 1);
+    let pid = 0;
+    let publishes = 0;
+    let bytes = 0;
+    const t0 = Date.now();
+    while (!s.destroyed && Date.now() - t0 < ms) {
+      const bufs: Buffer[] = [];
+      for (let i = 0; i < 256; i++) {
+        pid = (pid % 65535) + 1;
+        bufs.push(mqttPacket.generate({ cmd: 'publish', topic, payload, qos: 1, messageId: pid, retain: false, dup: false } as never, { protocolVersion: version } as never));
+      }
+      const b = Buffer.concat(bufs);
+      publishes += 256;
+      bytes += b.length;
+      if (!s.write(b)) await writable(s, 250);
+    }
+    return { publishes, bytes };
+  };
+
+  for (const version of [4, 5] as const) {
+    test(`memory - a QoS 1 publisher (${version === 5 ? 'v5' : '3.1.1'}) that never reads its PUBACKs: broker RSS peak growth <= ${BOUND_MB} MB, cut after writeStallTimeout`, async () => {
+      const c = await nonReader(version, `nonreading-pub-${version}`);
+      const rss = await rssSampler();
+      const closed = closedWithin(c.socket, FLOOD_MS + STALL_MS + 20_000);
+      const t0 = Date.now();
+      const sent = await flood(c.socket, version, `nonreading/pub/${version}`, FLOOD_MS);
+      const r = rss.stop();
+      const closedAfter = await closed;
+      const cutAt = closedAfter === undefined ? undefined : Date.now() - t0;
+      console.log(
+        `# non-reading QoS 1 publisher (${version === 5 ? 'v5' : '3.1.1'}): wrote ${sent.publishes} PUBLISHes (${(sent.bytes / 1048576).toFixed(1)} MiB) in ${FLOOD_MS} ms; ` +
+          `broker RSS ${r.base.toFixed(1)} MB -> peak ${r.peak.toFixed(1)} MB: peak growth ${r.growth.toFixed(1)} MB (bound ${BOUND_MB} MB); ` +
+          `connection cut ${cutAt === undefined ? 'never' : `${cutAt} ms after the flood began`} (writeStallTimeout ${STALL_MS} ms)`,
+      );
+      assert.ok(r.growth <= BOUND_MB, `peak RSS growth ${r.growth.toFixed(1)} MB > ${BOUND_MB} MB`);
+      assert.notEqual(closedAfter, undefined, 'the non-reading publisher is disconnected once it stays stalled');
+      // the broker still answers
+      const ping = await rest(broker.port, broker.auth(), 'GET', '/api/v1/ping');
+      assert.equal(ping.status, 200);
+    });
+  }
+
+  test(`memory - a QoS 1 subscriber that never reads: broker RSS peak growth <= ${BOUND_MB} MB while another client publishes to it`, async () => {
+    const topic = 'nonreading/sub';
+    const sub = await nonReader(4, 'nonreading-sub', async (c) => {
+      c.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic, qos: 1 }] });
+      await c.next('suback');
+    });
+    // the publisher reads (its PUBACKs) so only the subscriber is the non-reader
+    const pub = await RawClient.open(port, 5);
+    clients.push(pub);
+    await pub.connect({ clientId: 'reading-pub', username: 'admin', password, keepalive: 0, clean: true });
+    const rss = await rssSampler();
+    const sent = await flood(pub.socket, 5, topic, FLOOD_MS);
+    const r = rss.stop();
+    console.log(
+      `# non-reading QoS 1 subscriber: another client wrote ${sent.publishes} PUBLISHes to it in ${FLOOD_MS} ms (publisher ${pub.closed ? 'closed' : 'still connected'}); ` +
+        `broker RSS ${r.base.toFixed(1)} MB -> peak ${r.peak.toFixed(1)} MB: peak growth ${r.growth.toFixed(1)} MB (bound ${BOUND_MB} MB)`,
+    );
+    assert.ok(r.growth <= BOUND_MB, `peak RSS growth ${r.growth.toFixed(1)} MB > ${BOUND_MB} MB`);
+    sub.destroy();
+    pub.destroy();
+  });
+});
