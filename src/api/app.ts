@@ -13,6 +13,7 @@ import { clientErrorHandler, registerErrorHandling } from './plugins/errors.js';
 import { nullOptionalFields, registerNullFields } from './plugins/null-fields.js';
 import { registerCors } from './plugins/cors.js';
 import { trustProxyOf } from './plugins/client-address.js';
+import { connectionsCheckingInterval, registerSlowRequestCap } from './plugins/slow-requests.js';
 import { trackRestConnections } from './routes/connections/rest-connections.js';
 import { interfaceRoutes } from './routes/interfaces/interfaces.routes.js';
 import { connectionRoutes } from './routes/connections/connections.routes.js';
@@ -59,11 +60,16 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
       void (reply as unknown as FastifyReply).code(tooLong ? 414 : 400).send({ status: tooLong ? 'A path parameter is longer than 1000 characters' : `Malformed URL: ${error.message}` });
     },
     bodyLimit: rest.bodyLimit,
+    // a request (headers and body) must arrive within RestApi.requestTimeout, else 408 and closed (plugins/slow-requests.ts)
+    requestTimeout: rest.requestTimeout,
+    http: { requestTimeout: rest.requestTimeout, headersTimeout: Math.min(60000, rest.requestTimeout), connectionsCheckingInterval: connectionsCheckingInterval(rest.requestTimeout) },
     clientErrorHandler, // 431 / 408 / 400 from the HTTP parser answer with a JSON status too
     forceCloseConnections: true,
     trustProxy: trustProxyOf(rest.trustedProxies), // request.ip: the client behind RestApi.trustedProxies (plugins/client-address.ts)
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1000 },
-    ...(https ? { https } : {}), // RestApi.sslConfig (api/https.ts)
+    ...(https
+      ? { https: { ...https, requestTimeout: rest.requestTimeout, headersTimeout: Math.min(60000, rest.requestTimeout), connectionsCheckingInterval: connectionsCheckingInterval(rest.requestTimeout) } }
+      : {}), // RestApi.sslConfig (api/https.ts)
   }).withTypeProvider<ZodTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
@@ -88,6 +94,7 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   await registerCors(app, rest.corsHeaders); // before authentication: a preflight needs no credentials
   await app.register(fastifyCookie);
   await app.register(fastifyRateLimit, { global: false });
+  registerSlowRequestCap(app, rest); // before authentication: a body still arriving counts whoever sends it
   registerAuth(app, ctx); // after the cookie parser (its onRequest hook must run first), before every route
   registerModelAccess(app, ctx); // model functions in any `filter`: use_model / train_model, maxModels, cost
   await app.register(fastifySSE, { heartbeatInterval: 15000 });

@@ -119,6 +119,20 @@ export const RestApiSchema = z
       .describe('ms; how long the messaging state of a persistent REST login (LoginRequest.persistent) is kept after logout or idle timeout'),
     maxEventsPerDestination: z.number().int().min(1).max(100000).default(10),
     bodyLimit: z.number().int().min(1024).max(1073741824).default(1048576).describe('largest request body in bytes'),
+    requestTimeout: z
+      .number()
+      .int()
+      .min(1000)
+      .max(3600000)
+      .default(30000)
+      .describe('ms; a request whose headers and body have not all arrived within this is answered 408 and its connection closed'),
+    maxSlowRequestsPerAddress: z
+      .number()
+      .int()
+      .min(1)
+      .max(100000)
+      .default(16)
+      .describe('requests from one client address whose body is still arriving, at most at a time; one more is answered 429 and closed'),
     sseTokenLifetime: z.number().int().min(1000).default(60000),
     corsHeaders: z.record(z.string(), z.string()).default({}),
     trustedProxies: z

@@ -100,7 +100,8 @@ export function clientErrorHandler(err: Error & { code?: string }, socket: Socke
     status = 'The request took too long to arrive';
   }
   const body = JSON.stringify({ status });
-  if (socket.writable) {
+  // a request whose response has begun (e.g. a 401 while the body still trickles in) gets nothing more written
+  if (socket.writable && (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent !== true) {
     socket.write(`HTTP/1.1 ${code} ${STATUS_CODES[code]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${body}`);
   }
   socket.destroy();
