@@ -5,6 +5,7 @@
  */
 import type { Logger } from 'pino';
 import type { Engine, MessageInit, PushSink, Subscription } from '../../engine/index.js';
+import { LogLimiter } from '../../log-limit.js';
 import type { ConnectionOwner, MqttConnection } from './connection.js';
 import { EncodeCache, WriteBatch } from './outbound.js';
 import { PacketParser } from './parser.js';
@@ -42,6 +43,8 @@ export class MqttBroker implements ConnectionOwner {
   readonly encoded = new EncodeCache();
   /** The mqtt-packet parser the connections share (packets other than PUBLISH and acknowledgements). */
   readonly parser = new PacketParser();
+  /** WARN lines of per-packet faults, rate-limited per connection or address and kind (MqttConnection.warnFault). */
+  readonly faults = new LogLimiter();
   private nextConnectionId = 1;
   private readonly dirty = new Set<MqttSession>();
   private readonly deleted = new Set<string>();
@@ -375,6 +378,7 @@ export class MqttBroker implements ConnectionOwner {
       }
     }
     await this.flush();
+    this.faults.close();
     this.closed = true;
   }
 

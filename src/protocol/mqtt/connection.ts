@@ -5,6 +5,7 @@
  */
 import type { Message, Subscription } from '../../engine/index.js';
 import type { MqttConfig } from '../../config/schema.js';
+import type { LogLimiter } from '../../log-limit.js';
 import type { Principal } from '../../security/types.js';
 import { Framer, encodePacket, encodePublish, type OutboundProperties } from './codec.js';
 import { dispatchFrame, handlePacket } from './handlers/index.js';
@@ -45,12 +46,16 @@ export interface ConnectionOwner extends MqttBrokerApi {
   readonly writes: WriteBatch;
   readonly encoded: EncodeCache;
   readonly parser: PacketParser;
+  /** Rate-limited WARN lines of per-packet faults. */
+  readonly faults: LogLimiter;
   publishWill(will: WillMessage, origin: string): void;
   scheduleWill(s: MqttSession, will: WillMessage, origin: string): void;
   scheduleExpiry(s: MqttSession): void;
 }
 
-const HIGH_WATER = 1 << 20; // bytes queued to a socket before deliveries wait for 'drain'
+const HIGH_WATER = 1 << 20;
+/** WARN lines per address and kind of fault that closes a connection, before one per interval (warnFault). */
+const FAULT_BURST = 30; // bytes queued to a socket before deliveries wait for 'drain'
 const READ_AUTH = 1;
 const READ_CONGESTED = 2;
 const READ_TURN_WAIT = 4;
@@ -310,6 +315,16 @@ export class MqttConnection implements MqttConn {
     }
   }
 
+  /**
+   * A WARN line for a fault this client can repeat at will, rate-limited (src/log-limit.ts): one line per connection
+   * and kind per interval (10 s), the others counted in a summary line. A fault that closes the connection is limited
+   * per address instead (the next one comes on a new connection): FAULT_BURST lines, then one per interval.
+   */
+  warnFault(kind: string, fields: Record<string, unknown>, msg: string, scope: 'connection' | 'address' = 'connection'): void {
+    if (scope === 'connection') this.broker.faults.warn(this.broker.log, kind, this.id, fields, msg, 1);
+    else this.broker.faults.warn(this.broker.log, kind, this.wire.remoteAddress, fields, msg, FAULT_BURST);
+  }
+
   /** A protocol violation closes this connection only, with the reason code (v5), and is counted. */
   violation(err: unknown): void {
     if (this.state === 'closed') return;
@@ -318,7 +333,7 @@ export class MqttConnection implements MqttConn {
       this.broker.log.debug({ connection: this.id, clientId: this.clientId, reason: err.reason }, err.message);
       this.close(CloseReason.ProtocolViolation, err.reason, err.message);
     } else {
-      this.broker.log.warn({ err, connection: this.id, clientId: this.clientId }, 'MQTT connection failed');
+      this.warnFault('internal-error', { err, connection: this.id, clientId: this.clientId, address: this.wire.remoteAddress }, 'MQTT connection failed', 'address');
       this.close(CloseReason.ProtocolViolation, Reason.UnspecifiedError, 'internal error');
     }
   }
@@ -462,7 +477,7 @@ export class MqttConnection implements MqttConn {
       },
       (err: unknown) => {
         // not stored: no acknowledgement, the client sends it again after reconnecting
-        this.broker.log.warn({ err, connection: this.id }, 'publish failed; closing the connection without acknowledging');
+        this.warnFault('store-failure', { err, connection: this.id, clientId: this.clientId }, 'publish failed; closing the connection without acknowledging', 'address');
         entry.buf = undefined;
         entry.ready = true;
         this.releaseAcks();

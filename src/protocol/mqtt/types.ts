@@ -143,6 +143,11 @@ export interface MqttConn extends PushSink {
   /** Send `buf` after what was queued before it, once `durable` resolves. */
   orderedAck(buf: Buffer, durable: Promise<void> | undefined, pub?: boolean): void;
   close(why: string, reasonCode?: number, reasonString?: string): void;
+  /**
+   * A WARN line for a per-packet fault, rate-limited (src/log-limit.ts): one line per connection and `kind` per
+   * interval; `'address'` for a fault that closes the connection (a burst of lines per address, then one per interval).
+   */
+  warnFault(kind: string, fields: Record<string, unknown>, msg: string, scope?: 'connection' | 'address'): void;
   startKeepAlive(seconds: number): void;
   /** Replay packets that arrived while CONNECT was being authenticated. */
   drainQueued(): void;

@@ -86,7 +86,7 @@ export function dispatchFrame(conn: MqttConn, type: number, flags: number, frame
 
 /**
  * PUBACK / PUBREC / PUBREL / PUBCOMP, decoded by `decodeAck`. A malformed one closes the connection (v5:
- * DISCONNECT 0x81) with one WARN line naming the client and the reason, and no stack trace.
+ * DISCONNECT 0x81) with one WARN line naming the client and the reason (rate-limited per address), no stack trace.
  */
 function acknowledgement(conn: MqttConn, type: number, flags: number, frame: Buffer, bodyOffset: number): void {
   if (conn.session === undefined) throw new MqttProtocolError(Reason.ProtocolError, `${packetTypeName(type)} before CONNACK [MQTT-3.1.0-1]`);
@@ -97,7 +97,8 @@ function acknowledgement(conn: MqttConn, type: number, flags: number, frame: Buf
     if (!(err instanceof MqttProtocolError)) throw err;
     conn.endpoint.stats.errors++;
     const reason = `0x${err.reason.toString(16)}`;
-    conn.broker.log.warn({ connection: conn.id, clientId: conn.clientId, reason, packet: packetTypeName(type) }, `malformed acknowledgement, connection closed: ${err.message}`);
+    // rate-limited per address (a client reconnecting in a loop wrote 20 330 of these in 10 minutes)
+    conn.warnFault('malformed-ack', { connection: conn.id, clientId: conn.clientId, address: conn.wire.remoteAddress, reason, packet: packetTypeName(type) }, `malformed acknowledgement, connection closed: ${err.message}`, 'address');
     conn.close(CloseReason.ProtocolViolation, err.reason, err.message);
     return;
   }
