@@ -1,7 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { routePermission } from '../../src/api/plugins/auth.js';
-import { SERVER_PERMISSIONS } from '../../src/security/acl.js';
+import { MODEL_PERMISSIONS, SERVER_PERMISSIONS } from '../../src/security/acl.js';
 import { Permissions, ResourceTypes, type Permission, type RoutePermission } from '../../src/security/types.js';
 import { basicAuth, routeTable, startServer, type TestServer, type RouteMethod } from '../helpers.js';
 import { auditLines, createGroup, leaveEveryone } from './helpers.js';
@@ -46,12 +46,13 @@ describe('route table enforcement', () => {
     for (const perm of needed) {
       const gid = await createGroup(s, `all-but-${perm}`);
       const server = Permissions.filter((p) => SERVER_PERMISSIONS.has(p) && p !== perm);
-      const dest = Permissions.filter((p) => !SERVER_PERMISSIONS.has(p) && p !== perm);
+      const model = Permissions.filter((p) => MODEL_PERMISSIONS.has(p) && p !== perm);
+      const dest = Permissions.filter((p) => !SERVER_PERMISSIONS.has(p) && !MODEL_PERMISSIONS.has(p) && p !== perm);
       const entry = (permissions: string[]) => [{ principalType: 'GROUP', principalId: gid, effect: 'ALLOW', permissions }];
       for (const type of ResourceTypes) {
-        const key = type === 'Server' ? s.rt.serverName : '/';
+        const key = type === 'Server' ? s.rt.serverName : type === 'Model' ? '*' : '/';
         const existing = (await s.inject(`/api/v1/auth/resources/acl?resourceType=${type}&resourceKey=${encodeURIComponent(key)}`)).json().entries;
-        const put = await s.inject({ method: 'PUT', url: '/api/v1/auth/resources/acl', payload: { resourceType: type, resourceKey: key, entries: [...existing, ...entry(type === 'Server' ? server : dest)] } });
+        const put = await s.inject({ method: 'PUT', url: '/api/v1/auth/resources/acl', payload: { resourceType: type, resourceKey: key, entries: [...existing, ...entry(type === 'Server' ? server : type === 'Model' ? model : dest)] } });
         assert.equal(put.statusCode, 200, put.body);
       }
       const name = `lacks-${perm}`;
