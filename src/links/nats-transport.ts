@@ -838,20 +838,26 @@ export class NatsTransport implements LinkTransport {
     // consumer's max_ack_pending, since each is acknowledged only once its handler resolved
     const messages: ConsumerMessages = await consumer.consume({
       max_messages: Math.min(1024, this.opts.maxInflight * 2),
+      // a consumer or stream deleted on the server ends the consume (and the link reconnects, re-creating it) instead of
+      // waiting, Established and idle, for someone to restore it
+      abort_on_missing_resource: true,
       callback: (m) => {
         if (!this.closing) handle(m);
       },
     });
-    const ended = messages.closed().then(
-      (err) => {
-        if (err && !this.closing) this.emit({ type: 'error', reason: `JetStream consumer ${durable}: ${reasonOf(err)}` });
-      },
-      (err: unknown) => {
-        if (!this.closing) this.emit({ type: 'error', reason: `JetStream consumer ${durable}: ${reasonOf(err)}` });
-      },
-    );
+    // a consumer that ends on its own (deleted, its stream gone, a fatal error) would leave the link Established and
+    // receiving nothing: the connection is reported lost, so the link reconnects (and says why in lastError)
+    let stopping = false;
+    const endedOnItsOwn = (err: unknown) => {
+      if (this.closing || stopping) return;
+      const reason = `JetStream consumer ${durable} ended${err ? `: ${reasonOf(err)}` : ''}`;
+      this.emit({ type: 'error', reason });
+      this.reportLost(reason);
+    };
+    const ended = messages.closed().then(endedOnItsOwn, endedOnItsOwn);
     return {
       stop: async () => {
+        stopping = true;
         await flushAcks();
         messages.stop();
         await ended;

@@ -5,6 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import { connect } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { waitUntil } from '../helpers.js';
 import { linkStatus, natsLink, startFederatedBroker, type FederatedBroker } from './brokers.js';
 import { startNats, type NatsServer } from './nats-server.js';
@@ -45,5 +47,31 @@ describe('federation - link state across a NATS outage', () => {
     const infos = lines.filter((l) => / INFO .*integration link fed is established again/.test(l));
     assert.equal(infos.length, 1, `one INFO for the return: ${infos.join(' | ')}`);
     console.log(`# link state: down -> ${JSON.stringify(seen[0])}; back -> lastError ${JSON.stringify(st.lastError)}; log: ${warns[0]} / ${infos[0]}`);
+  });
+
+  it('links - a durable consumer deleted on the server does not leave the link Established and idle: it goes Delayed saying why, and comes back with the consumer', async () => {
+    await waitUntil(async () => (await linkStatus(a!)).state === 'Established', 20000, 'established');
+    const nc = await connect({ servers: nats!.url });
+    try {
+      const jsm = await jetstreamManager(nc);
+      const durable = `${a!.serverName}-fed-1`.replace(/[^A-Za-z0-9_-]/g, '_');
+      await jsm.consumers.info('SY_fed', durable);
+      await jsm.consumers.delete('SY_fed', durable);
+      const states: string[] = [];
+      await waitUntil(async () => {
+        const st = await linkStatus(a!);
+        states.push(`${st.state}: ${st.lastError}`);
+        return st.state !== 'Established';
+      }, 20000, 'the link notices');
+      const st = await linkStatus(a!);
+      assert.match(String(st.lastError), new RegExp(`JetStream consumer ${durable} ended: consumer deleted`));
+      await waitUntil(async () => (await linkStatus(a!)).state === 'Established', 20000, 'established again');
+      const info = await jsm.consumers.info('SY_fed', durable);
+      assert.equal(info.name, durable, 'the consumer is made again');
+      assert.equal((await linkStatus(a!)).lastError, '');
+      console.log(`# consumer deleted: link went ${st.state} (${st.lastError}), then Established with the consumer re-created`);
+    } finally {
+      await nc.close();
+    }
   });
 });
