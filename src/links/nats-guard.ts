@@ -310,7 +310,8 @@ export class GuardedNodeTransport extends NodeTransport {
           }
         }
       }
-      if (this.paused && this.queued + sizeOf(this.yields) < LOW_WATER && !this.done) {
+      // `queued` counts what is received and not yet handed to the parser (this.yields included)
+      if (this.paused && this.queued < LOW_WATER && !this.done) {
         this.paused = false;
         this.socket?.resume();
       }
@@ -318,12 +319,6 @@ export class GuardedNodeTransport extends NodeTransport {
       if (this.yields.length === 0) this.signal = deferred<void>();
     }
   }
-}
-
-function sizeOf(list: Uint8Array[]): number {
-  let n = 0;
-  for (const x of list) n += x.length;
-  return n;
 }
 
 /**
