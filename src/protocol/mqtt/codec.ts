@@ -553,8 +553,14 @@ export function encodePacket(packet: Record<string, unknown>, protocolVersion: n
  * - each UTF-8 Encoded String (client id, will topic, user name, topic filters, string properties) must be
  *   well-formed UTF-8 without U+0000, or the packet is malformed [MQTT-1.5.4-1, MQTT-1.5.4-2];
  * - a property other than User Property must not appear twice: a Protocol Error (5 §2.2.2.2, e.g. §3.1.2.11.2).
- * Both throw MqttProtocolError out of `parse` (the connection closes, connection.ts). A DISCONNECT that ends
- * before its Property Length (Remaining Length 0 or 1) has no properties (5 §3.14.2.2.1) and is not checked.
+ * - a property must be one its packet may carry (`ALLOWED_PROPERTIES`, 5 §2.2.2.2: otherwise Malformed), and a
+ *   property block must end exactly at its Property Length;
+ * - the packet must end where its fields end: bytes its flags do not announce (a user name or password without its
+ *   flag, [MQTT-3.1.2-16], [MQTT-3.1.2-18]) or any other trailing bytes make it malformed [MQTT-3.1.4-1]
+ *   (mqtt-packet stops reading where the flags say and ignores the rest).
+ * All throw MqttProtocolError out of `parse` (the connection closes, connection.ts). A DISCONNECT that ends
+ * before its Property Length (Remaining Length 0 or 1) has no properties (5 §3.14.2.2.1) and is not checked; an
+ * AUTH of Remaining Length 0 is reason 0x00 Success without properties (5 §3.15.2.1).
  */
 export function newParser(): ReturnType<typeof mqttPacket.parser> {
   const parser = mqttPacket.parser({ protocolVersion: 4 } as never);
@@ -563,7 +569,11 @@ export function newParser(): ReturnType<typeof mqttPacket.parser> {
     _list: { length: number; slice(start: number, end: number): Buffer };
     _parseString(): string | null;
     _parseProperties(): Record<string, unknown> | false;
-    packet: { cmd?: string; length?: number };
+    _parsePayload(): boolean;
+    _parseAuth(): boolean;
+    settings: { protocolVersion?: number };
+    error: Error | null;
+    packet: { cmd?: string; length?: number; clientId?: string; reasonCode?: number };
   };
   const parseString = raw._parseString;
   raw._parseString = function (this: typeof raw): string | null {
@@ -583,11 +593,69 @@ export function newParser(): ReturnType<typeof mqttPacket.parser> {
     // `E0 00` and `E0 01 00` are normal disconnections (5 §3.14.2.1), not a truncated property block [MQTT-3.14.4-3].
     if (this.packet.cmd === 'disconnect' && at >= (this.packet.length ?? this._list.length)) return {};
     const result = parseProperties.call(this);
-    if (result !== false) rejectRepeatedProperties(this._list.slice(at, this._pos));
+    if (result !== false) {
+      const cmd = this.packet.cmd ?? '';
+      // CONNECT has two property blocks: its own, then (after the client id) the Will Properties
+      const kind = cmd === 'connect' && this.packet.clientId !== undefined ? 'will' : cmd;
+      checkProperties(this._list.slice(at, this._pos), kind);
+    }
     return result;
+  };
+  const parseAuth = raw._parseAuth;
+  raw._parseAuth = function (this: typeof raw): boolean {
+    // "The Reason Code and Property Length can be omitted if the Reason Code is 0x00 (Success) and there are no
+    // Properties. In this case the AUTH has a Remaining Length of 0" (5 §3.15.2.1); mqtt-packet reads past the end
+    if (this.packet.length === 0 && this.settings.protocolVersion === 5) {
+      this.packet.reasonCode = 0;
+      return true;
+    }
+    return parseAuth.call(this);
+  };
+  const parsePayload = raw._parsePayload;
+  raw._parsePayload = function (this: typeof raw): boolean {
+    const done = parsePayload.call(this);
+    const length = this.packet.length ?? 0;
+    if (done && this.error === null && this._pos !== length && this._list.length >= length) {
+      const name = (this.packet.cmd ?? 'packet').toUpperCase();
+      const why =
+        this.packet.cmd === 'connect'
+          ? `CONNECT has ${length - this._pos} bytes after the fields its flags announce (a user name or password without its flag?) [MQTT-3.1.4-1, MQTT-3.1.2-16, MQTT-3.1.2-18]`
+          : `${name} has ${length - this._pos} bytes after its last field`;
+      throw new MqttProtocolError(Reason.MalformedPacket, why);
+    }
+    return done;
   };
   return parser;
 }
+
+const CONNECT_PROPS = [0x11, 0x15, 0x16, 0x17, 0x19, 0x21, 0x22, 0x26, 0x27];
+const CONNACK_PROPS = [0x11, 0x12, 0x13, 0x15, 0x16, 0x1a, 0x1c, 0x1f, 0x21, 0x22, 0x24, 0x25, 0x26, 0x27, 0x28, 0x29, 0x2a];
+const PUBLISH_PROPS = [0x01, 0x02, 0x03, 0x08, 0x09, 0x0b, 0x23, 0x26];
+const WILL_PROPS = [0x01, 0x02, 0x03, 0x08, 0x09, 0x18, 0x26];
+const ACK_PROPS = [0x1f, 0x26];
+
+/**
+ * The properties each packet may carry (MQTT 5 §2.2.2.2, Table 2-4); `will` is the Will Properties of CONNECT
+ * (5 §3.1.3.2). Any other identifier makes the packet malformed: "A Control Packet which contains an Identifier which
+ * is not valid for its packet type ... is a Malformed Packet" (5 §2.2.2.2). PUBLISH and the acknowledgements are
+ * decoded by `decodePublish` and `decodeAck`, which hold the same sets; the rest are checked in `newParser`.
+ */
+export const ALLOWED_PROPERTIES: Readonly<Record<string, ReadonlySet<number>>> = {
+  connect: new Set(CONNECT_PROPS),
+  will: new Set(WILL_PROPS),
+  connack: new Set(CONNACK_PROPS),
+  publish: new Set(PUBLISH_PROPS),
+  puback: new Set(ACK_PROPS),
+  pubrec: new Set(ACK_PROPS),
+  pubrel: new Set(ACK_PROPS),
+  pubcomp: new Set(ACK_PROPS),
+  subscribe: new Set([0x0b, 0x26]),
+  suback: new Set(ACK_PROPS),
+  unsubscribe: new Set([0x26]),
+  unsuback: new Set(ACK_PROPS),
+  disconnect: new Set([0x11, 0x1c, 0x1f, 0x26]),
+  auth: new Set([0x15, 0x16, 0x1f, 0x26]),
+};
 
 /** Value sizes of the MQTT 5 properties by identifier (5 §2.2.2.2): bytes, or 's' string/binary, 'p' pair, 'v' varint. */
 const PROPERTY_SIZE: Record<number, number | 's' | 'p' | 'v'> = {
@@ -597,13 +665,17 @@ const PROPERTY_SIZE: Record<number, number | 's' | 'p' | 'v'> = {
 };
 
 /**
- * `props`: a property block as parsed (length first). Throws on a repeated property other than User Property. A
- * block that runs past its end is left to the parser (which reports it as malformed): this scan never reads outside
- * `props` (found by test/mqtt/fuzz.test.ts: a RangeError there was an internal error).
+ * `props`: a property block as parsed (length first) of a packet of kind `kind` (an `ALLOWED_PROPERTIES` key).
+ * Throws Malformed Packet on a property the packet may not carry or a property that runs past the Property Length,
+ * Protocol Error on a repeated property other than User Property. A block that runs past the packet is left to the
+ * parser (which reports it as malformed): this scan never reads outside `props` (found by test/mqtt/fuzz.test.ts: a
+ * RangeError there was an internal error).
  */
-function rejectRepeatedProperties(props: Buffer): void {
+function checkProperties(props: Buffer, kind: string): void {
   let [len, off] = readVarInt(props, 0, props.length);
+  if (off + len < props.length) throw new MqttProtocolError(Reason.MalformedPacket, `a ${kind.toUpperCase()} property runs past the Property Length (5 §2.2.2.1)`);
   const end = Math.min(props.length, off + len);
+  const allowed = ALLOWED_PROPERTIES[kind];
   const seen = new Set<number>();
   const skipString = (): boolean => {
     if (off + 2 > end) return false;
@@ -614,6 +686,10 @@ function rejectRepeatedProperties(props: Buffer): void {
     const id = props[off++]!;
     const size = PROPERTY_SIZE[id];
     if (size === undefined) return; // the parser has reported it already
+    if (allowed !== undefined && !allowed.has(id)) {
+      const what = kind === 'will' ? 'the Will Properties' : kind.toUpperCase();
+      throw new MqttProtocolError(Reason.MalformedPacket, `property 0x${id.toString(16).padStart(2, '0')} is not allowed in ${what} (5 §2.2.2.2)`);
+    }
     if (id !== 0x26) {
       if (seen.has(id)) throw new MqttProtocolError(Reason.ProtocolError, `property 0x${id.toString(16)} appears more than once (5 §2.2.2.2)`);
       seen.add(id);

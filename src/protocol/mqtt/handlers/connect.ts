@@ -56,15 +56,70 @@ export function refuseBadProtocolLevel(conn: MqttConn, frame: Buffer, body: numb
   return true;
 }
 
+/**
+ * Reason codes a v5 CONNACK may carry for a refusal (5 §3.2.2.2): a malformed or otherwise refused CONNECT is
+ * answered with one of these before the connection closes (5 §4.13.1); any other code of the error becomes 0x81.
+ */
+const CONNACK_REFUSALS = new Set([0x80, 0x81, 0x82, 0x83, 0x84, 0x85, 0x86, 0x87, 0x88, 0x89, 0x8a, 0x8c, 0x90, 0x95, 0x97, 0x99, 0x9a, 0x9b, 0x9c, 0x9d, 0x9f]);
+
+/**
+ * A first CONNECT the parser or `handleConnect` found malformed or in error (the caller closes the connection and
+ * rethrows): an MQTT 5 client gets CONNACK with the reason code first, e.g. 0x81 Malformed Packet for bytes its flags
+ * do not announce [MQTT-3.1.4-1] (5 §4.13.1: "it MAY send a CONNACK ... with a Reason Code of 0x80 or greater
+ * before closing"); 3.1 and 3.1.1 have no return code for it: the connection just closes [MQTT-3.1.4-1].
+ */
+export function refuseBrokenConnect(conn: MqttConn, frame: Buffer, body: number, err: unknown): void {
+  if (!(err instanceof MqttProtocolError) || conn.state === 'closed' || conn.session !== undefined) return;
+  if (frame.length < body + 2) return;
+  const at = body + 2 + frame.readUInt16BE(body);
+  if (at >= frame.length || (frame[at]! & 0x7f) !== 5) return;
+  const reasonCode = CONNACK_REFUSALS.has(err.reason) ? err.reason : Reason.MalformedPacket;
+  conn.send(encodePacket({ cmd: 'connack', sessionPresent: false, reasonCode, properties: {} }, 5));
+}
+
+/** Optional CONNACK properties, in the order they are left out to fit the client's Maximum Packet Size. */
+const DROPPABLE = [
+  'reasonString', // [MQTT-3.2.2-19]
+  'userProperties', // [MQTT-3.2.2-20]
+  // their absence means what they say (5 §3.2.2.3.11..13, §3.2.2.3.5: "If not present, then ... are supported")
+  'wildcardSubscriptionAvailable',
+  'subscriptionIdentifiersAvailable',
+  'sharedSubscriptionAvailable',
+  'retainAvailable',
+  // absent: the client sends no topic aliases (5 §3.2.2.3.8) and gets no response information (5 §3.2.2.3.15)
+  'topicAliasMaximum',
+  'responseInformation',
+  // last: absent, the client assumes 65 535 and no limit; the server still enforces its own (0x93, 0x95)
+  'receiveMaximum',
+  'maximumPacketSize',
+] as const;
+
+/**
+ * A v5 CONNACK that fits the client's Maximum Packet Size [MQTT-3.1.2-24]: optional properties are left out, in the
+ * order of `DROPPABLE`, until it does. Assigned Client Identifier, Server Keep Alive, Session Expiry Interval and the
+ * authentication properties are never dropped (the client must act on them); without them a CONNACK is at most a
+ * few bytes more than the 5 of one with no properties at all.
+ */
+export function fitConnack(sessionPresent: boolean, reasonCode: number, props: Record<string, unknown>, max: number): Buffer {
+  let bytes = encodePacket({ cmd: 'connack', sessionPresent, reasonCode, properties: props }, 5);
+  if (bytes.length <= max) return bytes;
+  const left = { ...props };
+  for (const key of DROPPABLE) {
+    if (left[key] === undefined) continue;
+    delete left[key];
+    bytes = encodePacket({ cmd: 'connack', sessionPresent, reasonCode, properties: left }, 5);
+    if (bytes.length <= max) break;
+  }
+  return bytes;
+}
+
 const STRICT_ID = /^[0-9a-zA-Z]{1,23}$/;
 
 function refuse(conn: MqttConn, v3code: number, v5reason: number, why: string): void {
   conn.endpoint.stats.errors++;
   if (conn.v5) {
-    let connack = encodePacket({ cmd: 'connack', sessionPresent: false, reasonCode: v5reason, properties: why && conn.requestProblemInformation ? { reasonString: why } : {} }, 5);
     // the Reason String is left out when it would exceed the client's Maximum Packet Size [MQTT-3.2.2-19]
-    if (connack.length > conn.clientMaxPacket) connack = encodePacket({ cmd: 'connack', sessionPresent: false, reasonCode: v5reason, properties: {} }, 5);
-    conn.send(connack);
+    conn.send(fitConnack(false, v5reason, why && conn.requestProblemInformation ? { reasonString: why } : {}, conn.clientMaxPacket));
   } else conn.send(encodePacket({ cmd: 'connack', sessionPresent: false, returnCode: v3code }, 4));
   conn.close(CloseReason.AuthFailed);
 }
@@ -94,6 +149,12 @@ export function handleConnect(conn: MqttConn, p: ConnectPacket): void {
 
   let clientId = p.clientId ?? '';
   let assigned: string | undefined;
+  if (clientId === '' && v === 3) {
+    // MQTT 3.1 (§3.1, Client Identifier): "between 1 and 23 characters long ... If the Client ID contains more than
+    // 23 characters, the server responds to the CONNECT message with a CONNACK return code 2: Identifier Rejected".
+    // An empty one is refused; a longer one is accepted, as 3.1.1 allows ([MQTT-3.1.3-5]; docs/messaging.md).
+    return refuse(conn, ConnackV3.IdentifierRejected, Reason.ClientIdentifierNotValid, 'MQTT 3.1 needs a client id');
+  }
   if (clientId === '') {
     if (!conn.v5 && !p.clean) {
       // 3.1.1: an empty client id needs clean session [MQTT-3.1.3-8]
@@ -266,7 +327,17 @@ function accept(
   let sessionPresent = false;
   if (session !== undefined) {
     if (cleanStart) {
-      // a new session replaces the old one [MQTT-3.1.2-4]; its delayed will is published now
+      // A new session replaces the old one [MQTT-3.1.2-4]. A will still waiting for its Will Delay Interval is
+      // discarded, not published: "The Will Message MUST be published after the Network Connection is subsequently
+      // closed and either the Will Delay Interval has elapsed or the Session ends, unless the Will Message has been
+      // deleted by the Server on receipt of a DISCONNECT packet with Reason Code 0x00 (Normal disconnection) or a new
+      // Network Connection for the ClientID is opened before the Will Delay Interval has elapsed" [MQTT-3.1.2-8].
+      // [MQTT-3.1.3-9] ("If a new Network Connection to this Session is made before the Will Delay Interval has
+      // passed, the Server MUST NOT send the Will Message") covers Clean Start 0; it does not require the will when
+      // Clean Start 1 ends the session, and [MQTT-3.1.2-8] names exactly this case (a new connection for the
+      // ClientID within the delay) as one where it is not published. The client is back: its will would announce a
+      // death that did not happen (docs/messaging.md, "Will messages").
+      broker.cancelWill(session);
       broker.endSession(session);
       session = undefined;
     } else {
@@ -323,15 +394,14 @@ function accept(
       ack.responseInformation = `${cfg.responseInformationPrefix}${encodeURIComponent(clientId)}/`;
     }
     if (authAck !== undefined) Object.assign(ack, authAck); // the CONNECT's method and the last server message [MQTT-4.12.0-5]
-    let connack = encodePacket({ cmd: 'connack', sessionPresent, reasonCode: 0, properties: ack }, 5);
     if (conn.persistenceDenied && conn.requestProblemInformation) {
-      const why = `Session Expiry Interval set to 0: ${conn.principal?.username ?? 'this user'} lacks the persistent_session permission, so the session ends with the connection`;
-      const withWhy = encodePacket({ cmd: 'connack', sessionPresent, reasonCode: 0, properties: { ...ack, reasonString: why } }, 5);
-      if (withWhy.length <= conn.clientMaxPacket) connack = withWhy; // not beyond the client's Maximum Packet Size [MQTT-3.2.2-19]
+      ack.reasonString = `Session Expiry Interval set to 0: ${conn.principal?.username ?? 'this user'} lacks the persistent_session permission, so the session ends with the connection`;
     }
-    conn.send(connack);
+    // not beyond the client's Maximum Packet Size: optional properties are left out until it fits [MQTT-3.1.2-24]
+    conn.send(fitConnack(sessionPresent, 0, ack, conn.clientMaxPacket));
   } else {
-    conn.send(encodePacket({ cmd: 'connack', sessionPresent, returnCode: 0 }, 4));
+    // MQTT 3.1 has no session present flag: byte 1 of its CONNACK is reserved (0)
+    conn.send(encodePacket({ cmd: 'connack', sessionPresent: p.protocolVersion === 3 ? false : sessionPresent, returnCode: 0 }, 4));
   }
   conn.startKeepAlive(keepAlive);
   broker.log.debug(

@@ -11,7 +11,7 @@ import { PacketType, decodeAck, type InboundAck } from '../codec.js';
 import { CloseReason, MqttProtocolError, Reason } from '../reason.js';
 import type { MqttConn } from '../types.js';
 import { handleAuth } from './auth.js';
-import { handleConnect, refuseBadProtocolLevel } from './connect.js';
+import { handleConnect, refuseBadProtocolLevel, refuseBrokenConnect } from './connect.js';
 import { handleDisconnect } from './disconnect.js';
 import { handlePingreq } from './pingreq.js';
 import { handlePuback } from './puback.js';
@@ -81,7 +81,13 @@ export function dispatchFrame(conn: MqttConn, type: number, flags: number, frame
     return;
   }
   conn.parsingType = packetTypeName(type);
-  conn.parse(frame);
+  if (type !== PacketType.CONNECT) return conn.parse(frame);
+  try {
+    conn.parse(frame);
+  } catch (err) {
+    refuseBrokenConnect(conn, frame, bodyOffset, err); // v5: CONNACK 0x81 (or the error's code) before the close
+    throw err;
+  }
 }
 
 /**

@@ -1,4 +1,11 @@
-/** UNSUBSCRIBE (3.1.1 §3.10, 5 §3.10): each filter is removed; UNSUBACK says (v5) whether it existed [MQTT-3.10.4-5]. */
+/**
+ * UNSUBSCRIBE (3.1.1 §3.10, 5 §3.10): each filter is removed; UNSUBACK says (v5) whether it existed [MQTT-3.10.4-5].
+ * A filter that breaks the topic filter rules (empty [MQTT-4.7.3-1], `#` not last or not a whole level
+ * [MQTT-4.7.1-1], `+` not a whole level [MQTT-4.7.1-2], ...) makes the packet malformed: the connection closes, with
+ * DISCONNECT 0x81 in v5. UNSUBACK 0x8F is not for it: that code means "the Topic Filter is correctly formed but is
+ * not allowed for this Client" (5 §3.11.3).
+ */
+import { validateTopicFilter } from '../../../engine/index.js';
 import type { MqttConn } from '../types.js';
 import { encodePacket } from '../codec.js';
 import { MqttProtocolError, Reason } from '../reason.js';
@@ -9,6 +16,13 @@ export function handleUnsubscribe(conn: MqttConn, p: { messageId: number; unsubs
   }
   // a non-zero packet identifier (3.1.1 [MQTT-2.3.1-1], 5 [MQTT-2.2.1-3])
   if (p.messageId === 0) throw new MqttProtocolError(Reason.MalformedPacket, 'UNSUBSCRIBE with packet identifier 0 [MQTT-2.2.1-3]');
+  for (const filter of p.unsubscriptions) {
+    try {
+      validateTopicFilter(filter);
+    } catch (err) {
+      throw new MqttProtocolError(Reason.MalformedPacket, `UNSUBSCRIBE with a malformed topic filter: ${(err as Error).message}`);
+    }
+  }
   const s = conn.session!;
   const engine = conn.broker.host.engine();
   const codes: number[] = [];
