@@ -20,12 +20,12 @@
  */
 import { fromCallback, fromPromise } from 'xstate';
 import { integrationMachine } from '../../actors/integrations/integration.machine.js';
-import type { Engine, Message, MessageInit, Subscription } from '../engine/index.js';
+import { QUOTA_EXCEEDED, type Engine, type Message, type MessageInit, type Subscription } from '../engine/index.js';
 import { messageSelector } from '../runtime/message-selector.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { LinkConfig, LinkDirectionConfig, NetworkConnectionManagerConfig } from './link-config.js';
 import { SharedGroupFederation, type ShareHost } from './nats-shares.js';
-import { StoredReceivedIds } from './received-ids.js';
+import { IdRing, StoredReceivedIds, type ReceivedIds } from './received-ids.js';
 import { isDescribed, type LinkMessage, type LinkTransport, type TransportContext, type TransportDescription, type TransportFactory } from './transport.js';
 
 export const META_ORIGIN = 'sy.origin';
@@ -175,8 +175,7 @@ export class LinkManager {
   });
   private engine?: Engine;
   /** The ids each durable consumer handed over (received-ids.ts), by consumer name: kept across reconnects. */
-  private readonly receivedIds = new Map<string, Promise<StoredReceivedIds>>();
-  private warnedIds = false;
+  private readonly receivedIds = new Map<string, Promise<ReceivedIds>>();
   /** Set by closeAll (server stop): nothing is logged or connected any more (the logs close after the services). */
   private stopped = false;
 
@@ -341,7 +340,7 @@ export class LinkManager {
   // ------------------------------------------------------------------------------------------------------------
   // Pull
 
-  private async receiveOne(entry: LinkEntry, lc: LinkDirectionConfig, m: LinkMessage): Promise<void> {
+  private async receiveOne(entry: LinkEntry, lc: LinkDirectionConfig, m: LinkMessage, seen?: ReceivedIds): Promise<void> {
     const c = entry.counters;
     if (m.originServer === this.serverId) {
       c.loopsDropped++;
@@ -363,7 +362,10 @@ export class LinkManager {
     if (m.responseTopic !== undefined) init.responseTopic = m.responseTopic;
     if (m.priority !== undefined) init.priority = m.priority;
     if (m.expiresAt) init.expiresAt = m.expiresAt;
-    await engine.publish(topic, init, { origin: entry.origin ??= `link:${entry.name}` });
+    const published = engine.publish(topic, init, { origin: entry.origin ??= `link:${entry.name}` });
+    // the id's record in the same synchronous step: one store batch with the message (received-ids.ts)
+    if (seen instanceof StoredReceivedIds && m.id !== undefined && published !== QUOTA_EXCEEDED) seen.record(m.id);
+    await published;
     c.messagesReceived++;
     c.bytesReceived += m.payload.length;
     c.lastReadTime = Date.now();
@@ -467,15 +469,15 @@ export class LinkManager {
     if (!this.stopped) this.rt.log.info({ link: entry.name, url: entry.config.url }, `integration link ${entry.name} connected to ${entry.config.url}`);
   }
 
-  /** The memory of the ids a durable consumer handed over, loaded from the store once and kept (received-ids.ts). */
-  private idsOf(consumer: string): Promise<StoredReceivedIds> {
+  /**
+   * The memory of the ids a durable consumer handed over, loaded from the engine's store once and kept
+   * (received-ids.ts); in memory only when the engine has no store.
+   */
+  private idsOf(consumer: string): Promise<ReceivedIds> {
     let p = this.receivedIds.get(consumer);
     if (!p) {
-      p = StoredReceivedIds.load(this.rt.store.sublevel('links'), consumer, (err) => {
-        if (this.warnedIds || this.stopped) return;
-        this.warnedIds = true;
-        this.rt.log.warn({ consumer, err: err.message }, 'integration link: the ids of received messages could not be stored; a restart may deliver some twice');
-      });
+      const engine = this.engine;
+      p = engine && engine.hasStore ? StoredReceivedIds.load(engine, consumer) : Promise.resolve(new IdRing());
       this.receivedIds.set(consumer, p);
       p.catch(() => this.receivedIds.delete(consumer));
     }
@@ -531,7 +533,7 @@ export class LinkManager {
         },
         (m) => {
           if (generation !== entry.generation) return Promise.reject(new Error('link closed'));
-          return this.receiveOne(entry, lc, m).catch((err: Error) => {
+          return this.receiveOne(entry, lc, m, seen).catch((err: Error) => {
             entry.counters.errors++;
             entry.lastError = `received message not stored: ${err.message}`;
             throw err;

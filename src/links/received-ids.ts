@@ -5,13 +5,13 @@
  * stored twice — and is acknowledged and dropped.
  *
  * One memory per durable consumer, kept by the link manager across reconnects and transport re-creations (it was
- * rebuilt with each connection, which let every redelivery after a fault through), and written to the store
- * (sublevel `links`, keys `ids:<consumer>:<seq>`, one record per batch) so it also survives a broker restart:
- * `persist()` writes the ids remembered since the last call as one batch, and the transport sends the acknowledgements
- * of those messages only after it resolved. So after any fault at most the messages handled in the last moment before
- * it (stored by the engine, their ids not yet written) can arrive twice.
+ * rebuilt with each connection, which let every redelivery after a fault through), and written to the store so it
+ * also survives a broker restart. The record of an id goes into the engine's group commit in the same synchronous step
+ * as the publish of its message (`record()`, an engine state record `link-ids!<consumer>!<slot>`, the slots a ring of
+ * `capacity`): the message and its id are written in one LevelDB batch, or neither is. So a broker killed at any
+ * moment has stored exactly the ids of the messages it stored, and the redeliveries JetStream makes after the restart
+ * (their acks never left) are dropped.
  */
-import type { Sub } from '../store/store.js';
 
 export interface ReceivedIds {
   has(id: string): boolean;
@@ -60,46 +60,43 @@ export class IdRing implements ReceivedIds {
   }
 }
 
-const SEQ_WIDTH = 12;
+/** What the memory needs of the engine: its state records, written through its group commit (src/engine). */
+export interface StateRecords {
+  putState(key: string, value: Buffer): Promise<void>;
+  stateEntries(prefix?: string): AsyncGenerator<[string, Buffer]>;
+}
 
-/** The ids of one durable consumer, in memory and in the store (see the header of this file). */
+/** Wider than any MQTT session state key's packet id (5 digits), so protocol code never takes these for its own. */
+const SLOT_WIDTH = 6;
+
+/** The ids of one durable consumer, in memory and in the engine's store (see the header of this file). */
 export class StoredReceivedIds implements ReceivedIds {
   private readonly ring: IdRing;
-  private pending: string[] = [];
-  /** The batches in the store, oldest first: their sequence number and size. */
-  private readonly batches: Array<{ seq: number; count: number }> = [];
-  private stored = 0;
   private nextSeq = 0;
-  private writing: Promise<void> = Promise.resolve();
+  private readonly prefix: string;
 
   private constructor(
-    private readonly sub: Sub,
-    private readonly consumer: string,
+    private readonly engine: StateRecords,
+    consumer: string,
     private readonly capacity: number,
-    private readonly onError: (err: Error) => void,
   ) {
     this.ring = new IdRing(capacity);
+    this.prefix = `link-ids!${consumer}!`;
   }
 
-  /** The memory of `consumer`, loaded from the store. */
-  static async load(sub: Sub, consumer: string, onError: (err: Error) => void, capacity = RECEIVED_IDS_CAPACITY): Promise<StoredReceivedIds> {
-    const m = new StoredReceivedIds(sub, consumer, capacity, onError);
-    const prefix = m.prefix();
-    for await (const [key, value] of sub.iterator({ gte: prefix, lt: prefix + '\uffff' })) {
-      const seq = Number(key.slice(prefix.length));
-      let ids: unknown;
-      try {
-        ids = JSON.parse(value.toString('utf8'));
-      } catch {
-        continue;
-      }
-      if (!Array.isArray(ids)) continue;
-      for (const id of ids) if (typeof id === 'string') m.ring.add(id);
-      m.batches.push({ seq, count: ids.length });
-      m.stored += ids.length;
-      m.nextSeq = seq + 1;
+  /** The memory of `consumer`, loaded from the engine's store. */
+  static async load(engine: StateRecords, consumer: string, capacity = RECEIVED_IDS_CAPACITY): Promise<StoredReceivedIds> {
+    const m = new StoredReceivedIds(engine, consumer, capacity);
+    const found: Array<[number, string]> = [];
+    for await (const [, value] of engine.stateEntries(m.prefix)) {
+      const text = value.toString('utf8');
+      const nl = text.indexOf('\n');
+      const seq = Number(text.slice(0, nl));
+      if (nl > 0 && Number.isSafeInteger(seq)) found.push([seq, text.slice(nl + 1)]);
     }
-    await m.trim();
+    found.sort((a, b) => a[0] - b[0]);
+    for (const [, id] of found) m.ring.add(id);
+    m.nextSeq = found.length > 0 ? found[found.length - 1]![0] + 1 : 0;
     return m;
   }
 
@@ -107,45 +104,27 @@ export class StoredReceivedIds implements ReceivedIds {
     return this.ring.size;
   }
 
-  private prefix(): string {
-    return `ids:${this.consumer}:`;
-  }
-
   has(id: string): boolean {
     return this.ring.has(id);
   }
 
+  /**
+   * Queues the record of `id` into the engine's batch being gathered now. Call it in the same synchronous step as the
+   * engine publish of its message (and only for a publish the engine took), so both land in one batch.
+   */
+  record(id: string): void {
+    const seq = this.nextSeq++;
+    const slot = String(seq % this.capacity).padStart(SLOT_WIDTH, '0');
+    // the publish's own promise is that batch's: a failure fails the publish, so the message is redelivered
+    this.engine.putState(this.prefix + slot, Buffer.from(`${seq}\n${id}`)).catch(() => undefined);
+  }
+
+  /** The message of `id` was handed over (its record is in the store with it): remembered in memory. */
   remember(id: string): void {
-    if (this.ring.add(id)) this.pending.push(id);
+    this.ring.add(id);
   }
 
   persist(): Promise<void> {
-    if (this.pending.length === 0) return this.writing;
-    const ids = this.pending;
-    this.pending = [];
-    const seq = this.nextSeq++;
-    // one write at a time, in order: a later batch never lands before an earlier one
-    this.writing = this.writing.then(async () => {
-      try {
-        await this.sub.put(this.prefix() + String(seq).padStart(SEQ_WIDTH, '0'), Buffer.from(JSON.stringify(ids)));
-        this.batches.push({ seq, count: ids.length });
-        this.stored += ids.length;
-        await this.trim();
-      } catch (err) {
-        this.onError(err as Error);
-      }
-    });
-    return this.writing;
-  }
-
-  /** Drops the oldest batches while the rest still hold `capacity` ids. */
-  private async trim(): Promise<void> {
-    const drop: Array<{ type: 'del'; key: string }> = [];
-    while (this.batches.length > 1 && this.stored - this.batches[0]!.count >= this.capacity) {
-      const b = this.batches.shift()!;
-      this.stored -= b.count;
-      drop.push({ type: 'del', key: this.prefix() + String(b.seq).padStart(SEQ_WIDTH, '0') });
-    }
-    if (drop.length) await this.sub.batch(drop);
+    return Promise.resolve();
   }
 }

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { ClassicLevel } from 'classic-level';
 
 /** The kinds of record kept; one sublevel each (DESIGN.md, store). */
-export const SUBLEVELS = ['instance', 'users', 'groups', 'acl', 'sessions', 'mqttSessions', 'restSessions', 'retained', 'messages', 'schemas', 'config', 'secrets', 'lockouts', 'links'] as const;
+export const SUBLEVELS = ['instance', 'users', 'groups', 'acl', 'sessions', 'mqttSessions', 'restSessions', 'retained', 'messages', 'schemas', 'config', 'secrets', 'lockouts'] as const;
 export type SublevelName = (typeof SUBLEVELS)[number];
 
 export interface InstanceRecord {

@@ -1,42 +1,49 @@
 /**
- * The memory of a receiving link (src/links/received-ids.ts) on a real LevelDB: the ids survive a reopen of the store
- * (a broker restart), the stored records are trimmed to the capacity, and the in-memory ring forgets the oldest id.
+ * The memory of a receiving link (src/links/received-ids.ts) on a real engine and LevelDB: an id's record is written in
+ * the same store batch as the message published with it, the ids come back after a restart of the broker, the stored
+ * records form a ring of `capacity` slots, and the in-memory ring forgets the oldest id.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { IdRing, StoredReceivedIds } from '../../src/links/received-ids.js';
-import { Store } from '../../src/store/store.js';
-import { removeDir, tempDir } from '../helpers.js';
+import { removeDir, startServer, tempDir } from '../helpers.js';
 
-test('links - received ids are stored per consumer and come back after the store is reopened; older records are trimmed', async () => {
+test('links - received ids are written with their messages, per consumer, come back after a restart, and take at most capacity records', async () => {
   const dir = tempDir();
   try {
-    let store = await Store.open(dir);
-    const errors: Error[] = [];
-    const ids = await StoredReceivedIds.load(store.sublevel('links'), 'srv-fed-1', (e) => errors.push(e), 100);
-    const other = await StoredReceivedIds.load(store.sublevel('links'), 'srv-fed-2', (e) => errors.push(e), 100);
-    for (let batch = 0; batch < 5; batch++) {
-      for (let i = 0; i < 30; i++) ids.remember(`m-${batch * 30 + i}`);
-      await ids.persist();
+    let s = await startServer({ auth: false, dataDir: dir });
+    const engine = s.rt.engine!;
+    const ids = await StoredReceivedIds.load(engine, 'srv-fed-1', 100);
+    const other = await StoredReceivedIds.load(engine, 'srv-fed-2', 100);
+    for (let i = 0; i < 150; i++) {
+      const p = engine.publish(`in/${i % 3}`, { payload: Buffer.from(String(i)), qos: 1, retain: false });
+      ids.record(`m-${i}`); // the same synchronous step: the same batch
+      await p;
+      ids.remember(`m-${i}`);
     }
-    other.remember('x-1');
-    await other.persist();
-    assert.ok(ids.has('m-149') && ids.has('m-50'));
-    await store.close();
+    other.record('x-1');
+    await engine.flush();
+    assert.ok(ids.has('m-149') && ids.has('m-50') && !ids.has('m-49'));
+    let records = 0;
+    for await (const _ of engine.stateEntries('link-ids!srv-fed-1!')) records++;
+    assert.equal(records, 100, 'a ring of 100 slots');
+    await s.close();
 
-    store = await Store.open(dir);
-    const again = await StoredReceivedIds.load(store.sublevel('links'), 'srv-fed-1', (e) => errors.push(e), 100);
-    // 150 ids in batches of 30, capacity 100: the records that hold the last 100 ids are kept (4 records, 120 ids),
-    // and the last 100 of them are remembered
+    s = await startServer({ auth: false, dataDir: dir });
+    const again = await StoredReceivedIds.load(s.rt.engine!, 'srv-fed-1', 100);
     assert.ok(again.has('m-149') && again.has('m-50'), 'the recent ids are back');
     assert.equal(again.has('m-49'), false, 'the oldest are forgotten');
     assert.equal(again.size, 100);
-    assert.equal(again.has('x-1'), false, 'per consumer');
-    let records = 0;
-    for await (const [k] of store.sublevel('links').iterator({ gte: 'ids:srv-fed-1:', lt: 'ids:srv-fed-1:\uffff' })) records += k ? 1 : 0;
-    assert.equal(records, 4);
-    assert.deepEqual(errors, []);
-    await store.close();
+    const theOther = await StoredReceivedIds.load(s.rt.engine!, 'srv-fed-2', 100);
+    assert.deepEqual([theOther.has('x-1'), theOther.has('m-149')], [true, false], 'per consumer');
+    // after a restart, numbering goes on: a new id takes the oldest slot
+    again.record('m-150');
+    await s.rt.engine!.flush();
+    await s.close();
+    s = await startServer({ auth: false, dataDir: dir });
+    const third = await StoredReceivedIds.load(s.rt.engine!, 'srv-fed-1', 100);
+    assert.deepEqual([third.has('m-150'), third.has('m-50'), third.has('m-51')], [true, false, true]);
+    await s.close();
   } finally {
     removeDir(dir);
   }
