@@ -104,6 +104,13 @@ describe('MQTT deviations (issue 24)', () => {
     }
   });
 
+  test('MQTT 5 §3.12.2 - PINGREQ with bytes after its fixed header (it has no variable header or payload) is malformed: DISCONNECT 0x81, no PINGRESP', async () => {
+    const r = await connected(5, 'dev2-ping');
+    r.write(Buffer.from([0xc0, 0x01, 0x00]));
+    await r.waitClosed();
+    assert.deepEqual(r.packets.filter((p) => p.cmd !== 'connack').map((p) => [p.cmd, p.reasonCode]), [['disconnect', 0x81]]);
+  });
+
   // ---- 3. CONNACK and the client's Maximum Packet Size -------------------------------------------------------
 
   test('MQTT-3.1.2-24 - a client with Maximum Packet Size 20 gets a CONNACK of at most 20 bytes that keeps the limits it must know', async () => {
