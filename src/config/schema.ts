@@ -102,6 +102,7 @@ export const RestApiSchema = z
     port: port.default(8080),
     enableSwagger: z.boolean().default(true),
     enableSwaggerUI: z.boolean().default(true),
+    enableConsole: z.boolean().default(true).describe('the web console at /console/ (and / redirecting there), built into dist/console by npm ci / npm run build (docs/console.md)'),
     enableUserManagement: z.boolean().default(true),
     enableSchemaManagement: z.boolean().default(true),
     enableInterfaceManagement: z.boolean().default(true),
