@@ -190,6 +190,33 @@ export class IntegrationsService implements Service {
   }
 
   // ------------------------------------------------------------------------------------------------------------
+  // Configuration reload (src/runtime/reload.ts)
+
+  /**
+   * Applies a link's configuration from a reload. Added: its entry, outboxes and actor (started when `autoStart`).
+   * Changed: replaced in place when its outboxes stay the same (LinkManager.replaceableInPlace); a Started link is
+   * stopped and started again through the command helper so it connects with the new configuration, a Paused or
+   * Stopped one keeps its run state and uses it at its next start. Answers false (nothing changed) for what needs a
+   * restart of the process: a removed link, or one whose outboxes (push namespaces, QoS, selectors, maxOutbox) change
+   * — they hold acknowledged messages.
+   */
+  async reconfigure(name: string, next: LinkConfig | undefined): Promise<boolean> {
+    const m = this.manager;
+    if (!m || !next) return false;
+    const entry = m.entries.get(name);
+    if (!entry) {
+      this.spawn(this.rt, m, m.add(next));
+      return true;
+    }
+    if (!LinkManager.replaceableInPlace(entry.config, next)) return false;
+    const wasStarted = this.actor(entry) !== undefined && this.runState(entry) === 'Started';
+    if (wasStarted) await this.control(entry, 'stopped');
+    m.replaceConfig(entry, next);
+    if (wasStarted) await this.control(entry, 'started');
+    return true;
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
   // Views (pure functions of live state)
 
   /** IntegrationInfoDTO. */

@@ -183,24 +183,59 @@ export class LinkManager {
     private readonly rt: Runtime,
     private readonly cfg: NetworkConnectionManagerConfig,
   ) {
-    for (const link of cfg.data) {
-      const push: PushChannel[] = [];
-      link.linkConfigs.forEach((lc, index) => {
-        if (lc.direction !== 'push') return;
-        push.push({ index, lc, filter: namespaceFilter(lc.localNamespace), sessionId: `link:${link.name}#${index}`, inFlight: 0, flowing: false });
-      });
-      this.entries.set(link.name, {
-        name: link.name,
-        config: link,
-        counters: newCounters(),
-        rates: { messagesSent: new MovingRate(), messagesReceived: new MovingRate(), bytesSent: new MovingRate(), bytesReceived: new MovingRate() },
-        generation: 0,
-        closing: Promise.resolve(),
-        push,
-        maxOutbox: link.maxOutbox ?? cfg.globalConfig.maxOutbox,
-        strikes: 0,
-      });
-    }
+    for (const link of cfg.data) this.entries.set(link.name, this.makeEntry(link));
+  }
+
+  private makeEntry(link: LinkConfig): LinkEntry {
+    const push: PushChannel[] = [];
+    link.linkConfigs.forEach((lc, index) => {
+      if (lc.direction !== 'push') return;
+      push.push({ index, lc, filter: namespaceFilter(lc.localNamespace), sessionId: `link:${link.name}#${index}`, inFlight: 0, flowing: false });
+    });
+    return {
+      name: link.name,
+      config: link,
+      counters: newCounters(),
+      rates: { messagesSent: new MovingRate(), messagesReceived: new MovingRate(), bytesSent: new MovingRate(), bytesReceived: new MovingRate() },
+      generation: 0,
+      closing: Promise.resolve(),
+      push,
+      maxOutbox: link.maxOutbox ?? this.cfg.globalConfig.maxOutbox,
+      strikes: 0,
+    };
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Configuration reload (src/runtime/reload.ts)
+
+  /**
+   * A link added by a configuration reload: its entry and its outboxes (the caller spawns its actor). Throws when a
+   * link of that name exists.
+   */
+  add(link: LinkConfig): LinkEntry {
+    if (this.find(link.name)) throw new Error(`integration "${link.name}" exists`);
+    const entry = this.makeEntry(link);
+    this.entries.set(link.name, entry);
+    if (this.engine) for (const ch of entry.push) this.openOutbox(this.engine, entry, ch);
+    return entry;
+  }
+
+  /**
+   * Whether a link's new configuration can replace the running one in place: its outboxes (the durable engine
+   * subscriptions that hold acknowledged messages: the push directions' local namespaces, QoS and selectors, and
+   * the outbox cap) stay as they are. Anything else (address, credentials, remote namespaces, pull directions,
+   * backoff, limits) is read again at the next connect.
+   */
+  static replaceableInPlace(from: LinkConfig, to: LinkConfig): boolean {
+    const outboxes = (l: LinkConfig) =>
+      JSON.stringify([l.maxOutbox ?? null, l.linkConfigs.map((lc, i) => (lc.direction === 'push' ? [i, lc.localNamespace, lc.qualityOfService, lc.selector ?? null] : [i]))]);
+    return from.name === to.name && outboxes(from) === outboxes(to);
+  }
+
+  /** Replaces a link's configuration (see replaceableInPlace); the caller restarts its actor so the next connect uses it. */
+  replaceConfig(entry: LinkEntry, link: LinkConfig): void {
+    entry.config = link;
+    for (const ch of entry.push) ch.lc = link.linkConfigs[ch.index]!;
   }
 
   get serverId(): string {
@@ -222,32 +257,32 @@ export class LinkManager {
   /** After every boot: the durable outbox subscriptions (their held messages are recovered by the engine). */
   openOutboxes(engine: Engine): void {
     this.engine = engine;
-    for (const entry of this.entries.values()) {
-      for (const ch of entry.push) {
-        const user = messageSelector(ch.lc.selector);
-        const sub = engine.subscribe({
-          sessionId: ch.sessionId,
-          filter: ch.filter,
-          qos: ch.lc.qualityOfService as 0 | 1 | 2,
-          durable: true,
-          refuseWhenFull: true,
-          maxDepth: entry.maxOutbox,
-          writeBehindMs: this.cfg.globalConfig.outboxWriteBehind,
-          retainHandling: 2, // live retained messages cross with their retain flag; stored ones are not re-sent at every boot
-          retainAsPublished: true,
-          // messages that came in over a link are never pushed again (loop prevention), nor $SYS
-          accept: (m, destinationName) => m.metaData[META_HOPS] === undefined && destinationName.charCodeAt(0) !== 36 /* $ */,
-          ...(user !== undefined ? { selector: user } : {}),
-          sink: { kind: 'push', deliver: (s, msg, dest) => this.deliver(entry, ch, s, msg, dest) },
-        });
-        ch.sub = sub;
-        ch.flowing = false;
-        ch.inFlight = 0;
-        sub.hibernate(); // holds (persisted) until the link is established
-      }
-    }
+    for (const entry of this.entries.values()) for (const ch of entry.push) this.openOutbox(engine, entry, ch);
     // shared groups in a NATS link's namespaces are fed by the link only (nats-shares.ts)
     if (typeof (engine as Partial<ShareHost>).setExternalShares === 'function') this.shares.install(engine as unknown as ShareHost);
+  }
+
+  private openOutbox(engine: Engine, entry: LinkEntry, ch: PushChannel): void {
+    const user = messageSelector(ch.lc.selector);
+    const sub = engine.subscribe({
+      sessionId: ch.sessionId,
+      filter: ch.filter,
+      qos: ch.lc.qualityOfService as 0 | 1 | 2,
+      durable: true,
+      refuseWhenFull: true,
+      maxDepth: entry.maxOutbox,
+      writeBehindMs: this.cfg.globalConfig.outboxWriteBehind,
+      retainHandling: 2, // live retained messages cross with their retain flag; stored ones are not re-sent at every boot
+      retainAsPublished: true,
+      // messages that came in over a link are never pushed again (loop prevention), nor $SYS
+      accept: (m, destinationName) => m.metaData[META_HOPS] === undefined && destinationName.charCodeAt(0) !== 36 /* $ */,
+      ...(user !== undefined ? { selector: user } : {}),
+      sink: { kind: 'push', deliver: (s, msg, dest) => this.deliver(entry, ch, s, msg, dest) },
+    });
+    ch.sub = sub;
+    ch.flowing = false;
+    ch.inFlight = 0;
+    sub.hibernate(); // holds (persisted) until the link is established
   }
 
   /** The engine is closing (server stop / restart): forget the handles; the held messages stay in the store. */

@@ -54,12 +54,12 @@ export function diffConfig(running: Config, next: Config): ConfigChange[] {
     const b = next[section] as Record<string, unknown>;
     for (const key of new Set([...Object.keys(a), ...Object.keys(b)])) {
       if (isDeepStrictEqual(a[key], b[key])) continue;
-      if (section === 'NetworkManager' && key === 'data') {
-        const byName = (list: EndPointServerConfig[]) => new Map(list.map((e) => [e.name, e]));
-        const old = byName(a.data as EndPointServerConfig[]);
-        const now = byName(b.data as EndPointServerConfig[]);
+      if ((section === 'NetworkManager' || section === 'NetworkConnectionManager') && key === 'data') {
+        const byName = (list: Array<{ name: string }>) => new Map(list.map((e) => [e.name, e]));
+        const old = byName(a.data as Array<{ name: string }>);
+        const now = byName(b.data as Array<{ name: string }>);
         for (const name of new Set([...old.keys(), ...now.keys()])) {
-          if (!isDeepStrictEqual(old.get(name), now.get(name))) out.push({ key: `NetworkManager.data[${name}]`, ...(old.has(name) ? {} : { to: 'added' }), ...(now.has(name) ? {} : { to: 'removed' }) });
+          if (!isDeepStrictEqual(old.get(name), now.get(name))) out.push({ key: `${section}.data[${name}]`, ...(old.has(name) ? {} : { to: 'added' }), ...(now.has(name) ? {} : { to: 'removed' }) });
         }
         continue;
       }
@@ -101,6 +101,11 @@ export async function reloadConfig(rt: Runtime, options: LoadOptions = {}): Prom
       result.applied.push(c);
       continue;
     }
+    const l = /^NetworkConnectionManager\.data\[(.*)\]$/.exec(c.key);
+    if (l && c.to !== 'removed' && (await reloadLink(rt, l[1]!, next))) {
+      result.applied.push(c);
+      continue;
+    }
     result.restartNeeded.push(c);
   }
   const show = (l: ConfigChange[]) => l.map((c) => ('from' in c ? `${c.key} (${JSON.stringify(c.from)} -> ${JSON.stringify(c.to)})` : c.key));
@@ -125,6 +130,24 @@ async function reloadEndpoint(rt: Runtime, name: string, next: Config): Promise<
     return false;
   }
   running[i] = cfg;
+  return true;
+}
+
+/** A link added or changed in the file (IntegrationsService.reconfigure); false when it needs a restart. */
+async function reloadLink(rt: Runtime, name: string, next: Config): Promise<boolean> {
+  const svc = rt.service('integrations');
+  const cfg = next.NetworkConnectionManager.data.find((l) => l.name === name);
+  if (!svc?.manager || !cfg) return false;
+  try {
+    if (!(await svc.reconfigure(name, cfg))) return false;
+  } catch (err) {
+    rt.log.warn({ integration: name, err: (err as Error).message }, 'configuration reload: the link could not take its new configuration');
+    return false;
+  }
+  const running = rt.config.NetworkConnectionManager.data;
+  const i = running.findIndex((l) => l.name === name);
+  if (i < 0) running.push(cfg);
+  else running[i] = cfg;
   return true;
 }
 

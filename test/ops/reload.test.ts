@@ -7,6 +7,8 @@ import mqtt from 'mqtt';
 import { CONFIG_DIR, MQTT_TEST_ENV, ROOT, removeDir, spawnBroker, startServer, tempDir, waitUntil, type BrokerProcess, type TestServer } from '../helpers.js';
 import { reloadConfig } from '../../src/runtime/reload.js';
 import { endpointsOf } from '../../src/runtime/endpoints.service.js';
+import { integrationsOf } from '../../src/links/integrations.service.js';
+import { freePort, startNats } from '../federation/nats-server.js';
 
 /** The `switchyard` command as an operator runs it (bin/switchyard.js, from the sources here). */
 function sy(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -141,6 +143,45 @@ describe('configuration reload', () => {
       assert.equal(await s.rt.store.getJson('config', 'NetworkManager/endpoint/MQTT Interface'), undefined);
     } finally {
       await s.close();
+    }
+  });
+  test('reload - links: a changed address is used at once (the link stopped and started through its actor), an added link starts; a changed outbox or a removed link needs a restart', async () => {
+    const nats = await startNats({ jetstream: false });
+    const config = configCopy(dirs);
+    const data = tempDir();
+    dirs.push(data);
+    const dead = await freePort(); // nothing listens there
+    const file = join(config, 'NetworkConnectionManager.yaml');
+    const link = (name: string, port: number, local: string) =>
+      `    - name: ${name}\n      url: nats://127.0.0.1:${port}\n      backoff: { initial: 200, max: 400, jitter: 0 }\n      linkConfigs:\n        - { direction: push, localNamespace: '${local}', remoteNamespace: 'fed.${name}', qualityOfService: 0 }\n`;
+    const write = (links: string[]) => writeFileSync(file, `NetworkConnectionManager:\n  data:\n${links.join('')}`);
+    write([link('site', dead, 'out/#')]);
+    const s: TestServer = await startServer({ configDir: config, dataDir: data });
+    try {
+      const overrides = { MessageDaemon: { dataDirectory: data }, RestApi: { port: 0, hostnames: '127.0.0.1' } };
+      const svc = integrationsOf(s.rt);
+      const state = (name: string) => svc.connectionState(svc.find(name));
+      await new Promise((r) => setTimeout(r, 500));
+      assert.notEqual(state('site'), 'Established', 'nothing listens at the first address');
+
+      write([link('site', nats.port, 'out/#'), link('extra', nats.port, 'extra/#')]);
+      const r = await reloadConfig(s.rt, { env: MQTT_TEST_ENV, overrides });
+      assert.deepEqual(r.applied.map((c) => c.key).sort(), ['NetworkConnectionManager.data[extra]', 'NetworkConnectionManager.data[site]']);
+      assert.deepEqual(r.restartNeeded, []);
+      await waitUntil(() => state('site') === 'Established' && state('extra') === 'Established', 10000, 'both links established with the reloaded configuration');
+      assert.equal(svc.runState(svc.find('extra')), 'Started');
+      assert.equal(s.rt.config.NetworkConnectionManager.data.find((l) => l.name === 'site')!.url, `nats://127.0.0.1:${nats.port}`, 'the running configuration shows the new address');
+
+      // the outbox of a push direction holds acknowledged messages: a new local namespace needs a restart, as does removing a link
+      write([link('site', nats.port, 'elsewhere/#')]);
+      const r2 = await reloadConfig(s.rt, { env: MQTT_TEST_ENV, overrides });
+      assert.deepEqual(r2.applied, []);
+      assert.deepEqual(r2.restartNeeded.map((c) => c.key).sort(), ['NetworkConnectionManager.data[extra]', 'NetworkConnectionManager.data[site]']);
+      assert.equal(state('site'), 'Established', 'not applied: the link runs as before');
+      assert.equal(state('extra'), 'Established');
+    } finally {
+      await s.close();
+      await nats.dispose();
     }
   });
 });
