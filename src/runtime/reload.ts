@@ -30,6 +30,20 @@ export interface ReloadResult {
   restartNeeded: ConfigChange[];
 }
 
+/** AuthManager keys of the per-user lock and the per-address limits that Lockouts.setLimits applies. */
+const LOGIN_LIMITS = [
+  'maxFailuresBeforeLock',
+  'initialLockSeconds',
+  'maxLockSeconds',
+  'failureDecaySeconds',
+  'addressFailureLimit',
+  'addressFailureWindow',
+  'addressBlockSeconds',
+  'unknownNamesPerAddress',
+  'addressAttemptLimit',
+  'addressAttemptWindow',
+].map((k) => `AuthManager.${k}`);
+
 /** Keys applied in place: read where they are used (not copied at start), or applied below. */
 const LIVE = new Set([
   'MessageDaemon.logLevel', // Logs.setLevel: the root logger, its children and the audit lines in messaging.log
@@ -41,6 +55,8 @@ const LIVE = new Set([
   'AuthManager.requireDigit',
   'AuthManager.requireSpecial',
   'AuthManager.requireCurrentPassword',
+  // login limits (Lockouts.setLimits): read at each login from the reload on
+  ...LOGIN_LIMITS,
 ]);
 
 const scalar = (v: unknown) => v === null || typeof v !== 'object';
@@ -93,6 +109,7 @@ export async function reloadConfig(rt: Runtime, options: LoadOptions = {}): Prom
       running[section]![key] = (next[section] as Record<string, unknown>)[key];
       if (c.key === 'MessageDaemon.logLevel') rt.logs.setLevel(next.MessageDaemon.logLevel);
       if (c.key === 'MessageDaemon.logEntriesInMemory') rt.logs.monitor.setCapacity(next.MessageDaemon.logEntriesInMemory);
+      if (LOGIN_LIMITS.includes(c.key)) rt.service('security')?.manager?.lockouts.setLimits(rt.config.AuthManager);
       result.applied.push(c);
       continue;
     }

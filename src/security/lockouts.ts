@@ -206,6 +206,18 @@ export class Lockouts {
   }
 
   /**
+   * Configuration reload (src/runtime/reload.ts): the per-user lock and the per-address limits from the AuthManager
+   * section, read at each login from here on (a lock already running keeps the times it started with). The exempt
+   * addresses and the table sizes are fixed at start.
+   */
+  setLimits(a: LoginLimitConfig): void {
+    Object.assign(this.policy, { maxFailuresBeforeLock: a.maxFailuresBeforeLock, initialLockSeconds: a.initialLockSeconds, maxLockSeconds: a.maxLockSeconds, failureDecaySeconds: a.failureDecaySeconds });
+    if (!this.limitsPolicy) return;
+    const { exempt: _exempt, maxAddresses: _max, ...live } = loginLimitsOf(a, this.known).addresses;
+    Object.assign(this.limitsPolicy, live);
+  }
+
+  /**
    * At boot, before the supervisors run: the stored states. A lock that has not ended, or failures not yet decayed,
    * are kept (answered from memory until `revive` gives them actors); the rest is deleted from the store.
    */

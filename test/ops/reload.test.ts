@@ -184,4 +184,29 @@ describe('configuration reload', () => {
       await nats.dispose();
     }
   });
+  test('reload - login limits apply from the next login: addressFailureLimit lowered to 3 blocks an address after 3 wrong passwords', async () => {
+    const config = configCopy(dirs);
+    const data = tempDir();
+    dirs.push(data);
+    const s: TestServer = await startServer({ configDir: config, dataDir: data });
+    try {
+      const overrides = { MessageDaemon: { dataDirectory: data }, RestApi: { port: 0, hostnames: '127.0.0.1' } };
+      const wrong = (n: number) =>
+        s.app.inject({ method: 'POST', url: '/api/v1/login', remoteAddress: `10.9.8.${n}`, payload: { username: 'admin', password: 'not the password at all' } });
+      // before: the default address limit (more than 3) lets a fourth wrong password be checked (401, not 429)
+      for (let i = 0; i < 3; i++) assert.equal((await wrong(1)).statusCode, 401);
+      assert.equal((await wrong(1)).statusCode, 401);
+
+      edit(join(config, 'AuthManager.yaml'), /maxFailuresBeforeLock: 5/, 'maxFailuresBeforeLock: 5\n  addressFailureLimit: 3\n  addressBlockSeconds: 60');
+      const r = await reloadConfig(s.rt, { env: MQTT_TEST_ENV, overrides });
+      assert.deepEqual(r.applied.map((c) => c.key).sort(), ['AuthManager.addressBlockSeconds', 'AuthManager.addressFailureLimit']);
+      assert.deepEqual(r.restartNeeded, []);
+      for (let i = 0; i < 3; i++) assert.equal((await wrong(2)).statusCode, 401);
+      const blocked = await wrong(2);
+      assert.equal(blocked.statusCode, 429, blocked.body);
+      assert.equal((await wrong(3)).statusCode, 401, 'another address is not blocked');
+    } finally {
+      await s.close();
+    }
+  });
 });
