@@ -514,6 +514,15 @@ export const DestinationManagerSchema = z
       .describe(
         'messages one MQTT subscription may hold (queued + in flight, also while its persistent session is offline); when full, QoS 1/2 publishes that would reach it are refused (v5 PUBACK/PUBREC 0x97, REST 429) and QoS 0 copies replace the oldest QoS 0 copy',
       ),
+    maxQueuedBytes: z
+      .number()
+      .int()
+      .min(1024)
+      .max(1073741824)
+      .default(8388608)
+      .describe(
+        'bytes one subscription (MQTT, REST, SSE, link outbox) may hold, queued + in flight, counted as payload, correlation data and properties + 512 per message; reached, the subscription is full as at its message cap (MQTT: QoS 1/2 publishes that would reach it are refused, QoS 0 copies replace the oldest QoS 0 copies; REST/SSE: new messages are dropped)',
+      ),
     schemaEnforcement: z
       .enum(['off', 'warn', 'reject'])
       .default('reject')

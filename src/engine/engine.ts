@@ -39,7 +39,18 @@ import type { Message, MessageInit } from './message.js';
 import { MessageIdGenerator, createMessage, encodeMessage } from './message.js';
 import type { RecoveryResult } from './recovery.js';
 import { isSysTopic, loadFromStore } from './recovery.js';
-import type { Authorizer, Delivery, PushSink, Route, Sink, SubscribeOptions, SubscriptionHost, SubscriptionStateDTO, UnwrittenEntry } from './subscription.js';
+import type {
+  Authorizer,
+  Delivery,
+  PushSink,
+  Route,
+  Sink,
+  SubscribeOptions,
+  SubscriptionHost,
+  SubscriptionQueueDTO,
+  SubscriptionStateDTO,
+  UnwrittenEntry,
+} from './subscription.js';
 import { SharedGroup, Subscription, subscriptionKey } from './subscription.js';
 import { TopicTree, TopicTrie, hasWildcard, parseSharedFilter, validateTopicFilter, validateTopicName } from './topic-trie.js';
 import type { DestinationDTO, EngineStats, RateKey } from './views.js';
@@ -56,7 +67,7 @@ export interface EngineEvents {
   onQueueHighWater(name: string, depth: number): void;
   /** Queue depth fell back to half the high-water mark after a high-water notice. */
   onQueueLowWater(name: string, depth: number): void;
-  /** A subscription started dropping messages (maxDepth reached). Re-armed when its buffer empties. */
+  /** A subscription started dropping messages (maxDepth or maxBytes reached). Re-armed when its buffer empties. */
   onSlowConsumer(sessionId: string, filter: string, depth: number): void;
   onStoreFailure(err: unknown): void;
   /**
@@ -74,6 +85,11 @@ export interface EngineOptions {
   queueHighWater?: number;
   /** maxDepth of subscriptions that do not set one. Default 1000. */
   defaultMaxDepth?: number;
+  /**
+   * maxBytes of subscriptions that do not set one (bytes held + in flight, `messageBytes`), the same cap for every
+   * kind of subscription. Default 8 MiB (DestinationManager.maxQueuedBytes).
+   */
+  defaultMaxBytes?: number;
   /** Messages a paused topic keeps for delivery on resume; beyond that they are dropped. Default 100 000. */
   maxPausedHold?: number;
   /** Name prefixes that make a destination a Queue. Default `queue/` and `/queue/`. */
@@ -87,6 +103,9 @@ export interface PublishOptions {
   create?: boolean;
 }
 
+/** Default of `EngineOptions.defaultMaxBytes` and of DestinationManager.maxQueuedBytes: 8 MiB. */
+export const DEFAULT_MAX_BYTES = 8 * 1024 * 1024;
+
 const RESOLVED: Promise<void> = Promise.resolve();
 function noop(): void {}
 
@@ -96,7 +115,7 @@ function noop(): void {}
  * (`p === QUOTA_EXCEEDED`); awaiting it throws a QuotaExceededError (REST: 429).
  */
 export const QUOTA_EXCEEDED: Promise<void> = Promise.reject(
-  new QuotaExceededError('Quota exceeded: a subscription this message would reach holds its maximum of queued messages; retry later'),
+  new QuotaExceededError('Quota exceeded: a subscription this message would reach holds its maximum of queued messages or bytes; retry later'),
 );
 QUOTA_EXCEEDED.catch(noop);
 
@@ -126,6 +145,7 @@ export class Engine {
   private readonly events: EngineEvents;
   private readonly highWater: number;
   private readonly defaultMaxDepth: number;
+  private readonly defaultMaxBytes: number;
   private readonly maxPausedHold: number;
 
   private readonly dests = new Map<string, Destination>();
@@ -146,8 +166,8 @@ export class Engine {
   /** Durable-subscription messages found by `recover()`, adopted when that subscription is made again. */
   private readonly recoveredHeld = new Map<string, Array<[string, Message]>>();
   /**
-   * Subscriptions with `refuseWhenFull` that reached their maxDepth (a superset: entries are pruned lazily). Empty
-   * in normal operation, so the flow-control check on the publish path is one size test.
+   * Subscriptions with `refuseWhenFull` that reached their maxDepth or maxBytes (a superset: entries are pruned
+   * lazily). Empty in normal operation, so the flow-control check on the publish path is one size test.
    */
   private readonly fullSubs = new Set<Subscription>();
   private fullPrunedAt = 0;
@@ -214,6 +234,10 @@ export class Engine {
     };
     this.highWater = opts.queueHighWater ?? 10_000;
     this.defaultMaxDepth = opts.defaultMaxDepth ?? 1000;
+    this.defaultMaxBytes = opts.defaultMaxBytes ?? DEFAULT_MAX_BYTES;
+    if (!Number.isInteger(this.defaultMaxBytes) || this.defaultMaxBytes < 1) {
+      throw new ValidationError(`defaultMaxBytes must be a positive integer, got ${String(opts.defaultMaxBytes)}`);
+    }
     this.maxPausedHold = opts.maxPausedHold ?? 100_000;
     if (opts.queuePrefixes) {
       const prefixes = [...opts.queuePrefixes];
@@ -563,7 +587,7 @@ export class Engine {
           return true;
         }
       }
-      if (fallback < 0 && s.sink !== undefined && s.held.size + s.inFlight.size < s.maxDepth) fallback = i;
+      if (fallback < 0 && s.sink !== undefined && !s.isFull()) fallback = i;
     }
     if (fallback < 0) {
       for (let k = 0; k < n; k++) {
@@ -585,7 +609,7 @@ export class Engine {
     const sink = s.sink;
     if (sink === undefined || s.hibernating || s.closed) return false;
     if (sink.kind === 'push') return !s.blocked && s.held.size === 0;
-    return s.held.size + s.inFlight.size < s.maxDepth;
+    return !s.isFull();
   }
 
   /** Topic copy for one subscription: push it now when possible, else keep it (or drop it when full). */
@@ -622,10 +646,11 @@ export class Engine {
   }
 
   /**
-   * Keep a topic copy in the subscription's buffer. When the buffer is full: a `refuseWhenFull` subscription takes a
-   * copy with an effective QoS 0 in place of its oldest held copy when that one is QoS 0 too (drop-oldest); anything
-   * else is dropped (counted). A QoS >= 1 copy only gets here full when publish's refusal could not apply (a shared
-   * group's fallback, a retained message on subscribe).
+   * Keep a topic copy in the subscription's buffer. When the buffer is full (`maxDepth` messages or `maxBytes`
+   * bytes): a `refuseWhenFull` subscription takes a copy with an effective QoS 0 in place of its oldest held copies
+   * while those are QoS 0 too, as many as it takes to leave the cap (drop-oldest; a larger copy may replace several
+   * smaller ones); anything else is dropped (counted). A QoS >= 1 copy only gets here full when publish's refusal
+   * could not apply (a shared group's fallback, a retained message on subscribe).
    */
   private keep(sub: Subscription, dest: Destination, msg: Message): boolean {
     if (sub.maxPerDestination !== 0 && sub.held.size >= sub.maxPerDestination && sub.held.countOf(dest) >= sub.maxPerDestination) {
@@ -637,18 +662,24 @@ export class Engine {
         this.dropped(sub, dest);
       }
     }
-    if (sub.held.size + sub.inFlight.size >= sub.maxDepth) {
+    if (sub.isFull()) {
       this.noteFull(sub);
-      const old = sub.held.peekMsg();
-      if (!sub.refuseWhenFull || old === undefined || (sub.qos !== 0 && msg.qos !== 0) || (sub.qos !== 0 && old.qos !== 0)) {
+      if (!sub.refuseWhenFull || (sub.qos !== 0 && msg.qos !== 0)) {
         this.dropped(sub, dest);
         return false;
       }
-      const oldDest = sub.held.peekDest()!;
-      sub.held.drop();
-      if (!oldDest.isQueue) oldDest.pendingCopies--;
-      this.unpersistHeld(sub, oldDest, old);
-      this.dropped(sub, oldDest);
+      do {
+        const old = sub.held.peekMsg();
+        if (old === undefined || (sub.qos !== 0 && old.qos !== 0)) {
+          this.dropped(sub, dest);
+          return false;
+        }
+        const oldDest = sub.held.peekDest()!;
+        sub.held.drop();
+        if (!oldDest.isQueue) oldDest.pendingCopies--;
+        this.unpersistHeld(sub, oldDest, old);
+        this.dropped(sub, oldDest);
+      } while (sub.isFull());
     }
     sub.held.push(msg, dest);
     dest.pendingCopies++;
@@ -864,7 +895,7 @@ export class Engine {
     const sink = c.sink;
     if (sink === undefined || c.closed || c.hibernating) return false;
     if (sink.kind === 'push' && c.blocked) return false;
-    return c.held.size + c.inFlight.size < c.maxDepth && (c.maxPerDestination === 0 || c.held.size < c.maxPerDestination);
+    return !c.isFull() && (c.maxPerDestination === 0 || c.held.size < c.maxPerDestination);
   }
 
   private checkLowWater(dest: Destination): void {
@@ -1106,6 +1137,10 @@ export class Engine {
     if (!Number.isInteger(maxDepth) || maxDepth < 1) {
       throw new ValidationError(`maxDepth must be a positive integer, got ${String(opts.maxDepth)}`);
     }
+    const maxBytes = opts.maxBytes ?? this.defaultMaxBytes;
+    if (!Number.isInteger(maxBytes) || maxBytes < 1) {
+      throw new ValidationError(`maxBytes must be a positive integer, got ${String(opts.maxBytes)}`);
+    }
     if (opts.maxPerDestination !== undefined && (!Number.isInteger(opts.maxPerDestination) || opts.maxPerDestination < 0)) {
       throw new ValidationError(`maxPerDestination must be a non-negative integer, got ${String(opts.maxPerDestination)}`);
     }
@@ -1118,7 +1153,7 @@ export class Engine {
 
     const existing = this.subs.get(subscriptionKey(opts.sessionId, opts.filter));
     if (existing !== undefined) {
-      this.replace(existing, opts, maxDepth);
+      this.replace(existing, opts, maxDepth, maxBytes);
       return existing;
     }
 
@@ -1137,7 +1172,7 @@ export class Engine {
       );
     }
 
-    const sub = new Subscription(this.host, this.nextSubId++, opts.sessionId, opts, topicFilter, shared?.group, maxDepth);
+    const sub = new Subscription(this.host, this.nextSubId++, opts.sessionId, opts, topicFilter, shared?.group, maxDepth, maxBytes);
     this.subs.set(sub.key, sub);
     let set = this.sessions.get(sub.sessionId);
     if (set === undefined) this.sessions.set(sub.sessionId, (set = new Set()));
@@ -1173,12 +1208,13 @@ export class Engine {
     return sub;
   }
 
-  private replace(sub: Subscription, opts: SubscribeOptions, maxDepth: number): void {
+  private replace(sub: Subscription, opts: SubscribeOptions, maxDepth: number, maxBytes: number): void {
     if (sub.selector !== opts.selector) sub.selector?.release?.();
     sub.selector = opts.selector;
     sub.accept = opts.accept;
     sub.authorize = opts.authorize;
     sub.maxDepth = maxDepth;
+    sub.maxBytes = maxBytes;
     sub.maxPerDestination = opts.maxPerDestination ?? 0;
     this.noteFull(sub);
     sub.qos = opts.qos ?? 0;
@@ -1477,6 +1513,11 @@ export class Engine {
   /** SubscriptionStateDTO of every subscription receiving from the destination (queue consumers or matching filters). */
   subscriptionStates(name: string): SubscriptionStateDTO[] {
     return subscriptionStatesOf(this.require(name), this.trie);
+  }
+
+  /** `subscriptionStates` with each subscription's byte depth and cap (SubscriptionQueueDTO). */
+  subscriptionQueues(name: string): SubscriptionQueueDTO[] {
+    return subscriptionStatesOf(this.require(name), this.trie, true) as SubscriptionQueueDTO[];
   }
 
   /** Messages waiting in a queue, in delivery order (or the retained message of a topic), without consuming them. */

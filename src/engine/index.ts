@@ -1,11 +1,11 @@
 /** Public surface of the messaging engine. */
-export { Engine, QUOTA_EXCEEDED } from './engine.js';
+export { DEFAULT_MAX_BYTES, Engine, QUOTA_EXCEEDED } from './engine.js';
 export type { EngineEvents, EngineOptions, PublishOptions } from './engine.js';
 export type { DestinationDTO, EngineStats } from './views.js';
 export type { RecoveryResult } from './recovery.js';
 export { DestinationType, isQueueName, isQueueType, isTemporaryType } from './destination.js';
-export type { Delivery, PullSink, PushSink, Selector, Sink, SubscribeOptions, SubscriptionStateDTO } from './subscription.js';
-export { Subscription } from './subscription.js';
+export type { Delivery, PullSink, PushSink, Selector, Sink, SubscribeOptions, SubscriptionQueueDTO, SubscriptionStateDTO } from './subscription.js';
+export { MESSAGE_OVERHEAD_BYTES, Subscription, messageBytes } from './subscription.js';
 export type { Message, MessageInit, QoS } from './message.js';
 export { DEFAULT_PRIORITY, MAX_PRIORITY, MessageIdGenerator, clampPriority, createMessage, decodeMessage, encodeMessage } from './message.js';
 export type { EngineStore, MemoryEngineStore, StoreOp } from './engine-store.js';

@@ -2,8 +2,8 @@
  * Subscriptions and sinks.
  *
  * A subscription is one session's interest in a filter (possibly `$share/<group>/<filter>`), or a consumer of a
- * queue. It holds messages it cannot hand over yet (no credit, pull sink, session offline) up to `maxDepth`,
- * and messages in flight (sent, waiting for an acknowledgement or a commit).
+ * queue. It holds messages it cannot hand over yet (no credit, pull sink, session offline) and messages in flight
+ * (sent, waiting for an acknowledgement or a commit), together up to `maxDepth` messages and `maxBytes` bytes.
  *
  * Two kinds of sink:
  * - push (MQTT, SSE): the engine calls `deliver(sub, msg, destinationName)` synchronously; returning false means
@@ -62,6 +62,11 @@ export interface SubscribeOptions {
   accept?: (msg: Message, destinationName: string) => boolean;
   /** Per delivered topic: false and the message is not offered (counted as ignored). Absent: every topic. */
   authorize?: Authorizer;
+  /**
+   * Bytes held for this subscription (held + in flight, counted by `messageBytes`) at which the overflow policy
+   * applies, as at `maxDepth` messages. Default: the engine's `defaultMaxBytes` (8 MiB).
+   */
+  maxBytes?: number;
   /**
    * Messages held for this subscription (held + in flight) before the overflow policy applies. Default 1000.
    * Without `refuseWhenFull` NEW messages are dropped (counted), as MAPS does for REST subscriptions.
@@ -144,6 +149,14 @@ export interface SubscriptionStateDTO {
   messagesRefused: number;
 }
 
+/** SubscriptionStateDTO with the byte depth (the views of Switchyard's own: destination detail, connection detail). */
+export interface SubscriptionQueueDTO extends SubscriptionStateDTO {
+  /** Bytes held + in flight, as counted against the cap (`messageBytes`: payload and properties + 512 per message). */
+  queuedBytes: number;
+  /** The subscription's cap in those bytes (DestinationManager.maxQueuedBytes). */
+  maxQueuedBytes: number;
+}
+
 /** The engine side of a subscription (a private object of the Engine, so these are not Engine methods). */
 export interface SubscriptionHost {
   take(sub: Subscription, n: number): Delivery[];
@@ -154,8 +167,38 @@ export interface SubscriptionHost {
   unsubscribe(sub: Subscription): boolean;
 }
 
+/**
+ * Fixed bytes a message held for a subscription is counted for beyond its own bytes (the message object, its ring
+ * slots, its in-flight entry): see `messageBytes`.
+ */
+export const MESSAGE_OVERHEAD_BYTES = 512;
+
+/**
+ * Bytes a message held for (or in flight to) a subscription counts toward its `maxBytes`: payload, correlation data,
+ * content type, response topic and user properties, plus `MESSAGE_OVERHEAD_BYTES`. A pure function of the message,
+ * so what is added when it enters a buffer is exactly what is taken off when it leaves.
+ */
+export function messageBytes(msg: Message): number {
+  let n = msg.payload.length + MESSAGE_OVERHEAD_BYTES;
+  if (msg.correlationData !== undefined) n += msg.correlationData.length;
+  if (msg.contentType !== undefined) n += msg.contentType.length;
+  if (msg.responseTopic !== undefined) n += msg.responseTopic.length;
+  const up = msg.userProperties;
+  if (up !== undefined) {
+    for (const k in up) {
+      const v = up[k]!;
+      n += k.length;
+      if (typeof v === 'string') n += v.length;
+      else for (let i = 0; i < v.length; i++) n += v[i]!.length;
+    }
+  }
+  return n;
+}
+
 /** Messages held for a subscription, with the destination each came from (parallel ring, no per-entry object). */
 export class HeldBuffer {
+  /** `messageBytes` of the entries held. */
+  bytes = 0;
   private msgs: Array<Message | undefined> = [];
   private dests: Array<Destination | undefined> = [];
   private head = 0;
@@ -167,6 +210,7 @@ export class HeldBuffer {
   }
 
   push(msg: Message, dest: Destination): void {
+    this.bytes += messageBytes(msg);
     this.msgs.push(msg);
     this.dests.push(dest);
     if (this.counts !== undefined) this.counted(dest, 1);
@@ -197,6 +241,7 @@ export class HeldBuffer {
         this.drop();
         return msg;
       }
+      this.bytes -= messageBytes(msg);
       this.msgs.splice(i, 1);
       this.dests.splice(i, 1);
       if (this.counts !== undefined) this.counted(dest, -1);
@@ -207,6 +252,7 @@ export class HeldBuffer {
 
   /** Add at the front (returned messages are delivered before newer ones). */
   unshift(msg: Message, dest: Destination): void {
+    this.bytes += messageBytes(msg);
     if (this.counts !== undefined) this.counted(dest, 1);
     if (this.head > 0) {
       this.head--;
@@ -229,6 +275,7 @@ export class HeldBuffer {
   /** Drop the front entry (read it first with peekMsg/peekDest). */
   drop(): void {
     if (this.head >= this.msgs.length) return;
+    this.bytes -= messageBytes(this.msgs[this.head]!);
     if (this.counts !== undefined) this.counted(this.dests[this.head]!, -1);
     this.msgs[this.head] = undefined;
     this.dests[this.head] = undefined;
@@ -252,6 +299,7 @@ export class HeldBuffer {
       const m = this.msgs[r]!;
       const d = this.dests[r]!;
       if (pred(m, d)) {
+        this.bytes -= messageBytes(m);
         if (this.counts !== undefined) this.counted(d, -1);
         removed(m, d);
         n++;
@@ -273,6 +321,7 @@ export class HeldBuffer {
     this.msgs = [];
     this.dests = [];
     this.head = 0;
+    this.bytes = 0;
     this.counts?.clear();
     return out;
   }
@@ -282,6 +331,31 @@ export class HeldBuffer {
 export interface InFlight {
   msg: Message;
   dest: Destination;
+}
+
+/** In-flight messages by id, keeping the sum of their `messageBytes` as entries are set, deleted and cleared. */
+export class InFlightMap extends Map<number, InFlight> {
+  /** `messageBytes` of the entries in flight. */
+  bytes = 0;
+
+  override set(id: number, f: InFlight): this {
+    const old = super.get(id);
+    if (old !== undefined) this.bytes -= messageBytes(old.msg);
+    this.bytes += messageBytes(f.msg);
+    return super.set(id, f);
+  }
+
+  override delete(id: number): boolean {
+    const old = super.get(id);
+    if (old === undefined) return false;
+    this.bytes -= messageBytes(old.msg);
+    return super.delete(id);
+  }
+
+  override clear(): void {
+    this.bytes = 0;
+    super.clear();
+  }
 }
 
 /** Members of one `$share/<group>/<filter>`; each message goes to one member, round-robin. */
@@ -333,6 +407,8 @@ export class Subscription {
   accept: ((msg: Message, destinationName: string) => boolean) | undefined;
   authorize: Authorizer | undefined;
   maxDepth: number;
+  /** Bytes held + in flight (`messageBytes`) at which it is full, as at `maxDepth` messages. */
+  maxBytes: number;
   /** See `SubscribeOptions.maxPerDestination`; 0: none. */
   maxPerDestination: number;
   qos: QoS;
@@ -358,7 +434,7 @@ export class Subscription {
   group: SharedGroup | undefined = undefined;
 
   readonly held = new HeldBuffer();
-  readonly inFlight = new Map<number, InFlight>();
+  readonly inFlight = new InFlightMap();
 
   messagesIgnored = 0;
   messagesRegistered = 0;
@@ -379,6 +455,7 @@ export class Subscription {
     topicFilter: string,
     shareGroup: string | undefined,
     maxDepth: number,
+    maxBytes: number,
   ) {
     this.filter = opts.filter;
     this.topicFilter = topicFilter;
@@ -392,6 +469,7 @@ export class Subscription {
     this.accept = opts.accept;
     this.authorize = opts.authorize;
     this.maxDepth = maxDepth;
+    this.maxBytes = maxBytes;
     this.maxPerDestination = opts.maxPerDestination ?? 0;
     this.qos = opts.qos ?? 0;
     this.noLocal = opts.noLocal === true;
@@ -402,9 +480,17 @@ export class Subscription {
     this.sink = opts.sink;
     this.writeBehindMs = opts.durable === true && opts.writeBehindMs !== undefined && opts.writeBehindMs > 0 ? opts.writeBehindMs : 0;
   }
-  /** Holds its maximum (queued + in flight): `maxDepth` reached. */
+  /**
+   * Holds its maximum (queued + in flight): `maxDepth` messages or `maxBytes` bytes reached. A message is taken
+   * while neither is reached, so the bytes held exceed `maxBytes` by less than one message at most.
+   */
   isFull(): boolean {
-    return this.held.size + this.inFlight.size >= this.maxDepth;
+    return this.held.size + this.inFlight.size >= this.maxDepth || this.held.bytes + this.inFlight.bytes >= this.maxBytes;
+  }
+
+  /** Bytes held + in flight, as counted against `maxBytes` (`messageBytes`). */
+  queuedBytes(): number {
+    return this.held.bytes + this.inFlight.bytes;
   }
 
 
@@ -454,6 +540,14 @@ export class Subscription {
   /** Messages held and not yet handed out. */
   depth(): number {
     return this.held.size;
+  }
+
+  /** `state()` and the byte depth. */
+  queueState(): SubscriptionQueueDTO {
+    const s = this.state() as SubscriptionQueueDTO;
+    s.queuedBytes = this.held.bytes + this.inFlight.bytes;
+    s.maxQueuedBytes = this.maxBytes;
+    return s;
   }
 
   state(): SubscriptionStateDTO {

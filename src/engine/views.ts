@@ -7,7 +7,7 @@
 import type { RateMeter, ServerTotals } from './counters.js';
 import type { Destination, DestinationType } from './destination.js';
 import type { Message } from './message.js';
-import type { Route, SubscriptionStateDTO } from './subscription.js';
+import type { Route, Subscription, SubscriptionStateDTO } from './subscription.js';
 import type { TopicTrie } from './topic-trie.js';
 
 /** MAPS DestinationDTO. */
@@ -85,15 +85,16 @@ export function destinationDto(d: Destination): DestinationDTO {
 }
 
 /** SubscriptionStateDTO of every subscription receiving from the destination (queue consumers or matching filters). */
-export function subscriptionStatesOf(d: Destination, trie: TopicTrie<Route>): SubscriptionStateDTO[] {
+export function subscriptionStatesOf(d: Destination, trie: TopicTrie<Route>, bytes = false): SubscriptionStateDTO[] {
   const out: SubscriptionStateDTO[] = [];
+  const view = (s: Subscription) => (bytes ? s.queueState() : s.state());
   if (d.isQueue) {
-    for (const c of d.consumers) out.push(c.state());
+    for (const c of d.consumers) out.push(view(c));
     return out;
   }
   for (const r of trie.match(d.levels, [])) {
-    if (r.isGroup) for (const m of r.members) out.push(m.state());
-    else out.push(r.state());
+    if (r.isGroup) for (const m of r.members) out.push(view(m));
+    else out.push(view(r));
   }
   return out;
 }

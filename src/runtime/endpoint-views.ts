@@ -156,7 +156,7 @@ export class EndpointViews {
               browser: false,
               sync: false,
             })),
-            subscriptionStateList: subs.map(({ sub }) => sub.state()),
+            subscriptionStateList: subs.map(({ sub }) => sub.queueState()),
           },
         },
       },

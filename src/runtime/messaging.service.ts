@@ -20,6 +20,7 @@ export function messagingService(): Service {
       const engine = new Engine({
         store: levelEngineStore(rt.store.sublevel('messages') as never),
         queuePrefixes: dm.queuePrefixes,
+        defaultMaxBytes: dm.maxQueuedBytes,
         events: {
           onDestinationCreated: (name, type) => {
             rt.updates.destinationUpdate++;

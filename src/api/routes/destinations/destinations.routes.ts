@@ -58,6 +58,8 @@ const SubscriptionStateDTO = z
     messagesRolledBack: z.number().int(),
     messagesExpired: z.number().int(),
     maxQueuedMessages: z.number().int().describe('Switchyard: the subscription\'s cap (queued + in flight); docs/messaging.md "Flow control and limits"'),
+    queuedBytes: z.number().int().describe('Switchyard: bytes held + in flight (payload and properties + 512 per message)'),
+    maxQueuedBytes: z.number().int().describe('Switchyard: the subscription\'s cap in those bytes (DestinationManager.maxQueuedBytes)'),
     messagesDropped: z.number().int().describe('Switchyard: copies dropped by the overflow policy'),
     messagesRefused: z.number().int().describe('Switchyard: QoS 1/2 publishes refused to their publisher because this subscription was full'),
   })
@@ -201,7 +203,7 @@ export const destinationRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, 
       const schema = engine.schemaState(name);
       return {
         destination: engine.destinationDto(name),
-        subscriptionList: engine.subscriptionStates(name),
+        subscriptionList: engine.subscriptionQueues(name),
         ...(schema && schema.schemaId !== '' ? { schemaValidation: schema } : {}),
       };
     },
