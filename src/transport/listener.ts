@@ -45,14 +45,19 @@ interface ClientOrigin {
   proxied: boolean;
 }
 
+/** The one abort reason of every `closed` signal (no error object, with its stack, per connection). */
+const SOCKET_CLOSED = new Error('the connection closed');
+
+/** Aborted when the socket closes; made on first use (only a password check waiting for its turn asks for it). */
 function closedSignal(socket: Socket): AbortSignal {
+  if (socket.destroyed) return AbortSignal.abort(SOCKET_CLOSED);
   const ac = new AbortController();
-  if (socket.destroyed) ac.abort();
-  else socket.once('close', () => ac.abort());
+  socket.once('close', () => ac.abort(SOCKET_CLOSED));
   return ac.signal;
 }
 
 function socketWire(socket: Socket, transport: string, origin?: ClientOrigin): Wire {
+  let closed: AbortSignal | undefined;
   return {
     write: (b) => socket.write(b),
     end: () => socket.end(),
@@ -64,7 +69,9 @@ function socketWire(socket: Socket, transport: string, origin?: ClientOrigin): W
     transport,
     proxied: origin?.proxied === true,
     ...(origin?.proxied ? { proxyAddress: `${socket.remoteAddress ?? ''}:${socket.remotePort ?? 0}` } : {}),
-    closed: closedSignal(socket),
+    get closed() {
+      return (closed ??= closedSignal(socket)); // made on first use: most connections never ask
+    },
   };
 }
 
@@ -148,6 +155,7 @@ function attachWebSocket(ws: WebSocket, req: IncomingMessage, transport: string,
   const raw = req.socket;
   raw.setNoDelay(true);
   keepAlive(raw, opts);
+  let closed: AbortSignal | undefined;
   const wire: Wire = {
     write: (b) => {
       ws.send(b, { binary: true });
@@ -160,7 +168,9 @@ function attachWebSocket(ws: WebSocket, req: IncomingMessage, transport: string,
     remoteAddress: raw.remoteAddress ?? '',
     remotePort: raw.remotePort ?? 0,
     transport,
-    closed: closedSignal(raw),
+    get closed() {
+      return (closed ??= closedSignal(raw));
+    },
   };
   const conn = new MqttConnection(opts.broker, opts.endpoint, wire);
   ws.on('message', (data: Buffer, isBinary: boolean) => {
