@@ -46,3 +46,6 @@ await build({
     },
   ],
 });
+
+// The web console (console/ → dist/console, scripts/console.mjs).
+await (await import('./console.mjs')).buildConsole();

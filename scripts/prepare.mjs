@@ -7,8 +7,8 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
 const root = process.cwd(); // npm runs lifecycle scripts in the package's folder
-const outputs = ['dist/src/cli/main.js', 'dist/src/main.js', 'dist/bundle/main.js'].map((f) => join(root, f));
-const inputs = ['src', 'actors', 'scripts/bundle.mjs', 'tsconfig.json', 'tsconfig.build.json', 'package.json'].map((f) => join(root, f));
+const outputs = ['dist/src/cli/main.js', 'dist/src/main.js', 'dist/bundle/main.js', 'dist/console/index.html'].map((f) => join(root, f));
+const inputs = ['src', 'actors', 'console', 'scripts/bundle.mjs', 'scripts/console.mjs', 'tsconfig.json', 'tsconfig.build.json', 'package.json'].map((f) => join(root, f));
 
 /** The newest modification time under a file or folder (node_modules and dot-folders skipped). */
 function newest(path) {

@@ -175,11 +175,17 @@ async function resolvePrincipal(request: FastifyRequest, reply: FastifyReply, sm
   }
 }
 
-/** 401 with the challenges a client can answer. */
+/**
+ * 401 with the challenges a client can answer. A script in a browser that says so with `X-Requested-With:
+ * XMLHttpRequest` (the web console) gets no Basic challenge: the browser would answer it with its own password
+ * dialog instead of letting the page show its login form.
+ */
 export function unauthorised(reply: FastifyReply, message: string, error: 'invalid_request' | 'invalid_token' = 'invalid_request', retryAfter?: number): FastifyReply {
+  const bearer = `Bearer realm="switchyard", error="${error}"`;
+  const fromScript = String(reply.request?.headers['x-requested-with'] ?? '').toLowerCase() === 'xmlhttprequest';
   reply
     .code(401)
-    .header('www-authenticate', [`Basic realm="switchyard", charset="UTF-8"`, `Bearer realm="switchyard", error="${error}"`])
+    .header('www-authenticate', fromScript ? [bearer] : [`Basic realm="switchyard", charset="UTF-8"`, bearer])
     .header('cache-control', 'no-store');
   if (retryAfter !== undefined) reply.header('retry-after', String(retryAfter));
   return reply.send({ status: message });
