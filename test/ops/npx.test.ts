@@ -81,7 +81,7 @@ describe('npx and npm exec', () => {
 
     prepare(); // no dist/: built
     assert.equal(builds(), 1);
-    for (const f of ['dist/src/cli/main.js', 'dist/src/main.js', 'dist/bundle/main.js']) file(f);
+    for (const f of ['dist/src/cli/main.js', 'dist/src/main.js', 'dist/bundle/main.js', 'dist/console/index.html']) file(f);
     const old = new Date(Date.now() - 60_000);
     for (const f of ['package.json', 'src/main.ts']) utimesSync(join(project, f), old, old);
     prepare(); // dist/ newer than every source: not rebuilt (what the first npx in a fresh checkout does after npm ci)
