@@ -3,7 +3,7 @@
 // Run by `npm run build` (scripts/bundle.mjs) and so by the `prepare` script of `npm ci`; the console tests run it
 // too (test/console/), so they always test the current sources. About a second.
 import { build } from 'esbuild';
-import { copyFileSync, mkdirSync, rmSync, statSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { readFileSync } from 'node:fs';
@@ -32,10 +32,15 @@ export async function buildConsole({ out = CONSOLE_OUT, quiet = false } = {}) {
     logLevel: 'warning',
   });
   for (const f of COPIED) copyFileSync(`${CONSOLE_SRC}/${f}`, `${tmp}/${f}`);
-  // replace the old build in one step (a broker serving it meanwhile sees the old or the new one, never half)
+  // replace the old build (a broker serving it meanwhile may miss a file for a moment; the tests build only if stale)
   rmSync(out, { recursive: true, force: true });
   mkdirSync(`${out}/..`, { recursive: true });
-  (await import('node:fs')).renameSync(tmp, out);
+  try {
+    renameSync(tmp, out);
+  } catch (err) {
+    if (err.code !== 'ENOTEMPTY' && err.code !== 'EEXIST') throw err;
+    rmSync(tmp, { recursive: true, force: true }); // built at the same moment by another process: theirs stays
+  }
   const sizes = {};
   for (const f of ['main.js', ...COPIED]) {
     const b = readFileSync(`${out}/${f}`);
@@ -48,4 +53,15 @@ export async function buildConsole({ out = CONSOLE_OUT, quiet = false } = {}) {
   return sizes;
 }
 
-if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) await buildConsole();
+/** dist/console exists and is newer than every file of console/ and this script. */
+export function consoleUpToDate(out = CONSOLE_OUT) {
+  if (!existsSync(`${out}/index.html`) || !existsSync(`${out}/main.js`)) return false;
+  const built = statSync(`${out}/index.html`).mtimeMs;
+  const sources = [...readdirSync(CONSOLE_SRC).map((f) => `${CONSOLE_SRC}/${f}`), fileURLToPath(import.meta.url)];
+  return sources.every((f) => statSync(f).mtimeMs <= built);
+}
+
+// `node scripts/console.mjs` builds; with --if-stale only when a source is newer than the build (the tests).
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  if (!(process.argv.includes('--if-stale') && consoleUpToDate())) await buildConsole();
+}

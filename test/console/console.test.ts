@@ -10,8 +10,9 @@ import { CONFIG_DIR, ROOT, adminPasswordOf, removeDir, spawnBroker, tempDir, typ
 
 /**
  * The web console (docs/console.md) in a real Chromium (Debian's, as .ci/run installs it) against real brokers in
- * child processes, one with authentication on and one with it off. The console is built from console/ first
- * (scripts/console.mjs, about a second), so the current sources are what is tested.
+ * child processes, one with authentication on and one with it off. The console is built from console/ first when
+ * a source is newer than dist/console (scripts/console.mjs --if-stale, about a second), so the current sources are
+ * what is tested.
  *
  * Every page is checked for: real data on it; no request to anything but the broker on 127.0.0.1; no console error
  * (an expected 401/403 answer, which Chromium reports as "Failed to load resource", is allowed only where a test
@@ -52,7 +53,7 @@ describe('console', () => {
   const endpointState = async () => ((await rest('/api/v1/server/interfaces')) as Array<{ name: string; state: string }>).find((e) => e.name === ENDPOINT)?.state;
 
   before(async () => {
-    execFileSync(process.execPath, [join(ROOT, 'scripts/console.mjs')], { cwd: ROOT, stdio: 'ignore' });
+    execFileSync(process.execPath, [join(ROOT, 'scripts/console.mjs'), '--if-stale'], { cwd: ROOT, stdio: 'ignore' });
     const data = tempDir('switchyard-console-');
     const openData = tempDir('switchyard-console-open-');
     const openConfig = tempDir('switchyard-console-config-');
