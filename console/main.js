@@ -207,7 +207,7 @@ function Overview() {
     </dl>
     <h2>Subsystems</h2>
     <${Loaded} state=${status}>${(rows) => html`<div class="wrap"><table>
-      <caption>GET /api/v1/server/status</caption>
+      <caption>Status of each subsystem, refreshed every 5 s</caption>
       <thead><tr><th scope="col">Subsystem</th><th scope="col">Status</th><th scope="col">Detail</th></tr></thead>
       <tbody>${rows.map((r) => html`<tr><th scope="row">${r.name}</th><td class=${stateClass(r.status)}>${r.status}</td><td>${r.comment}</td></tr>`)}</tbody>
     </table></div>`}<//>

@@ -86,8 +86,8 @@ describe('console', () => {
     for (const d of dirs) removeDir(d);
   });
 
-  async function watch(): Promise<Watched> {
-    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  async function watch(colorScheme: 'light' | 'dark' = 'light'): Promise<Watched> {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme });
     const page = await context.newPage();
     page.setDefaultTimeout(15000);
     const requests: string[] = [];
@@ -119,6 +119,8 @@ describe('console', () => {
     };
     const bad = result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
     assert.deepEqual(bad, [], `${what}: no serious or critical accessibility violation`);
+    // readable at 1280x800: nothing wider than the window
+    assert.equal(await page.evaluate('document.documentElement.scrollWidth <= window.innerWidth'), true, `${what}: no horizontal scrolling at 1280 px`);
   }
 
   async function login(page: Page, origin: string, user: { username: string; password: string }) {
@@ -157,6 +159,9 @@ describe('console', () => {
     const w = await watch();
     const { page } = w;
     try {
+      await page.goto(`${base}/console/`);
+      await page.getByLabel('User name').waitFor();
+      await assertAccessible(page, 'login');
       await login(page, base, { username: 'admin', password: adminPasswordOf(dirs[0]!) });
       await page.getByText('Signed in as').waitFor();
       await page.getByTestId('health').filter({ hasText: /^(Ok|Warning)$/ }).waitFor();
@@ -272,9 +277,9 @@ describe('console', () => {
     }
   });
 
-  test('console - with authentication off it opens without a login and every page works', async () => {
+  test('console - with authentication off it opens without a login and every page works (dark theme)', async () => {
     const origin = `http://127.0.0.1:${open.port}`;
-    const w = await watch();
+    const w = await watch('dark'); // the system asks for dark: the console follows (and axe checks its contrast)
     const { page } = w;
     let client: mqtt.MqttClient | undefined;
     try {
@@ -283,17 +288,23 @@ describe('console', () => {
       await page.getByText('Authentication is off').waitFor();
       await page.getByRole('rowheader', { name: 'Store' }).waitFor();
       assert.equal(await page.getByLabel('Password').count(), 0, 'no login form');
+      const background = await page.evaluate('getComputedStyle(document.body).backgroundColor');
+      assert.equal(background, 'rgb(21, 23, 27)', 'the dark theme');
+      await assertAccessible(page, 'overview (dark)');
       await goTo(page, 'Endpoints');
       await page.locator(`tr[data-endpoint="${ENDPOINT}"] [data-testid=state]`).filter({ hasText: /^Started$/ }).waitFor();
+      await assertAccessible(page, 'endpoints (dark)');
       const port = ((await (await fetch(`${origin}/api/v1/server/interfaces`)).json()) as Array<{ name: string; port: number }>).find((e) => e.name === ENDPOINT)!.port;
       client = await mqtt.connectAsync(`mqtt://127.0.0.1:${port}`, { clientId: 'console-test-client', reconnectPeriod: 0 });
       await goTo(page, 'Connections');
       await page.getByRole('cell', { name: 'console-test-client' }).waitFor(); // refreshed every 5 s
+      await assertAccessible(page, 'connections (dark)');
       await goTo(page, 'Destinations');
       await page.getByText(/entries under the root/).waitFor();
+      await assertAccessible(page, 'destinations (dark)');
       await goTo(page, 'Actors');
       await page.getByRole('rowheader', { name: 'server', exact: true }).waitFor();
-      await assertAccessible(page, 'actors (authentication off)');
+      await assertAccessible(page, 'actors (dark)');
       assertClean(w, origin);
     } finally {
       await client?.endAsync(true);
