@@ -35,6 +35,19 @@ describe('console routes', () => {
     assert.equal((await on.app.inject('/console/../package.json')).statusCode, 404);
   });
 
+  test('console routes - a 401 to a script (X-Requested-With: XMLHttpRequest) has no Basic challenge, which would open the browser\'s password dialog', async () => {
+    const plain = await on.app.inject('/api/v1/session');
+    assert.equal(plain.statusCode, 401);
+    assert.match(String(plain.headers['www-authenticate']), /^Basic realm="switchyard"/, 'other clients are still offered Basic');
+    const script = await on.app.inject({ url: '/api/v1/session', headers: { 'x-requested-with': 'XMLHttpRequest' } });
+    assert.equal(script.statusCode, 401);
+    assert.match(script.json().status, /User not authenticated/);
+    assert.deepEqual([script.headers['www-authenticate']].flat(), ['Bearer realm="switchyard", error="invalid_request"']);
+    const badLogin = await on.app.inject({ method: 'POST', url: '/api/v1/login', headers: { 'x-requested-with': 'XMLHttpRequest' }, payload: { username: 'admin', password: 'wrong-password-1' } });
+    assert.equal(badLogin.statusCode, 401);
+    assert.doesNotMatch(String(badLogin.headers['www-authenticate']), /Basic/);
+  });
+
   test('console routes - RestApi.enableConsole: false leaves / and /console/ JSON 404s', async () => {
     for (const url of ['/', '/console/', '/console/main.js']) {
       const r = await off.app.inject(url);
