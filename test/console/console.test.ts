@@ -223,7 +223,9 @@ describe('console', () => {
     const { page } = w;
     try {
       await login(page, base, { username: 'admin', password: adminPasswordOf(dirs[0]!) });
+      const stream = page.waitForResponse((r) => r.url().includes('/api/v1/server/actors/sse/stream/') && r.status() === 200);
       await goTo(page, 'Endpoints');
+      await stream; // the live transition stream is open
       await page.evaluate('window.__sameDocument = true');
       const row = page.locator(`tr[data-endpoint="${ENDPOINT}"]`);
       const state = (s: string) => row.locator('[data-testid=state]').filter({ hasText: new RegExp(`^${s}$`) });
