@@ -7,19 +7,23 @@ import { assign, setup } from 'xstate';
  *
  * After a restart (its supervisor restarts it with the spec it was first spawned with) the actor starts in the
  * state the engine has now: the runtime supplies `startsHibernating` reading the live subscription, and the
- * context's `hibernating` follows the state it is in.
+ * context's `hibernating` follows the state it is in. The actor is virtual (src/runtime/virtual-actors.ts): it can
+ * be activated long after the subscription was made, so `hibernations` (times its session went offline) comes in
+ * with the input from the runtime's record and counts the `subscription.hibernated` events it sees itself.
  */
 export interface SubscriptionInput {
   sessionId: string;
   filter: string;
   hibernating: boolean;
+  /** Times the session went offline so far (kept by the runtime while the actor is passive). */
+  hibernations?: number;
 }
 
 export type SubscriptionEvent = { type: 'subscription.hibernated' } | { type: 'subscription.attached' } | { type: 'subscription.closed' };
 
 export const subscriptionMachine = setup({
   types: {
-    context: {} as SubscriptionInput & { hibernations: number },
+    context: {} as Omit<SubscriptionInput, 'hibernations'> & { hibernations: number },
     events: {} as SubscriptionEvent,
     input: {} as SubscriptionInput,
   },
@@ -28,7 +32,7 @@ export const subscriptionMachine = setup({
   },
 }).createMachine({
   id: 'subscription',
-  context: ({ input }) => ({ ...input, hibernations: 0 }),
+  context: ({ input }) => ({ sessionId: input.sessionId, filter: input.filter, hibernating: input.hibernating, hibernations: input.hibernations ?? 0 }),
   initial: 'starting',
   states: {
     starting: {
@@ -37,12 +41,12 @@ export const subscriptionMachine = setup({
     active: {
       entry: assign({ hibernating: false }),
       on: {
-        'subscription.hibernated': 'hibernated',
+        'subscription.hibernated': { target: 'hibernated', actions: assign(({ context }) => ({ hibernations: context.hibernations + 1 })) },
         'subscription.closed': 'closed',
       },
     },
     hibernated: {
-      entry: assign(({ context }) => ({ hibernating: true, hibernations: context.hibernations + 1 })),
+      entry: assign({ hibernating: true }),
       on: {
         'subscription.attached': 'active',
         'subscription.closed': 'closed',

@@ -1491,6 +1491,21 @@ export class Engine {
     return [...this.dests.keys()];
   }
 
+  /** The destination names in table order, lazily (no copy): the paged actor views iterate it. */
+  destinationNameIterator(): IterableIterator<string> {
+    return this.dests.keys();
+  }
+
+  /** Number of destinations (system ones included), O(1). */
+  get destinationCount(): number {
+    return this.dests.size;
+  }
+
+  /** The type of a destination without building its DTO, or undefined. */
+  destinationType(name: string): DestinationType | undefined {
+    return this.dests.get(name)?.type;
+  }
+
   destination(name: string): DestinationDTO | undefined {
     const d = this.dests.get(name);
     return d === undefined ? undefined : destinationDto(d);

@@ -1,20 +1,22 @@
 import type { AnyActorRef, Subscription } from 'xstate';
 import { destinationMachine } from '../../actors/destinations/destination.machine.js';
 import type { Runtime, Service } from './runtime.js';
+import { Activations, PASSIVATE_AFTER_MS, PASSIVATE_SWEEP_MS, type VirtualActorKind } from './virtual-actors.js';
+import { actorState } from './inspector.js';
 
 /**
- * One `destination:<name>` actor per destination under the `destinations` supervisor: the existing ones once the
- * supervisor is up (after boot and after every restart), new ones on 'destination.created'; a deleted
- * destination's actor goes to `deleting` (final) and the supervisor drops it. Queue high/low-water notices move
- * the actor in and out of its `degraded` tag, which `/api/v1/server/status` reports as WARN. An actor (re)started
- * later reads the engine's current state (paused, above high-water) through its guards.
- *
- * Cost: about 2.5 KB of heap per actor (25 MiB for 10 000). XState copies a parent's `children` object on every
- * spawn, so the `destinations` supervisor is sharded (64 shard supervisors, see supervisor.machine.ts) to keep a
- * spawn O(n / 64) instead of O(n).
- *
- * System destinations (`$SYS/...`, any `$` name) get no actor: they are the server's own statistics, regenerated
- * at boot and not managed (they are also left out of every destination view).
+ * Destination actors are virtual (src/runtime/virtual-actors.ts): every destination has the identity
+ * `destination:<name>`, listed from the engine's table, but a `destination` machine runs under the `destinations`
+ * supervisor only while one is needed:
+ * - activated by a registry lookup (`rt.actor('destination', name)`, `GET /api/v1/server/actors/{systemId}`, a
+ *   command), by a queue reaching its high-water mark, and at (re)start of the supervisor for every destination
+ *   that is not at rest (paused or above high-water);
+ * - passivated by a sweep once back at rest (`live.run.active` and `live.load.normal`) and idle for
+ *   PASSIVATE_AFTER_MS. Its state is the engine's record (`paused`, `highWater`), which the machine's guards read
+ *   when it is activated again.
+ * Creating a destination (a first publish to a new topic) activates nothing. Deleting one sends an activated actor
+ * to `deleting` (final). System destinations (`$SYS/...`, any `$` name) have no actor: they are the server's own
+ * statistics and are left out of every destination view.
  */
 export function destinationActorId(name: string): string {
   return `destination:${name}`;
@@ -24,10 +26,12 @@ function isSystem(name: string): boolean {
   return name.startsWith('$');
 }
 
-/** The actor of a destination, while the server runs. */
+/** The actor of a destination (activated if it was passive), while the server runs; undefined for none. */
 export function destinationActor(rt: Runtime, name: string): AnyActorRef | undefined {
-  return rt.childActor('destinations', destinationActorId(name));
+  return rt.actor('destination', name);
 }
+
+const RESTING = 'live.run.active,load.normal';
 
 export function destinationsService(): Service {
   let cleanup: (() => void) | undefined;
@@ -45,35 +49,94 @@ export function destinationsService(): Service {
           wasAboveHighWater: ({ context }) => rt.engine?.isAboveHighWater(context.name) === true,
         },
       });
+      const activations = new Activations(() => rt.now());
+      // system destinations are counted as they come and go, so the actor count is O(1)
+      let systemCount = 0;
+      for (const name of rt.engine?.destinationNameIterator() ?? []) if (isSystem(name)) systemCount++;
+
+      const exists = (name: string) => !isSystem(name) && rt.engine?.hasDestination(name) === true;
+      const live = (name: string) => rt.childActor('destinations', destinationActorId(name));
+      const activate = (name: string): AnyActorRef | undefined => {
+        const current = live(name);
+        if (current !== undefined) return current;
+        const type = rt.engine?.destinationType(name);
+        if (type === undefined || isSystem(name) || rt.supervisor('destinations') === undefined) return undefined;
+        rt.startChild('destinations', { id: destinationActorId(name), logic, input: { name, type } });
+        const ref = live(name);
+        if (ref !== undefined) activations.track(name, ref);
+        return ref;
+      };
+      const kind: VirtualActorKind = {
+        kind: 'destination',
+        supervisor: 'destinations',
+        machine: 'destination',
+        count: () => Math.max(0, (rt.engine?.destinationCount ?? 0) - systemCount),
+        names: function* () {
+          for (const name of rt.engine?.destinationNameIterator() ?? []) if (!isSystem(name)) yield name;
+        },
+        has: exists,
+        view: (name) => {
+          const e = rt.engine;
+          const type = e?.destinationType(name);
+          if (e === undefined || type === undefined || isSystem(name)) return undefined;
+          const degraded = e.isAboveHighWater(name);
+          return { value: { live: { run: e.isPaused(name) ? 'paused' : 'active', load: degraded ? 'degraded' : 'normal' } }, tags: degraded ? ['degraded'] : [], context: { name, type } };
+        },
+        live,
+        activate,
+        activeCount: () => rt.childActors('destinations').filter(([id]) => id.startsWith('destination:')).length,
+        passivateIdle: (idleMs) => {
+          let n = 0;
+          for (const [id, ref] of rt.childActors('destinations')) {
+            if (!id.startsWith('destination:')) continue;
+            const name = id.slice('destination:'.length);
+            if (activations.idleFor(name) === Infinity) activations.track(name, ref); // restarted by its supervisor
+            const snap = ref.getSnapshot() as { status: string };
+            if (snap.status !== 'active' || actorState(ref) !== RESTING || activations.idleFor(name) < idleMs) continue;
+            activations.forget(name);
+            rt.stopChild('destinations', id);
+            n++;
+          }
+          return n;
+        },
+      };
+      rt.registerVirtualKind(kind);
 
       let sup: AnyActorRef | undefined;
-      const spawn = (name: string, type: string) => {
-        if (sup === undefined || isSystem(name)) return;
-        rt.startChild('destinations', { id: destinationActorId(name), logic, input: { name, type } });
-      };
-      /** Spawn an actor for every destination that has none (the supervisor was just started). */
+      /** The supervisor was just (re)started: activate every destination that is not at rest. */
       const sync = () => {
         const engine = rt.engine;
+        activations.clear();
         if (sup === undefined || engine === undefined) return;
-        const existing = new Set(rt.childActors('destinations').map(([id]) => id));
-        for (const name of engine.destinationNames()) {
-          if (isSystem(name) || existing.has(destinationActorId(name))) continue;
-          const d = engine.destination(name);
-          if (d !== undefined) spawn(name, d.type);
+        for (const name of engine.destinationNameIterator()) {
+          if (isSystem(name)) continue;
+          if (engine.isPaused(name) || engine.isAboveHighWater(name)) activate(name);
         }
       };
 
-      const onCreated = (name: string, type: string) => spawn(name, type);
+      const onCreated = (name: string) => {
+        if (isSystem(name)) systemCount++;
+      };
       const onDeleted = (name: string) => {
-        if (sup === undefined || isSystem(name)) return;
-        destinationActor(rt, name)?.send({ type: 'destination.deleted' }); // → deleting (final); the supervisor drops it
+        if (isSystem(name)) {
+          systemCount = Math.max(0, systemCount - 1);
+          return;
+        }
+        if (sup === undefined) return;
+        const ref = live(name);
+        if (ref === undefined) return; // passive: nothing to stop
+        activations.forget(name);
+        ref.send({ type: 'destination.deleted' }); // → deleting (final); the supervisor drops it
         rt.stopChild('destinations', destinationActorId(name)); // also when it was crashed and waiting for a restart
       };
       const onHighWater = (name: string, depth: number) => {
-        destinationActor(rt, name)?.send({ type: 'destination.highWater', depth });
+        // a lifecycle event that needs a machine: activation reads the engine's record (already above the mark)
+        const ref = live(name);
+        if (ref !== undefined) ref.send({ type: 'destination.highWater', depth });
+        else if (sup !== undefined) activate(name);
       };
       const onLowWater = (name: string, depth: number) => {
-        destinationActor(rt, name)?.send({ type: 'destination.lowWater', depth });
+        live(name)?.send({ type: 'destination.lowWater', depth }); // a passive actor is already at rest
       };
       rt.on('destination.created', onCreated);
       rt.on('destination.deleted', onDeleted);
@@ -89,14 +152,19 @@ export function destinationsService(): Service {
       };
       let rootSub: Subscription | undefined = rt.rootActor?.subscribe({ next: watch, error: () => {} });
       watch();
+      const passivation = setInterval(() => kind.passivateIdle(PASSIVATE_AFTER_MS), PASSIVATE_SWEEP_MS);
+      passivation.unref();
 
       cleanup = () => {
+        clearInterval(passivation);
         rootSub?.unsubscribe();
         rootSub = undefined;
+        rt.unregisterVirtualKind('destination');
         rt.off('destination.created', onCreated);
         rt.off('destination.deleted', onDeleted);
         rt.off('destination.highWater', onHighWater);
         rt.off('destination.lowWater', onLowWater);
+        activations.clear();
         sup = undefined;
       };
     },

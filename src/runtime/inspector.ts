@@ -1,6 +1,7 @@
 import type { AnyActorRef, InspectionEvent, Observer } from 'xstate';
 import type { ActorTransition } from './events.js';
 import { parseSystemId } from './registry.js';
+import { skip, type VirtualActorKind } from './virtual-actors.js';
 
 /**
  * Actor inspection (the design card: "inspect actor state via REST"). The runtime creates the root actor with
@@ -125,25 +126,69 @@ export function* registeredChildren(ref: AnyActorRef): Generator<AnyActorRef> {
   }
 }
 
-function rowOf(ref: AnyActorRef, parent: string | null): ActorRow {
+/** Where the views find the virtual kinds (the runtime): by the name of the supervisor their instances run under. */
+export interface VirtualDirectory {
+  virtualKindOf(supervisor: string): VirtualActorKind | undefined;
+}
+
+/** The virtual kind whose supervisor `ref` is, if any. */
+export function virtualKindOfRef(ref: AnyActorRef, dir: VirtualDirectory | undefined): VirtualActorKind | undefined {
+  const id = systemIdOfRef(ref);
+  return dir !== undefined && id !== undefined && id.startsWith('supervisor:') ? dir.virtualKindOf(id.slice('supervisor:'.length)) : undefined;
+}
+
+/** Registered children of `ref` that are not instances of its virtual kind (those are listed from the engine). */
+function* ownChildren(ref: AnyActorRef, virtual: VirtualActorKind | undefined): Generator<AnyActorRef> {
+  for (const c of registeredChildren(ref)) if (virtual === undefined || parseSystemId(systemIdOfRef(c)!).kind !== virtual.kind) yield c;
+}
+
+function rowOf(ref: AnyActorRef, parent: string | null, dir?: VirtualDirectory): ActorRow {
   const systemId = systemIdOfRef(ref)!;
   const { kind, name } = parseSystemId(systemId);
+  const virtual = virtualKindOfRef(ref, dir);
   const children: string[] = [];
   let childCount = 0;
-  for (const c of registeredChildren(ref)) {
+  if (virtual !== undefined) {
+    for (const n of virtual.names()) {
+      if (children.length >= CHILDREN_SHOWN) break;
+      children.push(`${virtual.kind}:${n}`);
+    }
+    childCount = virtual.count();
+  }
+  for (const c of ownChildren(ref, virtual)) {
     if (children.length < CHILDREN_SHOWN) children.push(systemIdOfRef(c)!);
     childCount++;
   }
   return { systemId, kind, name, state: actorState(ref), status: snapshotOf(ref).status, parent, children, childCount };
 }
 
-/** Every registered actor under (and including) `root`, depth first, with its registered parent. */
-export function* walkActors(root: AnyActorRef): Generator<{ ref: AnyActorRef; parent: string | null }> {
+/** The state string of a virtual actor: its live instance's, or the one its engine record gives. */
+export function virtualState(v: VirtualActorKind, name: string): string {
+  const ref = v.live(name);
+  if (ref !== undefined) return actorState(ref);
+  const view = v.view(name);
+  return view === undefined ? '' : stateString(view.value);
+}
+
+/** The row of a virtual actor: its live instance's, or one built from its engine record (status `passive`). */
+function virtualRow(v: VirtualActorKind, name: string, parent: string, dir?: VirtualDirectory): ActorRow {
+  const ref = v.live(name);
+  if (ref !== undefined) return rowOf(ref, parent, dir);
+  const view = v.view(name);
+  return { systemId: `${v.kind}:${name}`, kind: v.kind, name, state: view === undefined ? '' : stateString(view.value), status: 'passive', parent, children: [], childCount: 0 };
+}
+
+/**
+ * Every registered actor under (and including) `root`, depth first, with its registered parent. Instances of a
+ * virtual kind are not walked: the node of their supervisor carries `virtual`, and the views list them from it.
+ */
+export function* walkActors(root: AnyActorRef, dir?: VirtualDirectory): Generator<{ ref: AnyActorRef; parent: string | null; virtual?: VirtualActorKind }> {
   const stack: Array<{ ref: AnyActorRef; parent: string | null }> = [{ ref: root, parent: null }];
   while (stack.length) {
     const item = stack.pop()!;
-    yield item;
-    const kids = [...registeredChildren(item.ref)];
+    const virtual = virtualKindOfRef(item.ref, dir);
+    yield virtual === undefined ? item : { ...item, virtual };
+    const kids = [...ownChildren(item.ref, virtual)];
     const me = systemIdOfRef(item.ref) ?? null;
     for (let i = kids.length - 1; i >= 0; i--) stack.push({ ref: kids[i]!, parent: me });
   }
@@ -157,21 +202,47 @@ export interface ActorQuery {
   offset: number;
 }
 
-/** A page of registered actors matching the filters (state: exact state string, or a prefix ending in '.'). */
-export function actorPage(root: AnyActorRef, q: ActorQuery): { total: number; offset: number; limit: number; items: ActorRow[] } {
+function stateMatches(st: string, want: string): boolean {
+  return st === want || st.split(',').includes(want) || st.startsWith(`${want}.`);
+}
+
+/**
+ * A page of registered actors matching the filters (state: exact state string, or a prefix ending in '.'). Virtual
+ * actors are listed from the engine's tables after their supervisor: without a state or narrowing prefix filter
+ * they are counted (O(1)) and only the page is built; with one, each is checked from its engine record, none is
+ * activated.
+ */
+export function actorPage(root: AnyActorRef, q: ActorQuery, dir?: VirtualDirectory): { total: number; offset: number; limit: number; items: ActorRow[] } {
   const items: ActorRow[] = [];
   let total = 0;
-  for (const { ref, parent } of walkActors(root)) {
-    const systemId = systemIdOfRef(ref)!;
-    if (q.prefix !== undefined && !systemId.startsWith(q.prefix)) continue;
-    const { kind } = parseSystemId(systemId);
-    if (q.kind !== undefined && kind !== q.kind) continue;
-    if (q.state !== undefined) {
-      const st = actorState(ref);
-      if (st !== q.state && !st.split(',').includes(q.state) && !st.startsWith(`${q.state}.`)) continue;
-    }
-    if (total >= q.offset && items.length < q.limit) items.push(rowOf(ref, parent));
+  const consider = (systemId: string, kind: string, state: () => string, row: () => ActorRow) => {
+    if (q.prefix !== undefined && !systemId.startsWith(q.prefix)) return;
+    if (q.kind !== undefined && kind !== q.kind) return;
+    if (q.state !== undefined && !stateMatches(state(), q.state)) return;
+    if (total >= q.offset && items.length < q.limit) items.push(row());
     total++;
+  };
+  for (const { ref, parent, virtual } of walkActors(root, dir)) {
+    const systemId = systemIdOfRef(ref)!;
+    consider(systemId, parseSystemId(systemId).kind, () => actorState(ref), () => rowOf(ref, parent, dir));
+    if (virtual === undefined) continue;
+    if (q.kind !== undefined && q.kind !== virtual.kind) continue;
+    const prefixAll = q.prefix === undefined || `${virtual.kind}:`.startsWith(q.prefix);
+    if (q.state === undefined && prefixAll) {
+      const n = virtual.count();
+      const from = Math.max(0, q.offset - total);
+      if (from < n && items.length < q.limit) {
+        for (const name of skip(virtual.names(), from)) {
+          if (items.length >= q.limit) break;
+          items.push(virtualRow(virtual, name, systemId, dir));
+        }
+      }
+      total += n;
+      continue;
+    }
+    for (const name of virtual.names()) {
+      consider(`${virtual.kind}:${name}`, virtual.kind, () => virtualState(virtual, name), () => virtualRow(virtual, name, systemId, dir));
+    }
   }
   return { total, offset: q.offset, limit: q.limit, items };
 }
@@ -214,11 +285,11 @@ export interface ActorDetail extends ActorRow {
   transitions: ActorTransition[];
 }
 
-export function actorDetail(ref: AnyActorRef, parent: string | null, inspector: ActorInspector): ActorDetail {
+export function actorDetail(ref: AnyActorRef, parent: string | null, inspector: ActorInspector, dir?: VirtualDirectory): ActorDetail {
   const s = snapshotOf(ref);
   const logic = (ref as unknown as { logic?: { id?: string; config?: { id?: string } } }).logic;
   return {
-    ...rowOf(ref, parent),
+    ...rowOf(ref, parent, dir),
     machine: logic?.id ?? logic?.config?.id ?? 'actor',
     tags: s.tags ? [...s.tags] : [],
     accepts: acceptedEvents(ref),

@@ -1,8 +1,9 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AnyActorRef } from 'xstate';
-import { stateString } from './inspector.js';
+import { stateString, virtualKindOfRef, type VirtualDirectory } from './inspector.js';
 import { SUPERVISORS, type Runtime } from './runtime.js';
+import type { VirtualActorKind } from './virtual-actors.js';
 
 /**
  * Every GET view of the server is a pure function of live state here (NATS `Connz` style); routes only adapt.
@@ -41,8 +42,10 @@ function isSupervisor(ref: AnyActorRef): boolean {
 /**
  * Worst of a supervisor's own state and its children's: failed tag → ERROR; degraded tag, crashed child or pending
  * restart → WARN. Shard supervisors (of a sharded supervisor) are looked through, so their children count directly.
+ * Only live children are visited: the actors of a virtual kind (`virtual`) are counted from the engine, and a
+ * passive one is at rest by definition (a troubled one, e.g. above high-water, is activated).
  */
-export function supervisorStatus(name: string, ref: AnyActorRef | undefined): SubSystemStatus {
+export function supervisorStatus(name: string, ref: AnyActorRef | undefined, virtual?: VirtualActorKind): SubSystemStatus {
   if (!ref) return { name: title(name), comment: 'not running', status: 'STOPPED' };
   const failures: string[] = [];
   const troubled: string[] = [];
@@ -74,6 +77,7 @@ export function supervisorStatus(name: string, ref: AnyActorRef | undefined): Su
     const shown = troubled.length > 10 ? [...troubled.slice(0, 10), `and ${troubled.length - 10} more`] : troubled;
     return { name: title(name), comment: `${shown.join('; ')}${lastErrors.length ? ` (last crash: ${lastErrors[lastErrors.length - 1]})` : ''}`, status: 'WARN' };
   }
+  if (virtual !== undefined) return { name: title(name), comment: `${virtual.count() + count - virtual.activeCount()} running (${virtual.activeCount()} active)`, status: 'OK' };
   return { name: title(name), comment: `${count} running`, status: 'OK' };
 }
 
@@ -89,7 +93,7 @@ export function subsystemStatus(rt: Runtime, extra: SubSystemStatus[] = []): Sub
   });
   list.push({ name: 'Store', comment: `LevelDB ${rt.store.status}`, status: rt.store.status === 'open' ? 'OK' : 'ERROR' });
   for (const name of SUPERVISORS) {
-    const st = supervisorStatus(name, rt.supervisor(name));
+    const st = supervisorStatus(name, rt.supervisor(name), rt.virtualKindOf(name));
     const f = failed.find((x) => x.subtree === name);
     if (f && st.status === 'ERROR') {
       st.comment += f.state === 'restarting' ? `; failed subtree ${name}: the server restarts it (attempt ${f.attempt})` : `; failed subtree ${name}: the server gave up (degraded)`;
@@ -136,11 +140,28 @@ function smallContext(ctx: Record<string, unknown> | undefined): Record<string, 
   return out;
 }
 
-/** The tree from `ref` down; at most `limit` children per node (`childCount` counts them all). */
-export function actorTree(ref: AnyActorRef, id = 'server', limit = Infinity): ActorNode {
+/**
+ * The tree from `ref` down; at most `limit` children per node (`childCount` counts them all). Under the supervisor
+ * of a virtual kind, the passive actors follow the live children as nodes built from their engine records
+ * (status `passive`).
+ */
+export function actorTree(ref: AnyActorRef, id = 'server', limit = Infinity, dir?: VirtualDirectory): ActorNode {
   const s = snap(ref);
   const logic = (ref as unknown as { logic?: { id?: string; config?: { id?: string } } }).logic;
   const kids = Object.entries(s.children ?? {}).filter(([, c]) => c);
+  const children = kids.slice(0, limit).map(([cid, c]) => actorTree(c!, cid, limit, dir));
+  let childCount = kids.length;
+  const virtual = virtualKindOfRef(ref, dir);
+  if (virtual !== undefined) {
+    childCount += Math.max(0, virtual.count() - virtual.activeCount());
+    for (const name of virtual.names()) {
+      if (children.length >= limit) break;
+      if (virtual.live(name) !== undefined) continue;
+      const view = virtual.view(name);
+      if (view === undefined) continue;
+      children.push({ id: `${virtual.kind}:${name}`, machine: virtual.machine, state: view.value, status: 'passive', tags: view.tags, context: view.context, childCount: 0, children: [] });
+    }
+  }
   return {
     id,
     machine: logic?.id ?? logic?.config?.id ?? 'actor',
@@ -148,8 +169,8 @@ export function actorTree(ref: AnyActorRef, id = 'server', limit = Infinity): Ac
     status: s.status,
     tags: s.tags ? [...s.tags] : [],
     context: smallContext(s.context),
-    childCount: kids.length,
-    children: kids.slice(0, limit).map(([cid, c]) => actorTree(c!, cid, limit)),
+    childCount,
+    children,
   };
 }
 

@@ -4,7 +4,8 @@ import { serverMachine, type FailedSubtree } from '../../actors/server/server.ma
 import { shardPath, supervisorMachine, type ChildSpec } from '../../actors/supervisor/supervisor.machine.js';
 import type { RuntimeEventName, RuntimeEvents, RuntimeListener } from './events.js';
 import { ActorInspector } from './inspector.js';
-import { systemIdOf, type ActorKind, type ActorKinds } from './registry.js';
+import { parseSystemId, systemIdOf, type ActorKind, type ActorKinds } from './registry.js';
+import type { VirtualActorKind } from './virtual-actors.js';
 import { orderServices } from './service-order.js';
 import { loadConfig, type LoadOptions } from '../config/load.js';
 import type { Config } from '../config/schema.js';
@@ -397,9 +398,45 @@ export class Runtime {
     return this.actorById(systemIdOf(kind, name)) as ActorRefFrom<ActorKinds[K]> | undefined;
   }
 
-  /** A registered actor by its systemId (`server`, `supervisor:endpoints`, `destination:a/b`, ...). */
+  /**
+   * A registered actor by its systemId (`server`, `supervisor:endpoints`, `destination:a/b`, ...). A virtual actor
+   * (destination, subscription) that exists but is passive is activated here (src/runtime/virtual-actors.ts): a
+   * lookup is how a command or an inspection reaches it.
+   */
   actorById(systemId: string): AnyActorRef | undefined {
-    return this.root?.system.get(systemId) as AnyActorRef | undefined;
+    const live = this.root?.system.get(systemId) as AnyActorRef | undefined;
+    if (live !== undefined) return live;
+    const { kind, name } = parseSystemId(systemId);
+    const v = this.virtualKinds.get(kind);
+    return v !== undefined && v.has(name) ? v.activate(name) : undefined;
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Virtual actor kinds (src/runtime/virtual-actors.ts)
+
+  private readonly virtualKinds = new Map<string, VirtualActorKind>();
+
+  /** Declares a virtual kind (its service does, while it runs). */
+  registerVirtualKind(k: VirtualActorKind): void {
+    this.virtualKinds.set(k.kind, k);
+  }
+  unregisterVirtualKind(kind: string): void {
+    this.virtualKinds.delete(kind);
+  }
+  /** The virtual kind by its kind name (`destination`), or undefined. */
+  virtualKind(kind: string): VirtualActorKind | undefined {
+    return this.virtualKinds.get(kind);
+  }
+  /** The virtual kind whose activated instances run under a supervisor, or undefined. */
+  virtualKindOf(supervisor: string): VirtualActorKind | undefined {
+    for (const k of this.virtualKinds.values()) if (k.supervisor === supervisor) return k;
+    return undefined;
+  }
+  /** Passivates every activated virtual actor at rest and idle for at least `idleMs` (0: now); returns how many. */
+  passivateIdle(idleMs = 0): number {
+    let n = 0;
+    for (const k of this.virtualKinds.values()) n += k.passivateIdle(idleMs);
+    return n;
   }
 
   /**

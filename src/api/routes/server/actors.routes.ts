@@ -29,7 +29,7 @@ const ActorRowDTO = z
     kind: z.string(),
     name: z.string(),
     state: z.string(),
-    status: z.string().describe('active, done, error or stopped'),
+    status: z.string().describe('active, done, error or stopped; passive for a virtual actor (destination, subscription) with no XState instance right now'),
     parent: z.string().nullable(),
     children: z.array(z.string()).describe('registered children (through shard supervisors), at most 50'),
     childCount: z.number().int(),
@@ -76,7 +76,7 @@ export const actorRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
       schema: {
         tags,
         summary: 'A page of live actors (Switchyard extension)',
-        description: 'Registered actors (systemId `<kind>:<name>`), depth first from the root. state matches the state string, one of its parallel regions, or a parent state (`live` matches `live.run.active,...`).',
+        description: 'Registered actors (systemId `<kind>:<name>`), depth first from the root. Destinations and subscriptions are virtual actors, listed from the engine\'s tables whether or not their XState instance is active (status `passive` when it is not). state matches the state string, one of its parallel regions, or a parent state (`live` matches `live.run.active,...`).',
         querystring: z.object({
           kind: z.string().trim().min(1).max(64).optional(),
           state: z.string().trim().min(1).max(256).optional(),
@@ -87,7 +87,7 @@ export const actorRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
         response: { 200: z.object({ total: z.number().int(), offset: z.number().int(), limit: z.number().int(), items: z.array(ActorRowDTO) }), ...ErrorResponses },
       },
     },
-    async (req) => actorPage(root(), req.query),
+    async (req) => actorPage(root(), req.query, rt),
   );
 
   app.get(
@@ -102,7 +102,7 @@ export const actorRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
         response: { 200: ActorNode, ...ErrorResponses },
       },
     },
-    async (req) => actorTree(root(), 'server', req.query.limit),
+    async (req) => actorTree(root(), 'server', req.query.limit, rt),
   );
 
   app.get(
@@ -194,7 +194,7 @@ export const actorRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
       schema: {
         tags,
         summary: 'One live actor (Switchyard extension)',
-        description: 'State, the events it accepts now (from its machine), a safe view of its context (no secrets, no functions), its registered children and its last 50 transitions. The systemId is URL-encoded (destination%3Asensors%2Fa).',
+        description: 'State, the events it accepts now (from its machine; a passive destination or subscription actor is activated to answer), a safe view of its context (no secrets, no functions), its registered children and its last 50 transitions. The systemId is URL-encoded (destination%3Asensors%2Fa).',
         params: z.object({ systemId: z.string().min(1).max(4200) }),
         response: { 200: ActorDetailDTO, ...ErrorResponses },
       },
@@ -203,7 +203,7 @@ export const actorRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
       root();
       const ref = rt.actorById(req.params.systemId);
       if (!ref) throw new NotFoundError(`No live actor has the systemId "${req.params.systemId}"`);
-      return actorDetail(ref, parentOf(ref), rt.inspector);
+      return actorDetail(ref, parentOf(ref), rt.inspector, rt);
     },
   );
 };
