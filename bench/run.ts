@@ -8,6 +8,7 @@ import { run as persistedQueue } from './persisted-queue.js';
 import { run as restPublish } from './rest-publish.js';
 import { run as aclFanout } from './acl-fanout.js';
 import { run as schemasModels } from './schemas-models.js';
+import { run as virtualActors } from './virtual-actors.js';
 import { runMqttBench } from './mqtt/run.js';
 import { runFootprintBench } from './footprint.js';
 import { runFederationBench } from './federation/run.js';
@@ -18,6 +19,7 @@ const reports: Array<[string, () => Promise<BenchReport>]> = [
   ['rest-publish', restPublish],
   ['acl-fanout', aclFanout],
   ['schemas-models', schemasModels],
+  ['virtual-actors', virtualActors],
 ];
 
 for (const [name, run] of reports) {

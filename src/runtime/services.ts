@@ -27,8 +27,8 @@ export function registerServices(rt: Runtime): void {
   rt.use(mqttBrokerService()); // the MQTT broker: sessions (restored at boot) and connections
   rt.use(endpointsService()); // network endpoints (one actor each, under the endpoints supervisor)
   rt.use(discoveryService()); // mDNS / NATS discovery (dependsOn endpoints; off unless DiscoveryManager.enabled)
-  rt.use(subscriptionsService()); // one actor per durable subscription, under the subscriptions supervisor
-  rt.use(destinationsService()); // one actor per destination, under the destinations supervisor
+  rt.use(subscriptionsService()); // virtual actors for durable subscriptions (activated on demand, under the subscriptions supervisor)
+  rt.use(destinationsService()); // virtual actors for destinations (activated on demand, under the destinations supervisor)
   rt.use(integrationsService()); // integration links (one actor each, under the integrations supervisor; outboxes in the engine)
   rt.use(sysTopicsService()); // $SYS topics into the engine
   rt.use(devicesService()); // I²C sensors: one actor each under the devices supervisor, readings into the engine

@@ -1,0 +1,149 @@
+/**
+ * Virtual destination actors (issue 22 item 1), side by side in one run:
+ * - new-topic publish rate: BENCH_NEW_TOPICS (default 20 000) distinct topics published once each, nobody
+ *   subscribed, on a broker without the destinations service and on one with it (best of BENCH_ROUNDS rounds each,
+ *   alternating; target: with ≥ 0.9 × without);
+ * - heap per idle topic after a full GC, with and without the service (target: the service adds ≤ 200 bytes over
+ *   the engine's own);
+ * - at BENCH_TOPICS (default 100 000) topics: `GET /api/v1/server/status` and a page of 50 destination actors
+ *   (`GET /api/v1/server/actors?kind=destination&limit=50&offset=50000`), median of 21 requests through
+ *   `app.inject` (target: ≤ 2 ms each).
+ * Each broker is a full in-process runtime (every service, authentication off, no MQTT endpoint, system topics
+ * off, idle sweep off) on a fresh data directory. Run: `npx tsx bench/virtual-actors.ts` (or `npm run bench`).
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { buildApp } from '../src/api/app.js';
+import { collectGarbage } from '../src/runtime/reclaim.js';
+import { Runtime, type Service } from '../src/runtime/runtime.js';
+import { registerServices } from '../src/runtime/services.js';
+import { fmt, isMain, printReport, type BenchReport } from './report.js';
+
+const NEW_TOPICS = Number(process.env.BENCH_NEW_TOPICS ?? 20_000);
+const TOPICS = Number(process.env.BENCH_TOPICS ?? 100_000);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const CONFIG_DIR = resolve(import.meta.dirname ?? new URL('.', import.meta.url).pathname, '..', 'config');
+
+async function broker(withDestinations: boolean): Promise<{ rt: Runtime; close(): Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), 'switchyard-bench-virtual-'));
+  const rt = await Runtime.create({
+    configDir: CONFIG_DIR,
+    stdoutLogs: false,
+    overrides: {
+      MessageDaemon: { dataDirectory: dir, logLevel: 'warn', enableSystemTopics: false },
+      NetworkManager: { data: [] },
+      RestApi: { port: 0, hostnames: '127.0.0.1' },
+      AuthManager: { authenticationEnabled: false },
+      DestinationManager: { idleTimeout: 0 },
+    },
+  } as never);
+  // every service, the destinations service left out for the comparison
+  const use = rt.use.bind(rt);
+  registerServices(Object.assign(Object.create(rt) as Runtime, { use: (s: Service) => (withDestinations || s.name !== 'destinations' ? use(s) : undefined) }));
+  await rt.start();
+  return {
+    rt,
+    close: async () => {
+      await rt.stop();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+function heap(): number {
+  collectGarbage();
+  collectGarbage();
+  return process.memoryUsage().heapUsed;
+}
+
+/** Publishes `n` new topics; returns topics/s and heap bytes per topic after a full GC. */
+async function newTopics(rt: Runtime, prefix: string, n: number): Promise<{ rate: number; perTopic: number }> {
+  const engine = rt.engine!;
+  const payload = Buffer.from('x');
+  const h0 = heap();
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < n; i++) {
+    void engine.publish(`${prefix}/${i}`, { payload });
+    if (i % 10_000 === 9_999) await new Promise((r) => setImmediate(r));
+  }
+  await new Promise((r) => setImmediate(r));
+  const s = Number(process.hrtime.bigint() - t0) / 1e9;
+  const h1 = heap();
+  return { rate: n / s, perTopic: (h1 - h0) / n };
+}
+
+async function median(fn: () => Promise<void>, n = 21): Promise<number> {
+  const times: number[] = [];
+  await fn(); // warm
+  for (let i = 0; i < n; i++) {
+    const t0 = process.hrtime.bigint();
+    await fn();
+    times.push(Number(process.hrtime.bigint() - t0) / 1e6);
+  }
+  times.sort((a, b) => a - b);
+  return times[Math.floor(n / 2)]!;
+}
+
+export async function run(): Promise<BenchReport> {
+  const best = { without: { rate: 0, perTopic: Infinity }, with: { rate: 0, perTopic: Infinity } };
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const side of ['without', 'with'] as const) {
+      const b = await broker(side === 'with');
+      try {
+        const r = await newTopics(b.rt, `bench/new/${round}`, NEW_TOPICS);
+        best[side].rate = Math.max(best[side].rate, r.rate);
+        best[side].perTopic = Math.min(best[side].perTopic, r.perTopic);
+      } finally {
+        await b.close();
+      }
+    }
+  }
+
+  const b = await broker(true);
+  let statusMs = 0;
+  let pageMs = 0;
+  let firstPageMs = 0;
+  let total = 0;
+  let activated = 0;
+  try {
+    await newTopics(b.rt, 'bench/many', TOPICS);
+    const app = await buildApp(b.rt);
+    try {
+      const get = async (url: string) => {
+        const r = await app.inject(url);
+        if (r.statusCode !== 200) throw new Error(`${url}: ${r.statusCode} ${r.body}`);
+        return r;
+      };
+      statusMs = await median(async () => void (await get('/api/v1/server/status')));
+      pageMs = await median(async () => void (await get(`/api/v1/server/actors?kind=destination&limit=50&offset=${Math.floor(TOPICS / 2)}`)));
+      firstPageMs = await median(async () => void (await get('/api/v1/server/actors?limit=50')));
+      total = (await get('/api/v1/server/actors?kind=destination&limit=1')).json().total;
+      activated = b.rt.childActors('destinations').length;
+    } finally {
+      await app.close();
+    }
+  } finally {
+    await b.close();
+  }
+
+  const ratio = best.with.rate / best.without.rate;
+  const overhead = best.with.perTopic - best.without.perTopic;
+  return {
+    title: `Virtual destination actors: ${fmt(NEW_TOPICS)} new topics (best of ${ROUNDS}), then ${fmt(TOPICS)} topics for the views`,
+    rows: [
+      ['new topics/s without the destinations service', fmt(best.without.rate)],
+      ['new topics/s with the destinations service', `${fmt(best.with.rate)} (${fmt(ratio, 2)}x)`],
+      ['heap per idle topic without the service (engine)', `${fmt(best.without.perTopic)} B`],
+      ['heap per idle topic with the service', `${fmt(best.with.perTopic)} B (+${fmt(overhead)} B)`],
+      [`destination actors listed / activated at ${fmt(TOPICS)}`, `${fmt(total)} / ${fmt(activated)}`],
+      [`GET /api/v1/server/status at ${fmt(TOPICS)} topics (median)`, `${fmt(statusMs, 2)} ms`],
+      [`GET /api/v1/server/actors?kind=destination&limit=50&offset=${Math.floor(TOPICS / 2)} (median)`, `${fmt(pageMs, 2)} ms`],
+      ['GET /api/v1/server/actors?limit=50 (median)', `${fmt(firstPageMs, 2)} ms`],
+    ],
+    target: 'rate with ≥ 0.9x without; ≤ 200 B per idle topic over the engine; status and a page ≤ 2 ms',
+    met: ratio >= 0.9 && overhead <= 200 && statusMs <= 2 && pageMs <= 2,
+  };
+}
+
+if (isMain(import.meta.url)) printReport(await run());
