@@ -135,7 +135,7 @@ export async function run(): Promise<BenchReport> {
       ['new topics/s without the destinations service', fmt(best.without.rate)],
       ['new topics/s with the destinations service', `${fmt(best.with.rate)} (${fmt(ratio, 2)}x)`],
       ['heap per idle topic without the service (engine)', `${fmt(best.without.perTopic)} B`],
-      ['heap per idle topic with the service', `${fmt(best.with.perTopic)} B (+${fmt(overhead)} B)`],
+      ['heap per idle topic with the service', `${fmt(best.with.perTopic)} B (${overhead >= 0 ? '+' : ''}${fmt(overhead)} B)`],
       [`destination actors listed / activated at ${fmt(TOPICS)}`, `${fmt(total)} / ${fmt(activated)}`],
       [`GET /api/v1/server/status at ${fmt(TOPICS)} topics (median)`, `${fmt(statusMs, 2)} ms`],
       [`GET /api/v1/server/actors?kind=destination&limit=50&offset=${Math.floor(TOPICS / 2)} (median)`, `${fmt(pageMs, 2)} ms`],
