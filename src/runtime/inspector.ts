@@ -228,6 +228,7 @@ export function actorPage(root: AnyActorRef, q: ActorQuery, dir?: VirtualDirecto
     if (virtual === undefined) continue;
     if (q.kind !== undefined && q.kind !== virtual.kind) continue;
     const prefixAll = q.prefix === undefined || `${virtual.kind}:`.startsWith(q.prefix);
+    if (!prefixAll && !q.prefix!.startsWith(`${virtual.kind}:`)) continue; // no actor of this kind can match
     if (q.state === undefined && prefixAll) {
       const n = virtual.count();
       const from = Math.max(0, q.offset - total);

@@ -1,5 +1,4 @@
 import type { AnyActorRef } from 'xstate';
-import type { SupervisorName } from './runtime.js';
 
 /**
  * Virtual actors (Orleans' virtual actors, Akka's passivation) for the kinds that come in large numbers:
@@ -33,8 +32,8 @@ export interface VirtualView {
 export interface VirtualActorKind {
   /** The systemId prefix: `destination`. */
   kind: string;
-  /** The supervisor its activated instances run under. */
-  supervisor: SupervisorName;
+  /** The supervisor its activated instances run under (a `SupervisorName` of runtime.ts). */
+  supervisor: string;
   /** The machine id (`destination`), as the tree view shows it. */
   machine: string;
   /** Number of actors of this kind (from the engine's tables, O(1)). */
