@@ -74,6 +74,16 @@ export function destinationsService(): Service {
         names: function* () {
           for (const name of rt.engine?.destinationNameIterator() ?? []) if (!isSystem(name)) yield name;
         },
+        slice: (from, n) => {
+          const out: string[] = [];
+          let i = 0;
+          for (const name of rt.engine?.destinationNameIterator() ?? []) {
+            if (out.length >= n) break;
+            if (name.charCodeAt(0) === 36 /* $ */ || i++ < from) continue;
+            out.push(name);
+          }
+          return out;
+        },
         has: exists,
         view: (name) => {
           const e = rt.engine;

@@ -1,7 +1,7 @@
 import type { AnyActorRef, InspectionEvent, Observer } from 'xstate';
 import type { ActorTransition } from './events.js';
 import { parseSystemId } from './registry.js';
-import { skip, type VirtualActorKind } from './virtual-actors.js';
+import type { VirtualActorKind } from './virtual-actors.js';
 
 /**
  * Actor inspection (the design card: "inspect actor state via REST"). The runtime creates the root actor with
@@ -233,10 +233,7 @@ export function actorPage(root: AnyActorRef, q: ActorQuery, dir?: VirtualDirecto
       const n = virtual.count();
       const from = Math.max(0, q.offset - total);
       if (from < n && items.length < q.limit) {
-        for (const name of skip(virtual.names(), from)) {
-          if (items.length >= q.limit) break;
-          items.push(virtualRow(virtual, name, systemId, dir));
-        }
+        for (const name of virtual.slice(from, q.limit - items.length)) items.push(virtualRow(virtual, name, systemId, dir));
       }
       total += n;
       continue;

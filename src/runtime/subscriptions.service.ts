@@ -72,6 +72,7 @@ export function subscriptionsService(): Service {
         names: function* () {
           for (const sub of rt.engine?.durableSubscriptions() ?? []) yield sub.key;
         },
+        slice: (from, n) => (rt.engine?.durableSubscriptions() ?? []).slice(from, from + n).map((sub) => sub.key),
         has: (key) => lookup(key) !== undefined,
         view: (key) => {
           const sub = lookup(key);

@@ -40,6 +40,8 @@ export interface VirtualActorKind {
   count(): number;
   /** Every name, in the engine's table order (lazily: a page stops iterating once it is full). */
   names(): Iterable<string>;
+  /** At most `n` names from the `from`-th on, in the order of `names()` (a plain loop: pages deep into 100 000s). */
+  slice(from: number, n: number): string[];
   /** Whether an actor of that name exists (its resource exists in the engine). */
   has(name: string): boolean;
   /** Its state from the engine's record; undefined when it does not exist. */
@@ -52,15 +54,6 @@ export interface VirtualActorKind {
   passivateIdle(idleMs: number): number;
   /** Number of activated instances. */
   activeCount(): number;
-}
-
-/** Skips the first `n` values of an iterable, lazily. */
-export function* skip<T>(it: Iterable<T>, n: number): Generator<T> {
-  let i = 0;
-  for (const v of it) {
-    if (i++ < n) continue;
-    yield v;
-  }
 }
 
 /**
