@@ -129,7 +129,7 @@ export async function run(): Promise<BenchReport> {
   }
 
   const ratio = best.with.rate / best.without.rate;
-  const overhead = Math.round(best.with.perTopic - best.without.perTopic);
+  const overhead = Math.round(best.with.perTopic - best.without.perTopic) || 0; // never -0
   return {
     title: `Virtual destination actors: ${fmt(NEW_TOPICS)} new topics (best of ${ROUNDS}), then ${fmt(TOPICS)} topics for the views`,
     rows: [
