@@ -102,7 +102,7 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
         summary: 'Publish a message',
         description:
           'Resolves once the message is accepted: for queue messages and retained messages, once they are in the store. ' +
-          '429 {"status": ...} when flow control refuses a QoS 1/2 message because an MQTT subscription it would reach is full (DestinationManager.maxQueuedMessages; nothing was published, retry later).',
+          '429 {"status": ...} when flow control refuses a QoS 1/2 message because an MQTT subscription it would reach is full (DestinationManager.maxQueuedMessages or maxQueuedBytes; nothing was published, retry later).',
         body: z
           .object({
             destinationName: name('destinationName').describe('topic or queue name (no wildcards)'),
