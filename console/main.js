@@ -205,13 +205,15 @@ function Overview() {
       <div><dt>Connections</dt><dd data-testid="connections">${s ? fmtNum(connections ?? s.totalConnections - s.totalDisconnections) : '…'}</dd></div>
       <div><dt>Messages published</dt><dd>${s ? fmtNum(s.totalPublishedMessages) : '…'}</dd></div>
     </dl>
-    <h2>Subsystems</h2>
+    <div class="columns"><section aria-labelledby="h-subsystems">
+    <h2 id="h-subsystems">Subsystems</h2>
     <${Loaded} state=${status}>${(rows) => html`<div class="wrap"><table>
       <caption>Status of each subsystem, refreshed every 5 s</caption>
       <thead><tr><th scope="col">Subsystem</th><th scope="col">Status</th><th scope="col">Detail</th></tr></thead>
       <tbody>${rows.map((r) => html`<tr><th scope="row">${r.name}</th><td class=${stateClass(r.status)}>${r.status}</td><td>${r.comment}</td></tr>`)}</tbody>
     </table></div>`}<//>
-    <h2>Top destinations</h2>
+    </section><section aria-labelledby="h-top">
+    <h2 id="h-top">Top destinations</h2>
     <${Loaded} state=${top}>${(rows) =>
       rows.length === 0
         ? html`<p class="notice">No destination has subscribers yet.</p>`
@@ -219,6 +221,7 @@ function Overview() {
       <thead><tr><th scope="col">Destination</th><th scope="col" class="num">Published</th><th scope="col" class="num">Delivered</th><th scope="col" class="num">Stored</th></tr></thead>
       <tbody>${rows.map((d) => html`<tr><th scope="row">${d.name}</th><td class="num">${fmtNum(d.publishedMessages)}</td><td class="num">${fmtNum(d.deliveredMessages)}</td><td class="num">${fmtNum(d.storedMessages)}</td></tr>`)}</tbody>
     </table></div>`}<//>
+    </section></div>
   <//>`;
 }
 
