@@ -199,6 +199,7 @@ describe('console', () => {
       // each page has its own URL: opened directly, it shows the same view
       await page.goto(`${base}/console/#/endpoints`);
       await page.getByRole('heading', { level: 1, name: 'Endpoints' }).waitFor();
+      await page.locator('h1:focus').waitFor(); // the page has moved the focus to its heading (after rendering)
       // keyboard: from the skip link, Tab walks the navigation, Enter opens a page and focus moves to its heading
       const focused = () => page.evaluate("document.activeElement && document.activeElement.tagName + ' ' + document.activeElement.textContent");
       await page.getByRole('link', { name: 'Skip to content' }).focus();
