@@ -116,25 +116,30 @@ function useRoute() {
 // ---------------------------------------------------------------------------------------------------------------
 // Data hooks and small components
 
-/** GET a path; keeps the last answer while reloading; optional polling (at most once a second). */
+/**
+ * GET a path; keeps the last answer while reloading the same path; optional polling (at most once a second).
+ * An answer is shown only with the path it belongs to: a new path (a filter, another page) is "loading" until its
+ * own answer arrives, never the old rows under the new caption.
+ */
 function useApi(path, pollMs = 0) {
-  const [state, setState] = useState({ loading: true });
+  const [state, setState] = useState({ path, loading: true });
+  const latest = useRef(path);
+  latest.current = path;
   const reload = useCallback(async () => {
     try {
       const data = await api(path);
-      setState({ data });
+      if (latest.current === path) setState({ path, data }); // a late answer for a path left behind is dropped
     } catch (error) {
-      setState((s) => ({ data: s.data, error }));
+      if (latest.current === path) setState((s) => ({ path, data: s.path === path ? s.data : undefined, error }));
     }
   }, [path]);
   useEffect(() => {
-    setState({ loading: true });
     void reload();
     if (!pollMs) return undefined;
     const t = setInterval(reload, Math.max(1000, pollMs));
     return () => clearInterval(t);
   }, [reload, pollMs]);
-  return [state, reload];
+  return [state.path === path ? state : { path, loading: true }, reload];
 }
 
 /** At most one call per `ms` (trailing): live views render at most a few times a second. */
