@@ -23,6 +23,7 @@
  * Online training runs here too (`train`): the mljs libraries are required in the worker by the absolute paths the
  * main thread resolved, so the event loop never runs a training.
  */
+import { open } from 'node:fs/promises';
 import { Worker } from 'node:worker_threads';
 
 export type LoadedModel =
@@ -192,6 +193,20 @@ interface Job {
   reject: (e: Error) => void;
 }
 
+const NOT_A_MODEL = 'not a Switchyard model (JSON with "format": "switchyard-model")';
+
+/** Whether the file's first 64 bytes start like a JSON object (white space, then `{`), as the worker checks. */
+async function startsLikeJsonObject(file: string): Promise<boolean> {
+  const fh = await open(file, 'r');
+  try {
+    const head = Buffer.alloc(64);
+    const { bytesRead } = await fh.read(head, 0, 64, 0);
+    return /^\s*\{/.test(head.subarray(0, bytesRead).toString('latin1'));
+  } finally {
+    await fh.close();
+  }
+}
+
 const MAX_QUEUED = 64;
 const IDLE_MS = 10_000;
 
@@ -207,8 +222,13 @@ export class ModelLoader {
   /** @param heapLimitMb the worker's old-generation cap (a file that needs more fails to load). */
   constructor(private readonly heapLimitMb = 1024) {}
 
-  /** Reads, parses and measures a model file in the worker. Rejects when the worker fails (out of memory, I/O). */
-  load(file: string, maxCost: number): Promise<LoadedModel> {
+  /**
+   * Reads, parses and measures a model file in the worker. Rejects when the worker fails (out of memory, I/O). A
+   * file that does not start like a JSON object (ONNX and other formats) is answered from its first bytes here, as
+   * the worker would: no worker (a V8 isolate of its own, 15-40 MiB) is started to look at a binary upload.
+   */
+  async load(file: string, maxCost: number): Promise<LoadedModel> {
+    if (!(await startsLikeJsonObject(file))) return { type: 'foreign', reason: NOT_A_MODEL };
     return this.submit<LoadedModel>({ op: 'load', file, maxCost });
   }
 
