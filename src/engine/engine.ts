@@ -1530,6 +1530,13 @@ export class Engine {
     return subscriptionStatesOf(this.require(name), this.trie);
   }
 
+  /** Bytes held for (and in flight to) every subscription, as counted against their `maxBytes` (O(subscriptions)). */
+  queuedBytes(): number {
+    let n = 0;
+    for (const s of this.subs.values()) n += s.held.bytes + s.inFlight.bytes;
+    return n;
+  }
+
   /** `subscriptionStates` with each subscription's byte depth and cap (SubscriptionQueueDTO). */
   subscriptionQueues(name: string): SubscriptionQueueDTO[] {
     return subscriptionStatesOf(this.require(name), this.trie, true) as SubscriptionQueueDTO[];

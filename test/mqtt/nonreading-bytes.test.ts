@@ -185,6 +185,7 @@ describe('mqtt byte cap of a subscriber that never reads', () => {
     const metric = (name: string) => Number(new RegExp(`^switchyard_${name} (\\S+)$`, 'm').exec(String(metrics.json))?.[1]);
     assert.ok(metric('messages_dropped_total') >= N, 'drops in /metrics');
     assert.ok(metric('messages_refused_total') >= refused, 'refusals in /metrics');
+    assert.ok(metric('subscription_queued_bytes') >= st.queuedBytes!, 'the bytes held in /metrics');
     // REST publishers are refused alike: 429 with a JSON status
     const r = await rest(broker.port, broker.auth(), 'POST', '/api/v1/messaging/publish', { destinationName: topic, message: { payload: PAYLOAD.toString('base64'), qualityOfService: 1 } });
     assert.equal(r.status, 429, JSON.stringify(r.json));

@@ -112,6 +112,7 @@ export function buildRegistry(ctx: ApiContext): Registry {
   // queue limits and flow control (docs/messaging.md "Flow control and limits")
   liveCounter(register, 'messages_dropped_total', 'Message copies dropped by a full subscription or paused topic (QoS 0 drop-oldest, REST maxDepth)', total('totalDroppedMessages'));
   liveCounter(register, 'messages_refused_total', 'QoS 1/2 publishes refused by flow control: a subscription they would reach was full (MQTT 5 0x97, REST 429, 3.1.1 policy)', total('totalRefusedMessages'));
+  liveGauge(register, 'subscription_queued_bytes', 'Bytes held for subscriptions now (queued + in flight; payload and properties + 512 per message; each capped by DestinationManager.maxQueuedBytes)', () => rt.engine?.queuedBytes() ?? 0);
   liveGauge(register, 'destinations', 'Destinations that exist now', () => rt.destinationCount());
   liveGauge(register, 'connections', 'Client connections open now', () => rt.network.currentConnections);
   liveCounter(register, 'connections_total', 'Client connections accepted since start', () => rt.network.totalConnections);
