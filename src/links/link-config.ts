@@ -111,6 +111,7 @@ export const EndPointConnectionServerConfigSchema = z
     autoStart: z.boolean().default(true).describe('start the link when the server boots'),
     backoff: LinkBackoffSchema.optional().describe('overrides globalConfig.backoff for this link'),
     maxOutbox: z.number().int().min(1).max(10000000).optional().describe('overrides globalConfig.maxOutbox for this link'),
+    maxOutboxBytes: z.number().int().min(1024).max(17179869184).optional().describe('overrides globalConfig.maxOutboxBytes for this link'),
     maxMessageSize: z.number().int().min(1024).max(268435456).optional().describe('overrides globalConfig.maxMessageSize for this link'),
   })
   .strict();
@@ -133,6 +134,15 @@ export const NetworkConnectionManagerSchema = z
           .default(100000)
           .describe(
             'messages one push linkConfig may hold in its persistent outbox (waiting + sent unacknowledged); when full, QoS >= 1 publishes that would enter it are refused to their publisher (MQTT 5 PUBACK 0x97, REST 429) and QoS 0 copies replace the oldest QoS 0 copy',
+          ),
+        maxOutboxBytes: z
+          .number()
+          .int()
+          .min(1024)
+          .max(17179869184)
+          .default(268435456)
+          .describe(
+            'bytes one push linkConfig may hold in its outbox (counted as DestinationManager.maxQueuedBytes counts them; the outbox is kept in memory as well as in the store): the outbox is full at maxOutbox messages or at this many bytes, whichever comes first',
           ),
         inFlight: z.number().int().min(1).max(65535).default(256).describe('messages a push linkConfig may have sent and not yet acknowledged by the remote side'),
         connectTimeout: z.number().int().min(100).max(600000).default(10000).describe('ms a connection attempt may take'),

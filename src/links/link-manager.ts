@@ -138,6 +138,7 @@ export interface LinkEntry {
   strikes: number;
   lastStrikeAt?: number;
   maxOutbox: number;
+  maxOutboxBytes: number;
   /** `link:<name>`, the engine origin of what this link receives (set on first use). */
   origin?: string;
 }
@@ -201,6 +202,7 @@ export class LinkManager {
       closing: Promise.resolve(),
       push,
       maxOutbox: link.maxOutbox ?? this.cfg.globalConfig.maxOutbox,
+      maxOutboxBytes: link.maxOutboxBytes ?? this.cfg.globalConfig.maxOutboxBytes,
       strikes: 0,
     };
   }
@@ -228,7 +230,7 @@ export class LinkManager {
    */
   static replaceableInPlace(from: LinkConfig, to: LinkConfig): boolean {
     const outboxes = (l: LinkConfig) =>
-      JSON.stringify([l.maxOutbox ?? null, l.linkConfigs.map((lc, i) => (lc.direction === 'push' ? [i, lc.localNamespace, lc.qualityOfService, lc.selector ?? null] : [i]))]);
+      JSON.stringify([l.maxOutbox ?? null, l.maxOutboxBytes ?? null, l.linkConfigs.map((lc, i) => (lc.direction === 'push' ? [i, lc.localNamespace, lc.qualityOfService, lc.selector ?? null] : [i]))]);
     return from.name === to.name && outboxes(from) === outboxes(to);
   }
 
@@ -271,6 +273,7 @@ export class LinkManager {
       durable: true,
       refuseWhenFull: true,
       maxDepth: entry.maxOutbox,
+      maxBytes: entry.maxOutboxBytes,
       writeBehindMs: this.cfg.globalConfig.outboxWriteBehind,
       retainHandling: 2, // live retained messages cross with their retain flag; stored ones are not re-sent at every boot
       retainAsPublished: true,

@@ -222,8 +222,17 @@ describe('integration outbox cap', () => {
               backoff: { initial: 1000, max: 60000, jitter: 0 },
               linkConfigs: [{ direction: 'push', localNamespace: 'cap/#', remoteNamespace: 'remote/', qualityOfService: 1 }],
             },
+            {
+              name: 'bytes',
+              url: `mqtt://127.0.0.1:${closed}`,
+              maxOutboxBytes: 64 * 1024,
+              backoff: { initial: 1000, max: 60000, jitter: 0 },
+              linkConfigs: [{ direction: 'push', localNamespace: 'big/#', remoteNamespace: 'remote/', qualityOfService: 1 }],
+            },
           ],
         },
+        // client subscriptions get a small byte cap: an outbox does not use it, it has maxOutboxBytes
+        DestinationManager: { maxQueuedBytes: 16 * 1024 },
       },
     });
   });
@@ -257,6 +266,33 @@ describe('integration outbox cap', () => {
       assert.deepEqual(held, ['zero-2', 'one-0', 'one-1', 'one-2', 'zero-3'], 'the oldest QoS 0 copy made room; the refused QoS 1 never entered');
       const st = (await s.inject({ url: '/api/v1/server/integration/capped/status' })).json() as { outbox: number };
       assert.equal(st.outbox, 5);
+    } finally {
+      c.end(true);
+    }
+  });
+
+  test('links - an outbox is full at maxOutboxBytes (not at the 16 KiB maxQueuedBytes of client subscriptions): 8 KiB QoS 1 messages, the sixth refused with 0x97', async () => {
+    const port = s.rt.service('endpoints')!.entries.get('MQTT Interface')!.handle!.port;
+    const { connectClient } = await import('./helpers.js');
+    const c = await connectClient(port, { clientId: 'bytes-pub' });
+    const svc = s.rt.service('integrations')!;
+    const entry = svc.find('bytes');
+    try {
+      let accepted = 0;
+      let refused = 0;
+      for (let i = 0; i < 12; i++) {
+        await c.publishAsync('big/a', Buffer.alloc(8 * 1024, i), { qos: 1 }).then(
+          () => accepted++,
+          (err: Error & { code?: number }) => {
+            assert.equal(err.code, 0x97, String(err));
+            refused++;
+          },
+        );
+      }
+      // 8 KiB + 512 B counted per message: the outbox takes messages while below 64 KiB (8 of them), then refuses
+      assert.ok(accepted > 2, `more than the 16 KiB client cap holds: ${accepted} accepted`);
+      assert.ok(accepted <= 9 && refused >= 3, `the 64 KiB outbox cap holds: ${accepted} accepted, ${refused} refused`);
+      assert.equal(svc.manager!.outboxDepth(entry), accepted);
     } finally {
       c.end(true);
     }
