@@ -1,4 +1,5 @@
 /** MQTT test helpers: endpoint ports from REST, raw MQTT packets over a loopback socket. */
+import { readFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import mqttPacket from 'mqtt-packet';
 import type { TestServer } from '../helpers.js';
@@ -134,4 +135,37 @@ export class RawClient {
   destroy(): void {
     this.socket.destroy();
   }
+}
+
+/** A process's resident set (VmRSS from /proc), in MB. */
+export function rssMb(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : 0;
+}
+
+/** Resolves on 'drain', 'close' or after `ms`, and removes its listeners. */
+export function writable(s: Socket, ms: number): Promise<void> {
+  return new Promise((res) => {
+    const done = () => {
+      clearTimeout(t);
+      s.off('drain', done);
+      s.off('close', done);
+      res();
+    };
+    const t = setTimeout(done, ms);
+    s.once('drain', done);
+    s.once('close', done);
+  });
+}
+
+export function closedWithin(s: Socket, ms: number): Promise<number | undefined> {
+  const t0 = Date.now();
+  if (s.destroyed) return Promise.resolve(0);
+  return new Promise((res) => {
+    const t = setTimeout(() => res(undefined), ms);
+    s.once('close', () => {
+      clearTimeout(t);
+      res(Date.now() - t0);
+    });
+  });
 }

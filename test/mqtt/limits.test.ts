@@ -7,7 +7,7 @@ import mqtt, { type MqttClient } from 'mqtt';
 import mqttPacket from 'mqtt-packet';
 import WebSocket from 'ws';
 import { CONFIG_DIR, removeDir, spawnBroker, tempDir, type BrokerProcess } from '../helpers.js';
-import { RawClient, rest } from './helpers.js';
+import { RawClient, rssMb, writable, closedWithin, rest } from './helpers.js';
 
 /**
  * Per-connection limits against a broker in a child process (its RSS is measured from /proc): the pre-auth byte cap
@@ -21,11 +21,6 @@ const PRE_AUTH = 256 * 1024;
 /** Broker RSS may grow by at most this much over its baseline during an attack (before the fixes: +1.1 GB, +263 MB). */
 const RSS_BOUND_MB = 200;
 
-function rssMb(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) / 1024 : 0;
-}
-
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   return s.length === 0 ? NaN : s[Math.floor(s.length / 2)]!;
@@ -36,33 +31,6 @@ function openSocket(port: number): Promise<Socket> {
     const s = connect(port, '127.0.0.1');
     s.once('connect', () => res(s));
     s.once('error', rej);
-  });
-}
-
-/** Resolves on 'drain', 'close' or after `ms`, and removes its listeners. */
-function writable(s: Socket, ms: number): Promise<void> {
-  return new Promise((res) => {
-    const done = () => {
-      clearTimeout(t);
-      s.off('drain', done);
-      s.off('close', done);
-      res();
-    };
-    const t = setTimeout(done, ms);
-    s.once('drain', done);
-    s.once('close', done);
-  });
-}
-
-function closedWithin(s: Socket, ms: number): Promise<number | undefined> {
-  const t0 = Date.now();
-  if (s.destroyed) return Promise.resolve(0);
-  return new Promise((res) => {
-    const t = setTimeout(() => res(undefined), ms);
-    s.once('close', () => {
-      clearTimeout(t);
-      res(Date.now() - t0);
-    });
   });
 }
 

@@ -1,11 +1,10 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { copyFileSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import mqttPacket from 'mqtt-packet';
 import { CONFIG_DIR, removeDir, spawnBroker, tempDir, type BrokerProcess } from '../helpers.js';
-import { RawClient, rest } from './helpers.js';
+import { RawClient, rssMb, writable, rest } from './helpers.js';
 
 /**
  * The byte cap of a subscription (DestinationManager.maxQueuedBytes, default 8 MiB; docs/messaging.md "Flow control
@@ -28,26 +27,6 @@ const BOUND_MB = 32;
 const PAYLOAD = Buffer.alloc(16 * 1024, 0x5a);
 const N = 12_000;
 const DEFAULT_MAX_QUEUED_BYTES = 8 * 1024 * 1024;
-
-function rssMb(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) / 1024 : 0;
-}
-
-/** Resolves on 'drain', 'close' or after `ms`. */
-function writable(s: Socket, ms: number): Promise<void> {
-  return new Promise((res) => {
-    const done = () => {
-      clearTimeout(t);
-      s.off('drain', done);
-      s.off('close', done);
-      res();
-    };
-    const t = setTimeout(done, ms);
-    s.once('drain', done);
-    s.once('close', done);
-  });
-}
 
 describe('mqtt byte cap of a subscriber that never reads', () => {
   let broker: BrokerProcess;

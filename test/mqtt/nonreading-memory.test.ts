@@ -5,7 +5,7 @@ import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import mqttPacket from 'mqtt-packet';
 import { CONFIG_DIR, removeDir, spawnBroker, tempDir, type BrokerProcess } from '../helpers.js';
-import { RawClient, rest } from './helpers.js';
+import { RawClient, rssMb, writable, closedWithin, rest } from './helpers.js';
 
 /**
  * Per-connection memory of clients that never read (issue 20 item 7), against a broker in a child process whose RSS
@@ -24,38 +24,6 @@ const PRODUCTION_ENV = {
   MALLOC_MMAP_THRESHOLD_: '4194304',
   MALLOC_TRIM_THRESHOLD_: '131072',
 };
-
-function rssMb(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) / 1024 : 0;
-}
-
-/** Resolves on 'drain', 'close' or after `ms`. */
-function writable(s: Socket, ms: number): Promise<void> {
-  return new Promise((res) => {
-    const done = () => {
-      clearTimeout(t);
-      s.off('drain', done);
-      s.off('close', done);
-      res();
-    };
-    const t = setTimeout(done, ms);
-    s.once('drain', done);
-    s.once('close', done);
-  });
-}
-
-function closedWithin(s: Socket, ms: number): Promise<number | undefined> {
-  const t0 = Date.now();
-  if (s.destroyed) return Promise.resolve(0);
-  return new Promise((res) => {
-    const t = setTimeout(() => res(undefined), ms);
-    s.once('close', () => {
-      clearTimeout(t);
-      res(Date.now() - t0);
-    });
-  });
-}
 
 describe('mqtt memory of clients that never read', () => {
   let broker: BrokerProcess;
