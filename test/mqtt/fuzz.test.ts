@@ -1,11 +1,9 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import mqttPacket from 'mqtt-packet';
-import WebSocket from 'ws';
 import { removeDir, spawnBroker, tempDir, type BrokerProcess } from '../helpers.js';
-import { rest, varInt } from './helpers.js';
+import { inspector, rest, rssMb, varInt } from './helpers.js';
 
 /**
  * MQTT fuzzer against a broker process: every input goes on its own connection, either as the first bytes or after a
@@ -274,45 +272,6 @@ function runInput(port: number, input: Input): Promise<Outcome> {
       setTimeout(() => finish('timeout'), WAIT_MS).unref();
     });
   });
-}
-
-/** Full GC and heap size of the broker over its inspector (the broker runs with --inspect=127.0.0.1:0). */
-async function inspector(stderr: () => string): Promise<{ heapAfterGc(): Promise<number>; close(): void }> {
-  const url = /ws:\/\/\S+/.exec(stderr())?.[0];
-  if (!url) throw new Error(`no inspector URL in the broker's stderr: ${stderr()}`);
-  const ws = new WebSocket(url);
-  await new Promise<void>((res, rej) => {
-    ws.once('open', () => res());
-    ws.once('error', rej);
-  });
-  let seq = 0;
-  const pending = new Map<number, (r: any) => void>();
-  ws.on('message', (d) => {
-    const m = JSON.parse(String(d)) as { id?: number; result?: unknown };
-    if (m.id !== undefined) pending.get(m.id)?.(m.result);
-  });
-  const call = (method: string) =>
-    new Promise<any>((res) => {
-      const id = ++seq;
-      pending.set(id, (r) => {
-        pending.delete(id);
-        res(r);
-      });
-      ws.send(JSON.stringify({ id, method }));
-    });
-  return {
-    async heapAfterGc() {
-      await call('HeapProfiler.collectGarbage');
-      const u = (await call('Runtime.getHeapUsage')) as { usedSize: number };
-      return u.usedSize / 1048576;
-    },
-    close: () => ws.close(),
-  };
-}
-
-function rssMb(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) / 1024 : 0;
 }
 
 describe('mqtt fuzz', () => {

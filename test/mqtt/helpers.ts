@@ -2,6 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import mqttPacket from 'mqtt-packet';
+import WebSocket from 'ws';
 import type { TestServer } from '../helpers.js';
 
 /** MQTT variable byte integer (remaining length, property lengths), as bytes. */
@@ -168,4 +169,54 @@ export function closedWithin(s: Socket, ms: number): Promise<number | undefined>
       res(Date.now() - t0);
     });
   });
+}
+
+/** What a broker's V8 holds after a full GC, in MB: its heap, and the memory of ArrayBuffers (message payloads). */
+export interface HeldMemory {
+  heap: number;
+  arrayBuffers: number;
+}
+
+/**
+ * A broker's inspector (the broker runs with `NODE_OPTIONS=--inspect=127.0.0.1:0`; its URL is on stderr): a full
+ * GC, then the heap size or the process's memory use. Deterministic where RSS is not (RSS also holds garbage V8 has
+ * not collected yet and what the allocator keeps).
+ */
+export async function inspector(stderr: () => string): Promise<{ heapAfterGc(): Promise<number>; heldAfterGc(): Promise<HeldMemory>; close(): void }> {
+  const url = /ws:\/\/\S+/.exec(stderr())?.[0];
+  if (!url) throw new Error(`no inspector URL in the broker's stderr: ${stderr()}`);
+  const ws = new WebSocket(url);
+  await new Promise<void>((res, rej) => {
+    ws.once('open', () => res());
+    ws.once('error', rej);
+  });
+  let seq = 0;
+  const pending = new Map<number, (r: any) => void>();
+  ws.on('message', (d) => {
+    const m = JSON.parse(String(d)) as { id?: number; result?: unknown };
+    if (m.id !== undefined) pending.get(m.id)?.(m.result);
+  });
+  const call = (method: string, params?: Record<string, unknown>) =>
+    new Promise<any>((res) => {
+      const id = ++seq;
+      pending.set(id, (r) => {
+        pending.delete(id);
+        res(r);
+      });
+      ws.send(JSON.stringify({ id, method, ...(params ? { params } : {}) }));
+    });
+  return {
+    async heapAfterGc() {
+      await call('HeapProfiler.collectGarbage');
+      const u = (await call('Runtime.getHeapUsage')) as { usedSize: number };
+      return u.usedSize / 1048576;
+    },
+    async heldAfterGc() {
+      await call('HeapProfiler.collectGarbage');
+      const r = (await call('Runtime.evaluate', { expression: 'JSON.stringify(process.memoryUsage())', returnByValue: true })) as { result: { value: string } };
+      const u = JSON.parse(r.result.value) as { heapUsed: number; arrayBuffers: number };
+      return { heap: u.heapUsed / 1048576, arrayBuffers: u.arrayBuffers / 1048576 };
+    },
+    close: () => ws.close(),
+  };
 }

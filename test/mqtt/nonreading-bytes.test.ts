@@ -4,7 +4,7 @@ import { copyFileSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path';
 import mqttPacket from 'mqtt-packet';
 import { CONFIG_DIR, removeDir, spawnBroker, tempDir, type BrokerProcess } from '../helpers.js';
-import { RawClient, rssMb, writable, rest } from './helpers.js';
+import { RawClient, inspector, rssMb, writable, rest, type HeldMemory } from './helpers.js';
 
 /**
  * The byte cap of a subscription (DestinationManager.maxQueuedBytes, default 8 MiB; docs/messaging.md "Flow control
@@ -12,18 +12,27 @@ import { RawClient, rssMb, writable, rest } from './helpers.js';
  * nonreading-memory.test.ts). A subscriber that never reads is sent 16 KiB messages at QoS 1 and at QoS 0 with the
  * default caps: the messages held for it stop at 8 MiB (the message cap of 10 000 alone let it hold 10 000 x 16 KiB,
  * +198.5 MB), QoS 1 publishes beyond it are refused to the publisher (MQTT 5 PUBACK 0x97), QoS 0 copies are dropped and
- * counted. Bound asserted: 32 MB peak RSS growth caused by the subscriber.
+ * counted. Bound asserted: 48 MB held because of the subscriber (V8 heap and ArrayBuffers after a full GC).
  *
- * What the subscriber causes is measured against a control: the same publisher first sends the same traffic (N QoS 1
+ * What the subscriber holds is measured against a control: the same publisher first sends the same traffic (N QoS 1
  * and N QoS 0 messages of 16 KiB) to a topic without subscribers, then, after 6 s of quiet, to the non-reading
- * subscriber's topic; the growth is the second peak RSS minus the first. Handling 16 KiB messages at all grows a fresh
+ * subscriber's topic; the growth asserted is what the broker's V8 holds after a full GC (heap plus ArrayBuffers, the
+ * payloads; read over its inspector) with the subscriber still connected, minus the same after the control. RSS figures
+ * are printed, not asserted: on Node 24 under a loaded CI machine the peak of the same traffic varied by 40 MB between
+ * the two phases, and the quiet RSS after it by 70 MB between runs (garbage of refused and dropped payloads waiting
+ * for V8's external-memory heuristics, allocator arenas), which says nothing about what the subscriber holds. Handling 16 KiB messages at all grows a fresh
  * broker by 29-44 MB with no subscriber (refused and dropped payloads and socket reads are garbage until V8 collects
  * them, which it does by its own external-memory heuristics; optimised code; allocator arenas), so a growth measured
  * from the fresh broker could not tell a bounded subscriber from an unbounded one. Also printed: the growth over the
  * RSS just before the second phase, and from the fresh broker. The code before the byte cap: +157 MB over the control
  * (10 000 messages held).
  */
-const BOUND_MB = 32;
+/**
+ * Measured: 8.2 MB on Node 20 (8.0 MB of it ArrayBuffers: the 8 MiB held), 26.9-31.7 MB on Node 24, where ArrayBuffers
+ * are 30-35 MB with the same 8 MiB counted; what keeps the other ~25 MB alive on Node 24 is not found yet (not the
+ * held payloads: copying them out of their socket reads changed nothing). The code before the byte cap: about 160 MB.
+ */
+const BOUND_MB = 48;
 const PAYLOAD = Buffer.alloc(16 * 1024, 0x5a);
 const N = 12_000;
 const DEFAULT_MAX_QUEUED_BYTES = 8 * 1024 * 1024;
@@ -44,7 +53,7 @@ describe('mqtt byte cap of a subscriber that never reads', () => {
     for (const f of readdirSync(CONFIG_DIR)) if (f.endsWith('.yaml')) copyFileSync(join(CONFIG_DIR, f), join(configDir, f));
     const mqttCfg = '{ type: mqtt, writeStallTimeout: 120000, serverReceiveMaximum: 65535 }';
     writeFileSync(join(configDir, 'NetworkManager.yaml'), `NetworkManager:\n  data:\n    - name: MQTT Interface\n      url: tcp://127.0.0.1:0/\n      protocolConfigs: [${mqttCfg}]\n`);
-    broker = await spawnBroker({ SWITCHYARD_DATA_DIR: dataDir, SWITCHYARD_CONFIG_DIR: configDir });
+    broker = await spawnBroker({ SWITCHYARD_DATA_DIR: dataDir, SWITCHYARD_CONFIG_DIR: configDir, NODE_OPTIONS: '--inspect=127.0.0.1:0' });
     password = readFileSync(join(dataDir, 'admin_password'), 'utf8').trim();
     const list = await rest(broker.port, broker.auth(), 'GET', '/api/v1/server/interfaces');
     port = (list.json as Array<{ name: string; port: number }>).find((i) => i.name === 'MQTT Interface')!.port;
@@ -96,7 +105,7 @@ describe('mqtt byte cap of a subscriber that never reads', () => {
     await c.next('puback', 60000);
   };
 
-  test(`memory - a subscriber that never reads, sent ${N} QoS 1 and ${N} QoS 0 messages of 16 KiB: broker RSS peak growth it causes <= ${BOUND_MB} MB at the default maxQueuedBytes, QoS 1 refused with 0x97, QoS 0 drops counted`, async () => {
+  test(`memory - a subscriber that never reads, sent ${N} QoS 1 and ${N} QoS 0 messages of 16 KiB: the broker holds <= ${BOUND_MB} MB for it at the default maxQueuedBytes, QoS 1 refused with 0x97, QoS 0 drops counted`, async () => {
     const topic = 'nonreading-bytes/t';
     const sub = await connect('nonreading-bytes-sub');
     sub.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic, qos: 1 }] });
@@ -127,12 +136,19 @@ describe('mqtt byte cap of a subscriber that never reads', () => {
     });
     await quiet();
     const base = rssMb(pid);
+    const insp = await inspector(broker.stderr);
+    const heldBefore = await insp.heldAfterGc();
     let codes = new Map<number, number>();
     const peak = await peakDuring(async () => {
       codes = await publishQos1(pub, topic, N);
       await publishQos0(pub, topic, N);
     });
-    const growth = peak - warmPeak;
+    // what stays, the subscriber still connected and holding what it was sent: V8's heap and ArrayBuffer memory after
+    // a full GC, against the same after the control traffic
+    const heldAfter = await insp.heldAfterGc();
+    insp.close();
+    const total = (h: HeldMemory) => h.heap + h.arrayBuffers;
+    const growth = total(heldAfter) - total(heldBefore);
 
     const d = await rest(broker.port, broker.auth(), 'GET', `/api/v1/server/destination/detail?destinationName=${encodeURIComponent(topic)}`);
     assert.equal(d.status, 200);
@@ -143,10 +159,12 @@ describe('mqtt byte cap of a subscriber that never reads', () => {
       `# non-reading subscriber, 16 KiB payloads: QoS 1 ${accepted} acknowledged, ${refused} refused (0x97); QoS 0 ${N} sent, ${st.messagesDropped} dropped for it; ` +
         `it holds ${st.size} messages, ${(st.queuedBytes! / 1048576).toFixed(2)} MiB (maxQueuedBytes ${(st.maxQueuedBytes! / 1048576).toFixed(0)} MiB, maxQueuedMessages ${st.maxQueuedMessages}); ` +
         `broker RSS: fresh ${fresh.toFixed(1)} MB, peak ${warmPeak.toFixed(1)} MB with the same traffic to no subscriber (+${(warmPeak - fresh).toFixed(1)} MB), ` +
-        `peak ${peak.toFixed(1)} MB with the non-reading subscriber (+${(peak - base).toFixed(1)} MB over the ${base.toFixed(1)} MB before it, +${(peak - fresh).toFixed(1)} MB over the fresh broker): ` +
-        `peak growth the subscriber causes ${growth.toFixed(1)} MB (bound ${BOUND_MB} MB)`,
+        `peak ${peak.toFixed(1)} MB with the non-reading subscriber (+${(peak - base).toFixed(1)} MB over the ${base.toFixed(1)} MB before it, +${(peak - fresh).toFixed(1)} MB over the fresh broker, ` +
+        `${(peak - warmPeak).toFixed(1)} MB above the control's peak); after a full GC, V8 heap + ArrayBuffers ${total(heldBefore).toFixed(1)} MB after the control, ` +
+        `${total(heldAfter).toFixed(1)} MB (heap ${heldAfter.heap.toFixed(1)}, ArrayBuffers ${heldAfter.arrayBuffers.toFixed(1)}) with the subscriber holding: ` +
+        `memory the subscriber holds ${growth.toFixed(1)} MB (bound ${BOUND_MB} MB)`,
     );
-    assert.ok(growth <= BOUND_MB, `peak RSS ${growth.toFixed(1)} MB above the same traffic's without the subscriber: > ${BOUND_MB} MB`);
+    assert.ok(growth <= BOUND_MB, `the broker holds ${growth.toFixed(1)} MB more with the non-reading subscriber than after the same traffic without it: > ${BOUND_MB} MB`);
     // the cap that decided is the bytes, with the shipped defaults
     assert.equal(st.maxQueuedBytes, DEFAULT_MAX_QUEUED_BYTES);
     assert.equal(st.maxQueuedMessages, 10_000);
