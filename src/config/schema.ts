@@ -236,7 +236,7 @@ export const WsConfigSchema = z
     proxyProtocol: z
       .boolean()
       .default(false)
-      .refine((v) => !v, 'the PROXY protocol is not implemented on WebSocket endpoints: set proxyProtocol on the mqtt entry of a tcp:// or ssl:// endpoint'),
+      .refine((v) => !v, 'the PROXY protocol applies to tcp:// and ssl:// endpoints only, never to WebSocket endpoints: set proxyProtocol on the mqtt entry of a tcp:// or ssl:// endpoint'),
     paths: z
       .array(z.string().regex(/^\/\S*$/, 'a WebSocket path starts with / and has no whitespace').max(1024))
       .max(100)
@@ -285,7 +285,7 @@ export const NmeaConfigSchema = z
     proxyProtocol: z
       .boolean()
       .default(false)
-      .refine((v) => !v, 'the PROXY protocol is not implemented on serial endpoints'),
+      .refine((v) => !v, 'the PROXY protocol applies to tcp:// and ssl:// endpoints only, never to serial endpoints (a serial line has no proxy)'),
     serial: SerialDeviceSchema.optional().describe("the port's settings when endPointConfig.serialDevice is absent (MAPS NmeaConfigDTO.serial)"),
     topicPrefix: z
       .string()

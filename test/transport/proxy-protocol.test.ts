@@ -17,7 +17,7 @@ import { auditLines, createUser } from '../security/helpers.js';
  * The PROXY protocol (v1 text, v2 binary) on MQTT endpoints with `proxyProtocol: true` (docs/security.md, "Behind a
  * proxy"): raw sockets play the proxy. The address the header names is the client's in GET
  * /api/v1/server/connections, in the per-address login limits and in the audit; a connection without a valid header
- * is closed; the key is refused where it is not implemented.
+ * is closed; the key is refused on endpoints that cannot carry the header (ws, wss, serial).
  */
 
 function v1(src: string, srcPort: number): Buffer {
@@ -242,16 +242,16 @@ describe('proxy protocol', () => {
     assert.throws(() => parseProxyHeader(Buffer.from('PROXY TCP4 1.2.3.4 5.6.7.8 99999 1\r\n'), true), /bad port/);
   });
 
-  test('proxy protocol - the key is refused where it is not implemented (ws, wss, serial), at config validation', async () => {
+  test('proxy protocol - the key is refused on ws, wss and serial endpoints, at config validation', async () => {
     const refused = (data: unknown[]) => {
       const r = NetworkManagerSchema.safeParse({ data });
       assert.equal(r.success, false);
       return JSON.stringify(r.error!.issues);
     };
     assert.match(refused([{ name: 'w', url: 'ws://127.0.0.1:0/mqtt', protocolConfigs: [{ type: 'mqtt', proxyProtocol: true }, { type: 'ws' }] }]), /tcp:\/\/ and ssl:\/\/ endpoints only, not ws/);
-    assert.match(refused([{ name: 'w', url: 'ws://127.0.0.1:0/mqtt', protocolConfigs: [{ type: 'mqtt' }, { type: 'ws', proxyProtocol: true }] }]), /not implemented on WebSocket/);
+    assert.match(refused([{ name: 'w', url: 'ws://127.0.0.1:0/mqtt', protocolConfigs: [{ type: 'mqtt' }, { type: 'ws', proxyProtocol: true }] }]), /never to WebSocket endpoints/);
     assert.match(refused([{ name: 'w', url: 'wss://127.0.0.1:0/mqtt', endPointConfig: { proxyProtocolMode: 'REQUIRED' }, protocolConfigs: [{ type: 'mqtt' }] }]), /proxyProtocolMode/);
-    assert.match(refused([{ name: 'g', url: 'serial:///dev/ttyS9', protocolConfigs: [{ type: 'NMEA-0183', proxyProtocol: true }] }]), /not implemented on serial/);
+    assert.match(refused([{ name: 'g', url: 'serial:///dev/ttyS9', protocolConfigs: [{ type: 'NMEA-0183', proxyProtocol: true }] }]), /never to serial endpoints/);
     assert.match(refused([{ name: 't', url: 'tcp://127.0.0.1:0/', endPointConfig: { allowedProxyHosts: '10.0.0.0/99' }, protocolConfigs: [{ type: 'mqtt' }] }]), /IP addresses or CIDR/);
     // false stays accepted (MAPS configurations carry the key), and true on tcp:// is valid
     assert.equal(NetworkManagerSchema.safeParse({ data: [{ name: 'w', url: 'ws://127.0.0.1:0/', protocolConfigs: [{ type: 'mqtt', proxyProtocol: false }, { type: 'ws', proxyProtocol: false }] }] }).success, true);
