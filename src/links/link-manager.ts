@@ -225,12 +225,13 @@ export class LinkManager {
   /**
    * Whether a link's new configuration can replace the running one in place: its outboxes (the durable engine
    * subscriptions that hold acknowledged messages: the push directions' local namespaces, QoS and selectors, and
-   * the outbox cap) stay as they are. Anything else (address, credentials, remote namespaces, pull directions,
-   * backoff, limits) is read again at the next connect.
+   * the outbox caps) and its backoff (the actor's input) stay as they are. Anything else (address, credentials,
+   * remote namespaces, pull directions, limits) is read again at the next connect.
    */
   static replaceableInPlace(from: LinkConfig, to: LinkConfig): boolean {
+    // the actor took its backoff as input when it was spawned: a new backoff needs a new actor, i.e. a restart
     const outboxes = (l: LinkConfig) =>
-      JSON.stringify([l.maxOutbox ?? null, l.maxOutboxBytes ?? null, l.linkConfigs.map((lc, i) => (lc.direction === 'push' ? [i, lc.localNamespace, lc.qualityOfService, lc.selector ?? null] : [i]))]);
+      JSON.stringify([l.backoff ?? null, l.maxOutbox ?? null, l.maxOutboxBytes ?? null, l.linkConfigs.map((lc, i) => (lc.direction === 'push' ? [i, lc.localNamespace, lc.qualityOfService, lc.selector ?? null] : [i]))]);
     return from.name === to.name && outboxes(from) === outboxes(to);
   }
 
@@ -447,8 +448,15 @@ export class LinkManager {
   }
 
   private penalty(entry: LinkEntry, signal: AbortSignal): Promise<void> {
-    if (entry.strikes === 0) return Promise.resolve();
+    if (entry.strikes === 0 || signal.aborted) return Promise.resolve();
     const b = entry.config.backoff ?? this.cfg.globalConfig.backoff;
+    // a link that stayed established for backoff.max since its last strike forgets its strikes (a later ordinary
+    // drop reconnects with the actor's backoff alone)
+    const stableFor = (entry.droppedAt ?? Date.now()) - (entry.establishedAt ?? Infinity);
+    if ((entry.lastStrikeAt ?? 0) < (entry.establishedAt ?? 0) && stableFor > b.max) {
+      entry.strikes = 0;
+      return Promise.resolve();
+    }
     const ms = Math.min(Math.max(b.max, b.initial), b.initial * 2 ** Math.min(30, entry.strikes - 1));
     return new Promise<void>((resolve) => {
       const timer = setTimeout(done, ms);

@@ -53,9 +53,9 @@ export interface ConnectionOwner extends MqttBrokerApi {
   scheduleExpiry(s: MqttSession): void;
 }
 
-const HIGH_WATER = 1 << 20;
+const HIGH_WATER = 1 << 20; // bytes queued to a socket before deliveries wait for 'drain'
 /** WARN lines per address and kind of fault that closes a connection, before one per interval (warnFault). */
-const FAULT_BURST = 30; // bytes queued to a socket before deliveries wait for 'drain'
+const FAULT_BURST = 30;
 const READ_AUTH = 1;
 const READ_CONGESTED = 2;
 const READ_TURN_WAIT = 4;
