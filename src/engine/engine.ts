@@ -668,6 +668,11 @@ export class Engine {
         this.dropped(sub, dest);
         return false;
       }
+      // what is in flight is not dropped: when it alone fills the cap, dropping held copies would make no room
+      if (sub.inFlight.size >= sub.maxDepth || sub.inFlight.bytes >= sub.maxBytes) {
+        this.dropped(sub, dest);
+        return false;
+      }
       do {
         const old = sub.held.peekMsg();
         if (old === undefined || (sub.qos !== 0 && old.qos !== 0)) {
