@@ -142,7 +142,12 @@ function compileJsonSchema(schema: unknown, what: string): ValidateFunction {
     // ids would collide across versions in the shared ajv: each compiled schema gets its own, so `$ref: "#"`
     // (a recursive schema) resolves against it
     if (typeof s === 'object') s.$id = `urn:switchyard:schema:${++compiledSchemas}`;
-    return (typeof s === 'boolean' ? ajvFor({}) : ajvFor(s)).compile(s as never) as ValidateFunction;
+    const ajv = typeof s === 'boolean' ? ajvFor({}) : ajvFor(s);
+    const validate = ajv.compile(s as never) as ValidateFunction;
+    // the shared ajv keeps every schema it compiled (keyed by the object, and by $id): the validator no longer
+    // needs it, and each registration or version would otherwise stay in memory for good
+    if (typeof s === 'object') ajv.removeSchema(s as never);
+    return validate;
   } catch (err) {
     throw new SchemaCompileError(`Invalid schema: ${what} does not compile: ${clip((err as Error).message)}`);
   }
