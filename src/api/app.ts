@@ -12,7 +12,7 @@ import type { ApiContext } from './context.js';
 import { clientErrorHandler, registerErrorHandling } from './plugins/errors.js';
 import { nullOptionalFields, registerNullFields } from './plugins/null-fields.js';
 import { registerCors } from './plugins/cors.js';
-import { trustProxyOf } from './plugins/client-address.js';
+import { registerClientAddress, trustProxyOf } from './plugins/client-address.js';
 import { connectionsCheckingInterval, registerSlowRequestCap } from './plugins/slow-requests.js';
 import { trackRestConnections } from './routes/connections/rest-connections.js';
 import { interfaceRoutes } from './routes/interfaces/interfaces.routes.js';
@@ -94,6 +94,9 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   await registerCors(app, rest.corsHeaders); // before authentication: a preflight needs no credentials
   await app.register(fastifyCookie);
   await app.register(fastifyRateLimit, { global: false });
+  // RestApi.trustedProxies: with the Forwarded header, its for= chain becomes X-Forwarded-For before anything reads
+  // request.ip (the slow-request cap, authentication, the audit)
+  registerClientAddress(app, rest.trustedProxies, rest.trustedProxyHeader);
   registerSlowRequestCap(app, rest); // before authentication: a body still arriving counts whoever sends it
   registerAuth(app, ctx); // after the cookie parser (its onRequest hook must run first), before every route
   registerModelAccess(app, ctx); // model functions in any `filter`: use_model / train_model, maxModels, cost

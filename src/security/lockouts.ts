@@ -295,7 +295,7 @@ export class Lockouts {
         this.auditor()?.event(
           'login.lock_exempt',
           { ...fields, username, clientAddress: address, remainingLockSeconds: s.remainingLockSeconds },
-          `login of locked user ${username} let through: ${address} is a lockout-exempt address (AuthManager.lockoutExemptAddresses)`,
+          `login attempt of locked user ${username} from ${address}, a lockout-exempt address (AuthManager.lockoutExemptAddresses): the lock does not apply, the password is checked`,
         );
       }
       return undefined;

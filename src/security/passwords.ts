@@ -62,7 +62,11 @@ export async function verifyPassword(
   try {
     key = opts.pool ? await opts.pool.scrypt({ password: pw, salt, keylen, ...params }, opts.signal, opts.source) : await scryptAsync(pw, salt, keylen, params);
   } catch (err) {
-    if (opts.pool && (err instanceof HashAbortedError || err instanceof ServerBusyError)) throw err; // dropped or refused: no verdict
+    if (opts.pool) {
+      if (err instanceof HashAbortedError || err instanceof ServerBusyError) throw err; // dropped or refused: no verdict
+      // the pool failed (a worker crashed): a fault of the server, not a wrong password (no failed login counted)
+      throw new ServerBusyError(`password check failed: ${(err as Error).message}`);
+    }
     return false;
   }
   if (opts.signal?.aborted) throw new HashAbortedError(); // hashed, but nobody is there to answer

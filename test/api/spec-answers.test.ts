@@ -71,6 +71,7 @@ describe('spec answers', () => {
       ['formish', 'formish', 'application/x-www-form-urlencoded'],
       ['xmlish', 'xmlish', 'application/xml'],
       ['json-string', '"json-string"', 'application/json'],
+      ['2026', '2026', 'application/json'], // a bare JSON number is the raw text
     ];
     for (const [name, payload, type] of cases) {
       const r = await post(payload, type);

@@ -7,7 +7,7 @@ import type { SessionRecord } from '../../security/sessions.js';
 import { TokenInvalidError } from '../../security/sessions.js';
 import { ANONYMOUS, AuthenticationFailedError, type Principal, type RoutePermission } from '../../security/types.js';
 import type { ApiContext } from '../context.js';
-import { authContextOf, registerClientAddress } from './client-address.js';
+import { authContextOf } from './client-address.js';
 
 /**
  * Enforcement for every REST route. When authentication is on (AuthManager.authenticationEnabled and
@@ -201,8 +201,6 @@ export function registerAuth(app: FastifyInstance, ctx: ApiContext): void {
   app.decorateRequest('generatedSessionId', undefined);
   // the security service's manager, through the typed registry (the service object stays; its manager is per boot)
   const securityService = rt.service('security');
-  // RestApi.trustedProxies: with the Forwarded header, its for= chain becomes X-Forwarded-For before request.ip is read
-  registerClientAddress(app, rt.config.RestApi.trustedProxies, rt.config.RestApi.trustedProxyHeader);
 
   // The Swagger UI serves the OpenAPI document and its own static files: public like the document.
   app.addHook('onRoute', (route) => {

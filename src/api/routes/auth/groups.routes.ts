@@ -57,7 +57,9 @@ export const groupRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
       const text = body as string;
       if (/^application\/([\w.+-]*\+)?json\b/i.test(req.headers['content-type'] ?? '')) {
         try {
-          done(null, JSON.parse(text));
+          const v: unknown = JSON.parse(text);
+          // a JSON string is the name; a bare number or boolean is the raw text (a group named 123)
+          done(null, typeof v === 'number' || typeof v === 'boolean' ? text.trim() : v);
           return;
         } catch {
           // not JSON after all: the raw text is the name
