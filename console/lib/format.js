@@ -1,0 +1,16 @@
+// Formatting: numbers with units, times in the viewer's zone.
+
+const nf = new Intl.NumberFormat(undefined, { maximumFractionDigits: 1 });
+export const fmtNum = (n) => (typeof n === 'number' && Number.isFinite(n) ? nf.format(n) : '–');
+export const fmtRate = (n, unit) => `${fmtNum(n)} ${unit}/s`;
+export function fmtBytes(n) {
+  if (typeof n !== 'number' || !Number.isFinite(n)) return '–';
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (Math.abs(n) >= 1024 && i < units.length - 1) {
+    n /= 1024;
+    i++;
+  }
+  return `${nf.format(n)} ${units[i]}`;
+}
+export const fmtTime = (ms) => (typeof ms === 'number' && ms > 0 ? new Date(ms).toLocaleString() : '–');

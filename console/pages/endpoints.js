@@ -1,0 +1,53 @@
+// Endpoints: state followed live through the actor transition stream; start / stop / pause / resume.
+import { html } from '../lib/html.js';
+import { useEffect, useState } from 'preact/hooks';
+import { api, actorTransitions } from '../lib/api.js';
+import { useApi, useThrottled } from '../lib/hooks.js';
+import { ErrorBox, Loaded, Page, stateClass } from '../lib/components.js';
+
+export const page = { path: '/endpoints', label: 'Endpoints', order: 20, view: Endpoints };
+
+const ACTIONS = [
+  { state: 'stopped', label: 'Stop', from: ['Started', 'Paused'] },
+  { state: 'started', label: 'Start', from: ['Stopped', 'Failed'] },
+  { state: 'paused', label: 'Pause', from: ['Started'] },
+  { state: 'resumed', label: 'Resume', from: ['Paused'] },
+];
+
+function Endpoints() {
+  const [list, reload] = useApi('/api/v1/server/interfaces');
+  const [busy, setBusy] = useState('');
+  const [outcome, setOutcome] = useState(null);
+  const refresh = useThrottled(reload, 250);
+  useEffect(() => actorTransitions('endpoint', refresh), [refresh]); // live: endpoint transitions, however caused
+  const act = async (e, a) => {
+    setBusy(e.name);
+    setOutcome(null);
+    try {
+      const r = await api(`/api/v1/server/interface/${encodeURIComponent(e.name)}`, { method: 'PATCH', body: { state: a.state } });
+      setOutcome({ text: `${a.label} ${e.name}: ${r?.status ?? 'done'}` });
+    } catch (error) {
+      setOutcome({ error });
+    } finally {
+      setBusy('');
+      void reload();
+    }
+  };
+  return html`<${Page} title="Endpoints">
+    ${outcome?.error ? html`<${ErrorBox} error=${outcome.error} />` : outcome ? html`<p role="status">${outcome.text}</p>` : html`<p role="status"></p>`}
+    <${Loaded} state=${list}>${(rows) => html`<div class="wrap"><table>
+      <caption>${rows.length} endpoints; state follows the actors live</caption>
+      <thead><tr><th scope="col">Name</th><th scope="col">Address</th><th scope="col">State</th><th scope="col">Actions</th></tr></thead>
+      <tbody>${rows.map(
+        (e) => html`<tr data-endpoint=${e.name}>
+          <th scope="row">${e.name}</th>
+          <td>${e.host}:${e.port}</td>
+          <td class=${stateClass(e.state)} data-testid="state">${e.state}</td>
+          <td><div class="actions">${ACTIONS.map(
+            (a) => html`<button type="button" disabled=${busy === e.name || !a.from.includes(e.state)} aria-label=${`${a.label} ${e.name}`} onClick=${() => act(e, a)}>${a.label}</button>`,
+          )}</div></td>
+        </tr>`,
+      )}</tbody>
+    </table></div>`}<//>
+  <//>`;
+}
