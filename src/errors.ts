@@ -46,6 +46,16 @@ export class ConflictError extends BrokerError {
   }
 }
 
+/**
+ * 503: the part of the server the request needs is not running (booting, restarting, stopping, or an actor that has
+ * not settled yet); asking again later can succeed. The one answer for "not running" everywhere.
+ */
+export class ServiceUnavailableError extends BrokerError {
+  constructor(message: string) {
+    super(message, 503);
+  }
+}
+
 /** 413: too large. */
 export class PayloadTooLargeError extends BrokerError {
   constructor(message: string) {

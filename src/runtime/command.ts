@@ -1,5 +1,5 @@
 import { waitFor, type AnyActorRef, type EventObject, type SnapshotFrom } from 'xstate';
-import { BrokerError, ConflictError, NotFoundError } from '../errors.js';
+import { ConflictError, NotFoundError, ServiceUnavailableError } from '../errors.js';
 import type { CommandRecord } from './events.js';
 
 /**
@@ -51,11 +51,8 @@ export interface CommandResult<TActor extends AnyActorRef> {
 
 export type CommandReporter = (record: CommandRecord) => void;
 
-export class ServiceUnavailableError extends BrokerError {
-  constructor(message: string) {
-    super(message, 503);
-  }
-}
+/** Re-exported from src/errors.ts, where every error class lives. */
+export { ServiceUnavailableError };
 
 export async function command<TActor extends AnyActorRef>(
   report: CommandReporter,
