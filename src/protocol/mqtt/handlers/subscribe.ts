@@ -6,6 +6,12 @@
  * order [MQTT-3.8.4-6] and goes out before the retained messages the subscription causes. Each subscription also
  * checks subscribe on every topic it delivers (the security service's delivery authorizer), so `#`, `+` and
  * `$share/...` filters never deliver a topic the user is denied.
+ *
+ * A filter that breaks the topic filter rules (empty [MQTT-4.7.3-1], `#` not last or not a whole level
+ * [MQTT-4.7.1-1], `+` not a whole level [MQTT-4.7.1-2], a malformed `$share/` filter [MQTT-4.8.2-1, MQTT-4.8.2-2])
+ * makes the packet malformed, as in UNSUBSCRIBE: the connection closes, with DISCONNECT 0x81 in v5, and no filter
+ * of that packet is subscribed. SUBACK 0x8F is not for it: that code says "the Topic Filter is correctly formed,
+ * but is not allowed for this Client" (5 §3.9.3); 3.1.1's SUBACK 0x80 is for a subscription the server refuses.
  */
 import { hasWildcard, parseSharedFilter, validateTopicFilter } from '../../../engine/index.js';
 import type { MqttConn } from '../types.js';
@@ -26,6 +32,13 @@ export function handleSubscribe(conn: MqttConn, p: SubscribePacket): void {
   }
   // a non-zero packet identifier (3.1.1 [MQTT-2.3.1-1], 5 [MQTT-2.2.1-3])
   if (p.messageId === 0) throw new MqttProtocolError(Reason.MalformedPacket, 'SUBSCRIBE with packet identifier 0 [MQTT-2.2.1-3]');
+  for (const req of p.subscriptions) {
+    try {
+      validateTopicFilter(req.topic);
+    } catch (err) {
+      throw new MqttProtocolError(Reason.MalformedPacket, `SUBSCRIBE with a malformed topic filter: ${(err as Error).message}`);
+    }
+  }
   const v5 = conn.v5;
   let subId: number | undefined;
   const rawId = p.properties?.subscriptionIdentifier;
@@ -48,12 +61,6 @@ export function handleSubscribe(conn: MqttConn, p: SubscribePacket): void {
     const shared = parseSharedFilter(filter);
     if (v5 && shared !== null && req.nl) {
       throw new MqttProtocolError(Reason.ProtocolError, 'no local on a shared subscription [MQTT-3.8.3-4]');
-    }
-    try {
-      validateTopicFilter(filter);
-    } catch {
-      codes.push(v5 ? Reason.TopicFilterInvalid : 0x80);
-      continue;
     }
     const plain = shared !== null ? shared.filter : filter;
     if (security.enabled) {
