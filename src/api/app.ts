@@ -25,6 +25,7 @@ import { metricsRoutes } from './routes/metrics/metrics.routes.js';
 import { probeRoutes } from './routes/probes/probes.routes.js';
 import { serverRoutes } from './routes/server/server.routes.js';
 import { actorRoutes } from './routes/server/actors.routes.js';
+import { machineRoutes } from './routes/server/machines.routes.js';
 import { logRoutes } from './routes/server/log.routes.js';
 import { messagingRoutes } from './routes/messaging/messaging.routes.js';
 import { sseRoutes } from './routes/messaging/sse.routes.js';
@@ -125,6 +126,7 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   await app.register(authRoutes, ctx);
   await app.register(serverRoutes, ctx);
   await app.register(actorRoutes, ctx);
+  await app.register(machineRoutes, ctx);
   await app.register(logRoutes, ctx);
   await app.register(destinationRoutes, ctx);
   await app.register(metricsRoutes, ctx);
