@@ -155,9 +155,23 @@ function train(m) {
       break;
     }
     case 'isolation_forest': {
-      const f = new (lib(paths.isolationForest).IsolationForest)({ nEstimators: 100 });
-      f.train(samples);
-      stored = { n: samples.length, trees: f.forest.map(compact) };
+      // ml-isolation-forest draws its splits from Math.random: seeded here (as k-means is), so the same samples always
+      // give the same forest; the worker runs one job at a time and the swap is undone before anything else runs
+      const random = Math.random;
+      let a = 42;
+      Math.random = () => {
+        a = (a + 0x6d2b79f5) | 0;
+        let t = Math.imul(a ^ (a >>> 15), 1 | a);
+        t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+        return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+      };
+      try {
+        const f = new (lib(paths.isolationForest).IsolationForest)({ nEstimators: 100 });
+        f.train(samples);
+        stored = { n: samples.length, trees: f.forest.map(compact) };
+      } finally {
+        Math.random = random;
+      }
       break;
     }
     default:
