@@ -10,6 +10,11 @@
  *   s!<owner>!<record>                                                 protocol session state (e.g. MQTT packet ids
  *                                                                      in flight), written in the same group commit
  *                                                                      as the messages it refers to (`Engine.putState`)
+ *   pd!<destination>                                                   a paused destination (value: its type), so a
+ *                                                                      restart keeps it paused
+ *   h!<destination>!<message id, 16 digits>                            a QoS >= 1 message a paused topic holds for
+ *                                                                      delivery on resume
+ *   ps!<subscription key>                                              a paused durable subscription (empty value)
  *
  * A destination name or subscription key may itself contain '!': keys are parsed from the right, where the
  * fixed-width fields are. Values are `encodeMessage` output; `d!` values carry the destination name in front
@@ -32,6 +37,9 @@ export const QUEUE_PREFIX = 'q!';
 export const RETAINED_PREFIX = 'r!';
 export const DURABLE_PREFIX = 'd!';
 export const STATE_PREFIX = 's!';
+export const PAUSED_DESTINATION_PREFIX = 'pd!';
+export const PAUSED_HELD_PREFIX = 'h!';
+export const PAUSED_SUBSCRIPTION_PREFIX = 'ps!';
 
 const ID_WIDTH = 16;
 
@@ -46,6 +54,25 @@ export function queueKey(destination: string, msg: Message): string {
 
 export function retainedKey(topic: string): string {
   return RETAINED_PREFIX + topic;
+}
+
+export function pausedDestinationKey(destination: string): string {
+  return PAUSED_DESTINATION_PREFIX + destination;
+}
+
+export function pausedHeldKey(destination: string, msg: Message): string {
+  return `${PAUSED_HELD_PREFIX}${destination}!${padId(msg.id)}`;
+}
+
+export function pausedSubscriptionKey(subscriptionKey: string): string {
+  return PAUSED_SUBSCRIPTION_PREFIX + subscriptionKey;
+}
+
+/** Parse `h!<destination>!<id>`; null when malformed. */
+export function parsePausedHeldKey(key: string): { destination: string; id: number } | null {
+  const idSep = key.lastIndexOf('!');
+  if (!key.startsWith(PAUSED_HELD_PREFIX) || idSep <= PAUSED_HELD_PREFIX.length) return null;
+  return { destination: key.slice(PAUSED_HELD_PREFIX.length, idSep), id: Number(key.slice(idSep + 1)) };
 }
 
 /** `storeKey` is the subscription's stable key (session id and filter). */

@@ -22,9 +22,13 @@
  * the rejection and may publish again).
  *
  * Paused destinations accept publishes (queue messages and retained messages are stored as usual) and hold
- * delivery until resumed: a paused queue does not dispatch, a paused topic keeps new messages (in memory, up to
- * `maxPausedHold`, counted as delayed) and routes them on resume. Messages already handed to a subscription are
- * not held back.
+ * delivery until resumed: a paused queue does not dispatch, a paused topic keeps new messages (up to
+ * `maxPausedHold`, counted as delayed; QoS >= 1 ones written to the store under `h!`, so publish resolves once they
+ * are durable) and routes them in publish order on resume. Messages already handed to a subscription are not held
+ * back. The paused flag is written too (`pd!`), so a restart keeps the destination paused with its hold.
+ *
+ * Paused subscriptions (`pauseSubscription`) keep taking copies into their buffer, within their own caps and
+ * overflow policy, and deliver nothing until resumed; a durable one's flag is written (`ps!`).
  *
  * Expiry is checked whenever a message would be handed out and by `sweepExpired(now)`, which the caller
  * schedules. Counters count expired copies (a topic message expiring in three subscriptions counts three).
@@ -33,7 +37,17 @@ import { ConflictError, NotFoundError, QuotaExceededError, ValidationError } fro
 import { RateMeter, ServerTotals } from './counters.js';
 import { Destination, DestinationType, isDestinationType, isQueueName, type PayloadSchema } from './destination.js';
 import type { EngineStore } from './engine-store.js';
-import { DURABLE_PREFIX, STATE_PREFIX, encodeHeld, padId, queueKey, retainedKey } from './engine-store.js';
+import {
+  DURABLE_PREFIX,
+  STATE_PREFIX,
+  encodeHeld,
+  padId,
+  pausedDestinationKey,
+  pausedHeldKey,
+  pausedSubscriptionKey,
+  queueKey,
+  retainedKey,
+} from './engine-store.js';
 import { GroupCommit } from './group-commit.js';
 import type { Message, MessageInit } from './message.js';
 import { MessageIdGenerator, createMessage, encodeMessage } from './message.js';
@@ -74,8 +88,16 @@ export interface EngineEvents {
    * A durable subscription (persistent session) was created, went offline (hibernated), came back (attached) or
    * ended (closed). Lifecycle only: subscriptions that live exactly as long as their connection are not reported.
    */
-  onDurableSubscription(sub: Subscription, change: 'created' | 'hibernated' | 'attached' | 'closed'): void;
+  onDurableSubscription(sub: Subscription, change: DurableChange): void;
+  /**
+   * A durable subscription reached its cap (`maxDepth` messages or `maxBytes`; `full` true) or has room again
+   * (false). Edges only, so a subscription that stays full is reported once.
+   */
+  onSubscriptionFull(sub: Subscription, full: boolean): void;
 }
+
+/** Lifecycle changes of a durable subscription; `expired` is `closed` because its session's expiry interval ran out. */
+export type DurableChange = 'created' | 'hibernated' | 'attached' | 'closed' | 'expired';
 
 export interface EngineOptions {
   store?: EngineStore;
@@ -107,6 +129,8 @@ export interface PublishOptions {
 export const DEFAULT_MAX_BYTES = 8 * 1024 * 1024;
 
 const RESOLVED: Promise<void> = Promise.resolve();
+/** The unsubscribe reason `closeSession(id, { expired: true })` gives (durable notice `expired`). */
+const SESSION_EXPIRED = 'session expired';
 function noop(): void {}
 
 /**
@@ -165,6 +189,8 @@ export class Engine {
   private readonly owned = new Map<string, Set<string>>();
   /** Durable-subscription messages found by `recover()`, adopted when that subscription is made again. */
   private readonly recoveredHeld = new Map<string, Array<[string, Message]>>();
+  /** Durable subscriptions found paused by `recover()` (`ps!`), paused again when made again. */
+  private readonly recoveredPaused = new Set<string>();
   /**
    * Subscriptions with `refuseWhenFull` that reached their maxDepth or maxBytes (a superset: entries are pruned
    * lazily). Empty in normal operation, so the flow-control check on the publish path is one size test.
@@ -231,6 +257,7 @@ export class Engine {
       onSlowConsumer: events.onSlowConsumer ?? noop,
       onStoreFailure: events.onStoreFailure ?? noop,
       onDurableSubscription: events.onDurableSubscription ?? noop,
+      onSubscriptionFull: events.onSubscriptionFull ?? noop,
     };
     this.highWater = opts.queueHighWater ?? 10_000;
     this.defaultMaxDepth = opts.defaultMaxDepth ?? 1000;
@@ -382,6 +409,9 @@ export class Engine {
       return;
     }
     dest.held.push(msg);
+    if (msg.qos !== 0 && this.commit !== undefined && dest.persistent) {
+      this.lastWrite = this.commit.put(pausedHeldKey(dest.name, msg), encodeMessage(msg), dest.timings);
+    }
   }
 
   /** Fan a topic message out to every matching subscription / shared group. */
@@ -498,7 +528,21 @@ export class Engine {
 
   /** Note a `refuseWhenFull` subscription that reached its cap (publish then checks it). */
   private noteFull(sub: Subscription): void {
-    if (sub.refuseWhenFull && sub.isFull()) this.fullSubs.add(sub);
+    if ((sub.refuseWhenFull || sub.durable) && sub.isFull()) {
+      if (sub.refuseWhenFull) this.fullSubs.add(sub);
+      if (sub.durable && !sub.full) {
+        sub.full = true;
+        this.events.onSubscriptionFull(sub, true);
+      }
+    }
+  }
+
+  /** A durable subscription reported full has room again: report it (the edge `onSubscriptionFull` promises). */
+  private noteRoom(sub: Subscription): void {
+    if (sub.full && (sub.closed || !sub.isFull())) {
+      sub.full = false;
+      if (!sub.closed) this.events.onSubscriptionFull(sub, false);
+    }
   }
 
   /**
@@ -607,7 +651,7 @@ export class Engine {
   /** Can take a message right now without holding it. */
   private ready(s: Subscription): boolean {
     const sink = s.sink;
-    if (sink === undefined || s.hibernating || s.closed) return false;
+    if (sink === undefined || s.hibernating || s.closed || s.paused) return false;
     if (sink.kind === 'push') return !s.blocked && s.held.size === 0;
     return !s.isFull();
   }
@@ -615,7 +659,7 @@ export class Engine {
   /** Topic copy for one subscription: push it now when possible, else keep it (or drop it when full). */
   private hold(sub: Subscription, dest: Destination, msg: Message): boolean {
     const sink = sub.sink;
-    if (sink !== undefined && sink.kind === 'push' && !sub.hibernating && !sub.blocked && sub.held.size === 0) {
+    if (sink !== undefined && sink.kind === 'push' && !sub.hibernating && !sub.blocked && !sub.paused && sub.held.size === 0) {
       if (this.tryPush(sub, dest, msg)) return true;
     }
     return this.keep(sub, dest, msg);
@@ -698,7 +742,7 @@ export class Engine {
     }
     this.noteFull(sub);
     const sink = sub.sink;
-    if (sink !== undefined && sink.kind === 'pull' && sub.held.size === 1 && sink.notify !== undefined) sink.notify(sub);
+    if (sink !== undefined && sink.kind === 'pull' && sub.held.size === 1 && !sub.paused && sink.notify !== undefined) sink.notify(sub);
     return true;
   }
 
@@ -898,7 +942,7 @@ export class Engine {
 
   private consumerReady(c: Subscription): boolean {
     const sink = c.sink;
-    if (sink === undefined || c.closed || c.hibernating) return false;
+    if (sink === undefined || c.closed || c.hibernating || c.paused) return false;
     if (sink.kind === 'push' && c.blocked) return false;
     return !c.isFull() && (c.maxPerDestination === 0 || c.held.size < c.maxPerDestination);
   }
@@ -959,7 +1003,7 @@ export class Engine {
   // ------------------------------------------------------------------------------------------------------------
 
   private take(sub: Subscription, n: number): Delivery[] {
-    if (sub.closed || !(n > 0)) return [];
+    if (sub.closed || sub.paused || !(n > 0)) return [];
     const out: Delivery[] = [];
     const now = this.now();
     const held = sub.held;
@@ -984,6 +1028,7 @@ export class Engine {
       else this.completed(sub, dest, msg);
     }
     if (held.size === 0) sub.slow = false;
+    if (sub.full) this.noteRoom(sub);
     if (sub.queue !== undefined) this.dispatch(sub.queue);
     return out;
   }
@@ -1019,6 +1064,7 @@ export class Engine {
       }
     }
     if (n > 0 && !sub.closed) {
+      if (sub.full) this.noteRoom(sub);
       if (sub.queue !== undefined) this.dispatch(sub.queue);
       else this.drain(sub);
     }
@@ -1067,13 +1113,13 @@ export class Engine {
       return;
     }
     if (sink.kind === 'push') this.drain(sub);
-    else if (sub.held.size > 0 && sink.notify !== undefined) sink.notify(sub);
+    else if (sub.held.size > 0 && !sub.paused && sink.notify !== undefined) sink.notify(sub);
   }
 
   /** Push held messages until the sink runs out of credit. */
   private drain(sub: Subscription): void {
     const sink = sub.sink;
-    if (sink === undefined || sink.kind !== 'push' || sub.draining || sub.closed || sub.hibernating || sub.blocked) return;
+    if (sink === undefined || sink.kind !== 'push' || sub.draining || sub.closed || sub.hibernating || sub.blocked || sub.paused) return;
     sub.draining = true;
     try {
       const now = this.now();
@@ -1109,6 +1155,7 @@ export class Engine {
     } finally {
       sub.draining = false;
     }
+    if (sub.full) this.noteRoom(sub);
   }
 
   /** Give a consumer's held and in-flight queue messages back to its queue. */
@@ -1250,6 +1297,7 @@ export class Engine {
   }
 
   private adoptRecovered(sub: Subscription): void {
+    if (this.recoveredPaused.size !== 0 && this.recoveredPaused.delete(sub.key)) sub.paused = true;
     const list = this.recoveredHeld.get(sub.key);
     if (list === undefined) return;
     this.recoveredHeld.delete(sub.key);
@@ -1262,7 +1310,7 @@ export class Engine {
     this.noteFull(sub);
     const sink = sub.sink;
     if (sink?.kind === 'push') this.drain(sub);
-    else if (sink?.kind === 'pull' && sink.notify !== undefined && sub.held.size > 0) sink.notify(sub);
+    else if (sink?.kind === 'pull' && sink.notify !== undefined && sub.held.size > 0 && !sub.paused) sink.notify(sub);
   }
 
   /**
@@ -1282,7 +1330,9 @@ export class Engine {
     if (sub === undefined || sub.closed) return false;
     sub.closed = true;
     sub.selector?.release?.();
-    if (sub.durable) this.events.onDurableSubscription(sub, 'closed');
+    if (sub.durable) this.events.onDurableSubscription(sub, reason === SESSION_EXPIRED ? 'expired' : 'closed');
+    if (sub.paused && sub.durable && this.commit !== undefined) this.commit.del(pausedSubscriptionKey(sub.key));
+    sub.full = false;
     if (this.subs.get(sub.key) === sub) this.subs.delete(sub.key);
     const set = this.sessions.get(sub.sessionId);
     if (set !== undefined) {
@@ -1337,11 +1387,17 @@ export class Engine {
    * A session ended for good: unsubscribe all its subscriptions, forget recovered durable messages for it, and
    * delete the temporary destinations it owns. Returns the number of subscriptions removed.
    */
-  closeSession(sessionId: string): number {
+  closeSession(sessionId: string, opts?: { expired?: boolean }): number {
     const set = this.sessions.get(sessionId);
     let n = 0;
-    if (set !== undefined) for (const sub of [...set]) if (this.unsubscribe(sub, 'session closed')) n++;
+    const reason = opts?.expired === true ? SESSION_EXPIRED : 'session closed';
+    if (set !== undefined) for (const sub of [...set]) if (this.unsubscribe(sub, reason)) n++;
     const prefix = `${encodeURIComponent(sessionId)}|`;
+    for (const key of this.recoveredPaused) {
+      if (!key.startsWith(prefix)) continue;
+      this.recoveredPaused.delete(key);
+      this.commit?.del(pausedSubscriptionKey(key));
+    }
     for (const [key, list] of this.recoveredHeld) {
       if (!key.startsWith(prefix)) continue;
       this.recoveredHeld.delete(key);
@@ -1557,29 +1613,133 @@ export class Engine {
     return this.dests.get(name)?.retained;
   }
 
-  pauseDestination(name: string): void {
-    this.require(name).paused = true;
+  /**
+   * Hold delivery from a destination (see the class comment). The flag is written to the store (a temporary
+   * destination's is not); resolves once it is.
+   */
+  pauseDestination(name: string): Promise<void> {
+    const d = this.require(name);
+    if (d.paused) return RESOLVED;
+    d.paused = true;
+    if (this.commit === undefined || !d.persistent) return RESOLVED;
+    return this.commit.put(pausedDestinationKey(name), Buffer.from(d.type, 'utf8'), d.timings);
   }
 
-  resumeDestination(name: string): void {
+  /**
+   * Deliver again: a queue dispatches, a topic routes what it held in publish order (expired ones are counted and
+   * dropped). The flag and the held records are deleted in the batch that stores the copies the hold routed to
+   * durable subscriptions, so a crash in between neither loses nor doubles them. Resolves once written.
+   */
+  resumeDestination(name: string): Promise<void> {
     const d = this.require(name);
-    if (!d.paused) return;
+    if (!d.paused) return RESOLVED;
     d.paused = false;
+    const saved = this.lastWrite;
+    this.lastWrite = undefined;
+    if (this.commit !== undefined && d.persistent) this.lastWrite = this.commit.del(pausedDestinationKey(name), d.timings);
     if (d.isQueue) {
       this.dispatch(d);
-      return;
-    }
-    const held = d.held;
-    d.held = [];
-    const now = this.now();
-    for (const msg of held) {
-      if (msg.expiresAt !== 0 && msg.expiresAt <= now) {
-        d.counters.expired++;
-        this.totals.totalExpiredMessages++;
-      } else {
-        this.route(d, msg);
+    } else {
+      const held = d.held;
+      d.held = [];
+      const now = this.now();
+      for (const msg of held) {
+        if (msg.qos !== 0 && this.commit !== undefined && d.persistent) this.lastWrite = this.commit.del(pausedHeldKey(name, msg), d.timings);
+        if (msg.expiresAt !== 0 && msg.expiresAt <= now) {
+          d.counters.expired++;
+          this.totals.totalExpiredMessages++;
+        } else {
+          this.route(d, msg);
+        }
       }
     }
+    const written = this.lastWrite;
+    this.lastWrite = saved;
+    return written ?? RESOLVED;
+  }
+
+  /**
+   * Drop the messages waiting for delivery from a destination: a queue's waiting messages (not those already
+   * handed to a consumer), a topic's paused hold and the copies of its messages waiting in subscription buffers
+   * (not those in flight). The retained message stays. Returns how many were dropped; the store deletes are
+   * queued in the current batch (`flush()` waits for them).
+   */
+  purgeDestination(name: string): number {
+    const d = this.require(name);
+    let n = 0;
+    if (d.queue !== undefined) {
+      for (const m of d.queue.clear()) {
+        if (this.commit !== undefined && d.persistent) this.commit.del(queueKey(name, m), d.timings);
+        n++;
+      }
+      this.checkLowWater(d);
+    } else {
+      for (const m of d.held) {
+        if (m.qos !== 0 && this.commit !== undefined && d.persistent) this.commit.del(pausedHeldKey(name, m), d.timings);
+        n++;
+      }
+      d.held = [];
+      n += this.dropCopiesOf(d);
+    }
+    d.counters.dropped += n;
+    this.totals.totalDroppedMessages += n;
+    return n;
+  }
+
+  /** Remove the copies of a topic's messages waiting in subscription buffers (O(subscriptions)); returns how many. */
+  private dropCopiesOf(d: Destination): number {
+    if (d.pendingCopies <= 0) return 0;
+    let n = 0;
+    for (const s of this.subs.values()) {
+      if (s.held.size === 0 || s.queue !== undefined) continue;
+      const k = s.held.removeWhere(
+        (_m, from) => from === d,
+        (m) => {
+          d.pendingCopies--;
+          this.unpersistHeld(s, d, m);
+        },
+      );
+      if (k > 0) {
+        n += k;
+        if (s.held.size === 0) s.slow = false;
+        if (s.full) this.noteRoom(s);
+      }
+    }
+    return n;
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Subscription lifecycle (commanded through the runtime's subscription actors)
+
+  /**
+   * Hold delivery to a subscription: it keeps taking copies into its buffer (within maxDepth / maxBytes and its
+   * overflow policy) and hands none out until resumed. A durable subscription's flag is written (`ps!`), so a
+   * restart keeps it paused. Resolves once written.
+   */
+  pauseSubscription(sessionId: string, filter: string): Promise<void> {
+    const sub = this.requireSubscription(sessionId, filter);
+    if (sub.paused) return RESOLVED;
+    sub.paused = true;
+    if (!sub.durable || this.commit === undefined) return RESOLVED;
+    return this.commit.put(pausedSubscriptionKey(sub.key), Buffer.alloc(0));
+  }
+
+  /** Deliver again what the paused subscription holds, in order; then as usual. Resolves once the flag is deleted. */
+  resumeSubscription(sessionId: string, filter: string): Promise<void> {
+    const sub = this.requireSubscription(sessionId, filter);
+    if (!sub.paused) return RESOLVED;
+    sub.paused = false;
+    const written = sub.durable && this.commit !== undefined ? this.commit.del(pausedSubscriptionKey(sub.key)) : RESOLVED;
+    if (sub.queue !== undefined) this.dispatch(sub.queue);
+    else if (sub.sink?.kind === 'push') this.drain(sub);
+    else if (sub.sink?.kind === 'pull' && sub.held.size > 0 && sub.sink.notify !== undefined) sub.sink.notify(sub);
+    return written;
+  }
+
+  private requireSubscription(sessionId: string, filter: string): Subscription {
+    const sub = this.subs.get(subscriptionKey(sessionId, filter));
+    if (sub === undefined || sub.closed) throw new NotFoundError(`subscription "${filter}" of session "${sessionId}" not found`);
+    return sub;
   }
 
   /**
@@ -1615,7 +1775,13 @@ export class Engine {
       }
     }
     if (d.retained !== undefined) this.dropRetained(d);
+    if (this.commit !== undefined && d.persistent) {
+      if (d.paused) this.lastWrite = this.commit.del(pausedDestinationKey(name), d.timings);
+      for (const m of d.held) if (m.qos !== 0) this.lastWrite = this.commit.del(pausedHeldKey(name, m), d.timings);
+    }
     d.held = [];
+    // nothing more is delivered from it: copies waiting in subscription buffers go too (those in flight complete)
+    this.dropCopiesOf(d);
     d.routes = [];
     this.events.onDestinationDeleted(name, d.type);
     const written = this.lastWrite;
@@ -1668,6 +1834,9 @@ export class Engine {
       if (d.held.length > 0) {
         const keep = d.held.filter((m) => !isExpired(m));
         const gone = d.held.length - keep.length;
+        if (gone > 0 && this.commit !== undefined && d.persistent) {
+          for (const m of d.held) if (m.qos !== 0 && isExpired(m)) this.commit.del(pausedHeldKey(d.name, m), d.timings);
+        }
         if (gone > 0) {
           d.held = keep;
           d.counters.expired += gone;
@@ -1682,6 +1851,7 @@ export class Engine {
         if (!d.isQueue) d.pendingCopies--;
         this.expireHeld(s, d, m);
       });
+      if (s.full) this.noteRoom(s);
       if (s.queue !== undefined) this.dispatch(s.queue);
     }
     return n;
@@ -1703,7 +1873,7 @@ export class Engine {
   async recover(): Promise<RecoveryResult> {
     if (this.recovered) throw new ConflictError('recover() was already called');
     this.recovered = true;
-    if (this.store === undefined) return { queued: 0, retained: 0, held: 0, expired: 0, corrupt: 0 };
+    if (this.store === undefined) return { queued: 0, retained: 0, held: 0, paused: 0, pausedHeld: 0, expired: 0, corrupt: 0 };
     const { result, maxId } = await loadFromStore(this.store, this.now(), {
       commit: this.commit!,
       totals: this.totals,
@@ -1718,6 +1888,7 @@ export class Engine {
         if (list === undefined) this.recoveredHeld.set(storeKey, (list = []));
         list.push([destination, msg]);
       },
+      pausedSubscription: (storeKey) => this.recoveredPaused.add(storeKey),
     });
     this.ids.observe(maxId);
     for (const d of this.dests.values()) {

@@ -1,6 +1,6 @@
 /** Public surface of the messaging engine. */
 export { DEFAULT_MAX_BYTES, Engine, QUOTA_EXCEEDED } from './engine.js';
-export type { EngineEvents, EngineOptions, PublishOptions } from './engine.js';
+export type { DurableChange, EngineEvents, EngineOptions, PublishOptions } from './engine.js';
 export type { DestinationDTO, EngineStats } from './views.js';
 export type { RecoveryResult } from './recovery.js';
 export { DestinationType, isQueueName, isQueueType, isTemporaryType } from './destination.js';

@@ -5,6 +5,9 @@
  * - `q!<destination>!<priority><id>` queue messages → back into their queue (a queue destination is created);
  * - `r!<topic>` retained messages → the topic's retained slot (`$SYS/` ones, written by older versions, are
  *   deleted: those figures are regenerated at boot);
+ * - `pd!<destination>` paused destinations → paused again (created with their type when missing), and
+ *   `h!<destination>!<id>` QoS >= 1 messages a paused topic held → back into its hold, in publish order;
+ * - `ps!<subscription key>` paused durable subscriptions → paused again when that subscription is made again;
  * - `d!<subscription key>!<id>` messages held for durable subscriptions → kept aside until that subscription
  *   is made again (the protocol layer restores its sessions after recovery).
  * Expired messages are deleted instead of loaded; undecodable records are counted as `corrupt` and left alone.
@@ -12,9 +15,20 @@
  */
 import type { ServerTotals } from './counters.js';
 import type { Destination } from './destination.js';
-import { DestinationType } from './destination.js';
+import { DestinationType, isDestinationType } from './destination.js';
 import type { EngineStore } from './engine-store.js';
-import { DURABLE_PREFIX, QUEUE_PREFIX, RETAINED_PREFIX, decodeHeld, parseDurableKey, parseQueueKey } from './engine-store.js';
+import {
+  DURABLE_PREFIX,
+  PAUSED_DESTINATION_PREFIX,
+  PAUSED_HELD_PREFIX,
+  PAUSED_SUBSCRIPTION_PREFIX,
+  QUEUE_PREFIX,
+  RETAINED_PREFIX,
+  decodeHeld,
+  parseDurableKey,
+  parsePausedHeldKey,
+  parseQueueKey,
+} from './engine-store.js';
 import type { GroupCommit } from './group-commit.js';
 import type { Message } from './message.js';
 import { decodeMessage } from './message.js';
@@ -23,6 +37,9 @@ export interface RecoveryResult {
   queued: number;
   retained: number;
   held: number;
+  /** Destinations and durable subscriptions that were paused, and messages paused topics held. */
+  paused: number;
+  pausedHeld: number;
   expired: number;
   corrupt: number;
 }
@@ -39,6 +56,8 @@ export interface RecoveryTarget {
   retain(d: Destination, msg: Message): void;
   /** Keep a durable subscription's message until that subscription is made again. */
   held(storeKey: string, destination: string, msg: Message): void;
+  /** That durable subscription was paused: pause it again when it is made again. */
+  pausedSubscription(storeKey: string): void;
 }
 
 /** `$SYS/...` retained messages live in memory only (see engine.ts). */
@@ -51,7 +70,7 @@ export function isSysTopic(name: string): boolean {
  * the highest message id seen (the id generator continues above it).
  */
 export async function loadFromStore(store: EngineStore, now: number, target: RecoveryTarget): Promise<{ result: RecoveryResult; maxId: number }> {
-  const result: RecoveryResult = { queued: 0, retained: 0, held: 0, expired: 0, corrupt: 0 };
+  const result: RecoveryResult = { queued: 0, retained: 0, held: 0, paused: 0, pausedHeld: 0, expired: 0, corrupt: 0 };
   let maxId = 0;
   let last = process.hrtime.bigint();
   const readTime = (d: Destination): void => {
@@ -114,6 +133,50 @@ export async function loadFromStore(store: EngineStore, now: number, target: Rec
     if (expired(key, msg, d)) continue;
     target.retain(d, msg);
     result.retained++;
+  }
+
+  for await (const [key, value] of store.iterate(PAUSED_DESTINATION_PREFIX)) {
+    const name = key.slice(PAUSED_DESTINATION_PREFIX.length);
+    const type = value.toString('utf8');
+    if (name === '' || !isDestinationType(type)) {
+      result.corrupt++;
+      continue;
+    }
+    const d = target.destination(name, type as DestinationType);
+    if (!d.persistent) {
+      result.corrupt++;
+      continue;
+    }
+    d.paused = true;
+    result.paused++;
+  }
+
+  for await (const [key, value] of store.iterate(PAUSED_HELD_PREFIX)) {
+    const parsed = parsePausedHeldKey(key);
+    let msg: Message;
+    try {
+      if (parsed === null) throw new Error('bad key');
+      msg = decodeMessage(value);
+    } catch {
+      result.corrupt++;
+      continue;
+    }
+    if (msg.id > maxId) maxId = msg.id;
+    const d = target.existing(parsed.destination);
+    if (d === undefined || d.isQueue || !d.paused) {
+      // resumed or deleted without this delete reaching the store: the hold ended, the record goes
+      target.commit.del(key);
+      continue;
+    }
+    readTime(d);
+    if (expired(key, msg, d)) continue;
+    d.held.push(msg); // keys sort by message id: publish order
+    result.pausedHeld++;
+  }
+
+  for await (const [key] of store.iterate(PAUSED_SUBSCRIPTION_PREFIX)) {
+    target.pausedSubscription(key.slice(PAUSED_SUBSCRIPTION_PREFIX.length));
+    result.paused++;
   }
 
   for await (const [key, value] of store.iterate(DURABLE_PREFIX)) {

@@ -427,6 +427,10 @@ export class Subscription {
   hibernating = false;
   /** Push sink said "no credit"; cleared by `resume()`. */
   blocked = false;
+  /** Commanded pause (Engine.pauseSubscription): copies are kept within the caps, nothing is handed out. */
+  paused = false;
+  /** A durable subscription reported full through `onSubscriptionFull` and not yet reported with room again. */
+  full = false;
   closed = false;
   draining = false;
   /** Set for a queue consumer. */
@@ -562,7 +566,7 @@ export class Subscription {
       sync: this.isPull,
       hasMessagesInFlight: inFlight > 0,
       hasAtRestMessages: atRest > 0,
-      isPaused: this.blocked || (this.queue !== undefined && this.queue.paused),
+      isPaused: this.paused || this.blocked || (this.queue !== undefined && this.queue.paused),
       messagesIgnored: this.messagesIgnored,
       messagesRegistered: this.messagesRegistered,
       messagesSent: this.messagesSent,

@@ -1,4 +1,4 @@
-import type { DestinationType, Subscription } from '../engine/index.js';
+import type { DestinationType, DurableChange, Subscription } from '../engine/index.js';
 import type { UserDeletion } from '../security/types.js';
 
 /**
@@ -17,7 +17,9 @@ export interface RuntimeEvents {
   'destination.deleted': [name: string, type: DestinationType];
   'destination.highWater': [name: string, depth: number];
   'destination.lowWater': [name: string, depth: number];
-  'subscription.changed': [sub: Subscription, change: 'created' | 'hibernated' | 'attached' | 'closed'];
+  'subscription.changed': [sub: Subscription, change: DurableChange];
+  /** A durable subscription reached its cap (full) or has room again (edges only). */
+  'subscription.full': [sub: Subscription, full: boolean];
   'store.failed': [err: unknown];
   /** A user was deleted (USER_DELETED): listeners end what it had open and count it into `ended`. */
   'user.deleted': [deletion: UserDeletion];

@@ -37,6 +37,7 @@ export function messagingService(): Service {
           onQueueLowWater: (name, depth) => rt.emit('destination.lowWater', name, depth),
           onSlowConsumer: (sessionId, filter, depth) => rt.log.warn({ sessionId, filter, depth }, 'slow consumer: subscription is dropping messages'),
           onDurableSubscription: (sub, change) => rt.emit('subscription.changed', sub, change),
+          onSubscriptionFull: (sub, full) => rt.emit('subscription.full', sub, full),
           onStoreFailure: (err) => {
             rt.log.error({ err }, 'store write failed');
             rt.emit('store.failed', err);

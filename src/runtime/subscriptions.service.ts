@@ -1,11 +1,10 @@
 import type { AnyActorRef } from 'xstate';
 import { subscriptionMachine } from '../../actors/subscriptions/subscription.machine.js';
-import type { Subscription } from '../engine/index.js';
+import type { DurableChange, Subscription } from '../engine/index.js';
 import { actorState } from './inspector.js';
 import type { Runtime, Service } from './runtime.js';
 import { Activations, PASSIVATE_AFTER_MS, PASSIVATE_SWEEP_MS, type VirtualActorKind } from './virtual-actors.js';
 
-type Change = 'created' | 'hibernated' | 'attached' | 'closed';
 
 /**
  * Subscription actors are virtual (src/runtime/virtual-actors.ts): every durable subscription (a persistent
@@ -103,10 +102,10 @@ export function subscriptionsService(): Service {
       };
       rt.registerVirtualKind(kind);
 
-      const listener = (sub: Subscription, change: Change) => {
+      const listener = (sub: Subscription, change: DurableChange) => {
         if (change === 'hibernated') hibernations.set(sub.key, (hibernations.get(sub.key) ?? 0) + 1);
         const ref = live(sub.key);
-        if (change === 'closed') {
+        if (change === 'closed' || change === 'expired') {
           hibernations.delete(sub.key);
           activations.forget(sub.key);
           if (ref !== undefined) {
