@@ -220,15 +220,18 @@ export class MqttBroker implements ConnectionOwner {
     const at = (s.disconnectedAt ?? Date.now()) + s.expiry * 1000;
     const wait = at - Date.now();
     if (wait <= 0) {
-      this.endSession(s);
+      this.endSession(s, true);
       return;
     }
-    s.expiryTimer = setTimeout(() => this.endSession(s), Math.min(wait, 2 ** 31 - 1));
+    s.expiryTimer = setTimeout(() => this.endSession(s, true), Math.min(wait, 2 ** 31 - 1));
     s.expiryTimer.unref();
   }
 
-  /** The session ends: its subscriptions and held messages go, a pending will is published now [MQTT-3.1.2-8]. */
-  endSession(s: MqttSession): void {
+  /**
+   * The session ends: its subscriptions and held messages go, a pending will is published now [MQTT-3.1.2-8].
+   * `expired`: its expiry interval ran out while offline (the subscription actors show `expired`, not `closed`).
+   */
+  endSession(s: MqttSession, expired = false): void {
     if (this.sessions.get(s.clientId) === s) this.sessions.delete(s.clientId);
     if (s.expiryTimer) clearTimeout(s.expiryTimer);
     s.expiryTimer = undefined;
@@ -242,7 +245,7 @@ export class MqttBroker implements ConnectionOwner {
       this.publishWill(w.will, w.origin);
     }
     const engine = this.host.engine();
-    if (engine !== undefined && !engine.isClosed) engine.closeSession(s.sessionId);
+    if (engine !== undefined && !engine.isClosed) engine.closeSession(s.sessionId, { expired });
     dropSessionState(engine, s);
     s.subs.clear();
     s.outbound.clear();

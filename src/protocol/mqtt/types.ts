@@ -76,7 +76,7 @@ export interface MqttBrokerApi {
   /** Write the session's record (batched per tick). */
   save(s: MqttSession): void;
   /** The session ends now (subscriptions, held messages, pending will published). */
-  endSession(s: MqttSession): void;
+  endSession(s: MqttSession, expired?: boolean): void;
   /** A new connection took the session over: a delayed will is not sent. */
   cancelWill(s: MqttSession): void;
 }
