@@ -161,17 +161,22 @@ export class MqttTransport implements DescribedTransport {
       this.client = client;
       const internals = client as unknown as { streamBuilder: (c: MqttClient) => Duplex };
       const build = internals.streamBuilder;
-      internals.streamBuilder = (c) =>
-        new MqttInboundGuard(build(c), {
-          maxPacketSize,
-          onViolation: (reason) => {
-            if (this.violation !== undefined) return;
-            this.violation = reason;
-            if (this.closing) return;
-            this.ctx.log.warn({ url: link.url, reason }, `MQTT peer ${link.url} broke a limit of the link; disconnected: ${reason}`);
-            this.emit({ type: 'error', reason, misbehaving: true });
-          },
-        });
+      const violated = (reason: string): void => {
+        if (this.violation !== undefined) return;
+        this.violation = reason;
+        if (this.closing) return;
+        this.ctx.log.warn({ url: link.url, reason }, `MQTT peer ${link.url} broke a limit of the link; disconnected: ${reason}`);
+        this.emit({ type: 'error', reason, misbehaving: true });
+      };
+      internals.streamBuilder = (c) => new MqttInboundGuard(build(c), { maxPacketSize, onViolation: violated });
+      // receive() subscribes one filter per SUBSCRIBE, so its SUBACK carries exactly one reason code [MQTT-3.9.3-1].
+      // mqtt-packet parses a SUBACK without any; mqtt.js then refuses it and closes the connection, and the close
+      // would reach the link first as a bare "connection closed": the reason is recorded here, before mqtt.js acts.
+      client.on('packetreceive', (packet) => {
+        if (packet.cmd !== 'suback') return;
+        const n = packet.granted?.length ?? 0;
+        if (n !== 1) violated(`SUBACK ${packet.messageId ?? '?'} carries ${n} reason codes for 1 topic filter [MQTT-3.9.3-1]`);
+      });
       client.handleMessage = (packet, done) => this.handleIncoming(packet, done);
       const fail = (why: string) => {
         if (!settled) {
@@ -325,7 +330,8 @@ export class MqttTransport implements DescribedTransport {
         { qos: opts.qos, ...(v5 ? { nl: true, rap: true, properties: { subscriptionIdentifier: id } } : {}) },
         (err, granted) => {
           if (err) return reject(err);
-          const code = granted?.[0]?.qos ?? 0;
+          if (granted?.length !== 1) return reject(new Error(`${this.link.url}: SUBACK for ${filter} carries ${granted?.length ?? 0} reason codes, not 1 [MQTT-3.9.3-1]`));
+          const code = granted[0]!.qos;
           if (code >= 0x80) return reject(new Error(`${this.link.url}: subscription to ${filter} refused (reason code 0x${code.toString(16)})`));
           resolve();
           for (const w of [...this.waiters]) w();
