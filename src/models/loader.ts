@@ -14,17 +14,17 @@
  * | isolation_forest | trees × deepest path |
  * | linear_regression, decision_tree, naive_bayes, pca | numbers in the model (weights, nodes, means, matrix) |
  *
- * The worker is code given as a string (`eval`), so it runs the same from the sources (tsx), the compiled tree and
- * the bundle (as src/security/hash-pool.ts). One worker, started on first use, unref'd, ended after 10 s idle (its
- * heap, which held the parsed file, goes with it); its old generation is capped so a hostile file cannot take the
- * process's memory: the load then fails ("could not be loaded") and the model is unusable. Jobs run one at a time;
+ * The worker is a WorkerSlot (src/worker-slot.ts, as the password hash pool's): one thread, started on first use,
+ * unref'd, ended after 10 s idle (its heap, which held the parsed file, goes with it); its old generation is capped
+ * so a hostile file cannot take the process's memory: the load then fails ("could not be loaded") and the model is
+ * unusable. A job running longer than two minutes ends the worker and fails the same way. Jobs run one at a time;
  * at most 64 wait (beyond: refused, the model is unusable until used again).
  *
  * Online training runs here too (`train`): the mljs libraries are required in the worker by the absolute paths the
  * main thread resolved, so the event loop never runs a training.
  */
 import { open } from 'node:fs/promises';
-import { Worker } from 'node:worker_threads';
+import { WorkerSlot } from '../worker-slot.js';
 
 export type LoadedModel =
   | { type: 'foreign'; reason: string }
@@ -223,18 +223,26 @@ async function startsLikeJsonObject(file: string): Promise<boolean> {
 
 const MAX_QUEUED = 64;
 const IDLE_MS = 10_000;
+/** A load or a training running longer ends the worker and fails (a 59 MB model loads in about 6 s). */
+const JOB_TIMEOUT_MS = 120_000;
 
 export class ModelLoader {
-  private worker: Worker | undefined;
+  private readonly slot: WorkerSlot;
   private running: Job | undefined;
   private readonly queue: Job[] = [];
   private nextId = 1;
-  private idleTimer: NodeJS.Timeout | undefined;
   /** Loads done, for diagnostics. */
   loads = 0;
 
   /** @param heapLimitMb the worker's old-generation cap (a file that needs more fails to load). */
-  constructor(private readonly heapLimitMb = 1024) {}
+  constructor(heapLimitMb = 1024, timeoutMs = JOB_TIMEOUT_MS) {
+    this.slot = new WorkerSlot({ source: WORKER_SOURCE, name: 'model-loader', resourceLimits: { maxOldGenerationSizeMb: heapLimitMb }, timeoutMs, idleMs: IDLE_MS });
+  }
+
+  /** Whether the worker thread is running (it is ended after IDLE_MS without a job). */
+  get workerStarted(): boolean {
+    return this.slot.started;
+  }
 
   /**
    * Reads, parses and measures a model file in the worker. Rejects when the worker fails (out of memory, I/O). A
@@ -262,57 +270,33 @@ export class ModelLoader {
 
   private pump(): void {
     if (this.running || this.queue.length === 0) return;
-    if (this.idleTimer) clearTimeout(this.idleTimer);
-    this.idleTimer = undefined;
     const job = this.queue.shift()!;
     this.running = job;
-    this.workerFor().postMessage({ id: job.id, ...job.message });
-  }
-
-  private workerFor(): Worker {
-    if (this.worker) return this.worker;
-    const w = new Worker(WORKER_SOURCE, { eval: true, execArgv: [], env: {}, name: 'model-loader', resourceLimits: { maxOldGenerationSizeMb: this.heapLimitMb } });
-    w.unref();
-    w.on('message', (m: { id: number; result?: { error?: string } }) => {
-      const job = this.running;
-      if (!job || job.id !== m.id) return;
-      this.running = undefined;
-      this.loads++;
-      if (!m.result || m.result.error !== undefined) job.reject(new Error(m.result?.error ?? 'no result'));
-      else job.resolve(m.result as never);
-      this.next();
-    });
-    const fail = (err: Error) => {
-      if (this.worker !== w) return;
-      this.worker = undefined;
-      const job = this.running;
-      this.running = undefined;
-      job?.reject(new Error(`the model could not be loaded: ${err.message}`));
-      this.next();
-    };
-    w.on('error', fail);
-    w.on('exit', (code) => fail(new Error(`loader exited with ${code}`)));
-    this.worker = w;
-    return w;
-  }
-
-  private next(): void {
-    if (this.queue.length) return this.pump();
-    if (this.worker && !this.idleTimer) {
-      this.idleTimer = setTimeout(() => void this.close(), IDLE_MS);
-      this.idleTimer.unref();
-    }
+    this.slot.run(job.message).then(
+      (m) => {
+        if (this.running !== job) return;
+        this.running = undefined;
+        this.loads++;
+        const result = m.result as { error?: string } | undefined;
+        if (!result || result.error !== undefined) job.reject(new Error(result?.error ?? 'no result'));
+        else job.resolve(result as never);
+        this.pump();
+      },
+      (err: Error) => {
+        if (this.running !== job) return;
+        this.running = undefined;
+        job.reject(new Error(`the model could not be loaded: ${err.message}`));
+        this.pump();
+      },
+    );
   }
 
   /** Ends the worker (waiting jobs fail). */
   async close(): Promise<void> {
-    if (this.idleTimer) clearTimeout(this.idleTimer);
-    this.idleTimer = undefined;
-    const w = this.worker;
-    this.worker = undefined;
     for (const j of this.queue.splice(0)) j.reject(new Error('model loader closed'));
-    this.running?.reject(new Error('model loader closed'));
+    const r = this.running;
     this.running = undefined;
-    if (w) await w.terminate();
+    r?.reject(new Error('model loader closed'));
+    await this.slot.close();
   }
 }

@@ -1,6 +1,6 @@
 import { availableParallelism } from 'node:os';
-import { Worker } from 'node:worker_threads';
 import { BrokerError } from '../errors.js';
+import { WorkerSlot } from '../worker-slot.js';
 
 /**
  * Password hashing off the store's path (docs/security.md, "Password hashing"). `crypto.scrypt` runs on libuv's
@@ -20,10 +20,13 @@ import { BrokerError } from '../errors.js';
  * On Linux the worker threads run at nice 10 (their own thread only), so the event loop and the store's threads
  * come first when the cores are busy.
  *
- * The worker is code given as a string (`eval`), so it runs the same from the sources (tsx), the compiled tree and
- * the bundle. Workers are started on first use, unref'd (they never keep the process alive) and replaced when one
- * dies (its job fails with an Error, the next job gets a new worker).
+ * Each worker is a WorkerSlot (src/worker-slot.ts): started on first use, unref'd (it never keeps the process alive),
+ * replaced when it dies (its job fails with an Error, the next job gets a new worker), and ended when a hash runs
+ * longer than HASH_TIMEOUT_MS (that login fails; nothing waits behind a stuck thread).
  */
+
+/** A hash running longer ends its worker (scrypt with the stored parameters takes about 50 ms). */
+const HASH_TIMEOUT_MS = 30_000;
 
 /** A login refused because the hashing queue is full: 503 with Retry-After, MQTT 0x89 (3.1.1: 3). */
 export class ServerBusyError extends BrokerError {
@@ -103,7 +106,7 @@ interface Pending {
 }
 
 interface Slot {
-  worker: Worker;
+  worker: WorkerSlot;
   current?: Pending;
 }
 
@@ -174,7 +177,8 @@ export class HashPool {
     this.waiting = 0;
     const slots = this.slots.splice(0);
     for (const s of slots) if (s.current) this.settle(s.current, new ServerBusyError('The server is stopping; password checks are not taken'));
-    await Promise.all(slots.map((s) => s.worker.terminate().catch(() => undefined)));
+    for (const s of slots) s.current = undefined;
+    await Promise.all(slots.map((s) => s.worker.close()));
   }
 
   private idleSlot(): Slot | undefined {
@@ -186,34 +190,7 @@ export class HashPool {
   }
 
   private spawn(): Slot {
-    const worker = new Worker(WORKER_SOURCE, { eval: true, execArgv: [], env: {}, name: 'password-hash' });
-    worker.unref();
-    const slot: Slot = { worker };
-    worker.on('message', (m: { id: number; key?: Uint8Array; error?: string }) => {
-      const p = slot.current;
-      if (!p || p.id !== m.id) return;
-      slot.current = undefined;
-      this.counters.hashed++;
-      if (m.error !== undefined) this.settle(p, new Error(m.error));
-      else this.settle(p, undefined, Buffer.from(m.key!.buffer, m.key!.byteOffset, m.key!.byteLength));
-      this.next(slot);
-    });
-    const dead = (err: Error) => {
-      const i = this.slots.indexOf(slot);
-      if (i >= 0) this.slots.splice(i, 1);
-      const p = slot.current;
-      slot.current = undefined;
-      if (p) this.settle(p, err);
-      // the waiting jobs get a new worker
-      if (this.waiting > 0) {
-        const s = this.idleSlot();
-        if (s) this.next(s);
-      }
-    };
-    worker.on('error', dead);
-    worker.on('exit', (code) => {
-      if (!this.closed) dead(new Error(`the password hashing worker stopped (exit code ${code})`));
-    });
+    const slot: Slot = { worker: new WorkerSlot({ source: WORKER_SOURCE, name: 'password-hash', timeoutMs: HASH_TIMEOUT_MS }) };
     this.slots.push(slot);
     return slot;
   }
@@ -221,7 +198,24 @@ export class HashPool {
   private start(slot: Slot, p: Pending): void {
     slot.current = p;
     const { job } = p;
-    slot.worker.postMessage({ id: p.id, password: job.password, salt: job.salt, keylen: job.keylen, N: job.N, r: job.r, p: job.p, maxmem: job.maxmem });
+    slot.worker.run({ password: job.password, salt: job.salt, keylen: job.keylen, N: job.N, r: job.r, p: job.p, maxmem: job.maxmem }).then(
+      (m) => {
+        if (slot.current !== p) return; // closed meanwhile: settled already
+        slot.current = undefined;
+        this.counters.hashed++;
+        const key = m.key as Uint8Array | undefined;
+        if (typeof m.error === 'string' || key === undefined) this.settle(p, new Error(typeof m.error === 'string' ? m.error : 'no key'));
+        else this.settle(p, undefined, Buffer.from(key.buffer, key.byteOffset, key.byteLength));
+        this.next(slot);
+      },
+      (err: Error) => {
+        // the worker died or timed out: this job fails, the waiting ones go on (the slot starts a new worker)
+        if (slot.current !== p) return;
+        slot.current = undefined;
+        this.settle(p, err);
+        if (!this.closed) this.next(slot);
+      },
+    );
   }
 
   private enqueue(p: Pending): void {
