@@ -3,8 +3,9 @@
 // so the console can never do what its user may not. Each page has its own URL (#/<page>?<query>).
 //
 // This file is the shell (login, navigation, routing); each page is its own module in pages/, which exports
-// `page = { path, label, order, view }`. The build (scripts/console.mjs) gathers every pages/*.js into the
-// `console:pages` module, ordered by `order`: adding a page is adding a file.
+// `page = { path, label, order, view }` (`nav: false` keeps a detail page out of the navigation). The build
+// (scripts/console.mjs) gathers every pages/*.js into the `console:pages` module, ordered by `order`: adding a page
+// is adding a file.
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { PAGES } from 'console:pages';
@@ -57,7 +58,7 @@ function Shell({ session, onLogout }) {
     <header class="top">
       <p class="brand">Switchyard</p>
       <nav aria-label="Console pages"><ul>
-        ${PAGES.map((p) => html`<li><a href=${href(p.path)} aria-current=${p === page ? 'page' : undefined}>${p.label}</a></li>`)}
+        ${PAGES.filter((p) => p.nav !== false).map((p) => html`<li><a href=${href(p.path)} aria-current=${p === page ? 'page' : undefined}>${p.label}</a></li>`)}
       </ul></nav>
       <div class="who">
         ${session.authOn ? html`<span>Signed in as <strong>${session.username}</strong></span><button type="button" onClick=${logout}>Log out</button>` : html`<span>Authentication is off</span>`}

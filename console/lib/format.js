@@ -14,3 +14,7 @@ export function fmtBytes(n) {
   return `${nf.format(n)} ${units[i]}`;
 }
 export const fmtTime = (ms) => (typeof ms === 'number' && ms > 0 ? new Date(ms).toLocaleString() : '–');
+
+/** A clock time with milliseconds in the viewer's zone, for transition timelines. */
+const clock = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit', fractionalSecondDigits: 3, hour12: false });
+export const fmtClock = (ms) => (typeof ms === 'number' && ms > 0 ? clock.format(new Date(ms)) : '–');

@@ -28,16 +28,30 @@ export function useApi(path, pollMs = 0) {
   return [state.path === path ? state : { path, loading: true }, reload];
 }
 
-/** At most one call per `ms` (trailing): live views render at most a few times a second. */
-export function useThrottled(fn, ms) {
-  const ref = useRef({ timer: 0, fn });
+/**
+ * At most one call per `ms`: live views render at most a few times a second. Trailing by default (calls within the
+ * window become one call at its end); with `leading`, a call after a quiet window runs at once (a live view shows the
+ * first change without waiting) and further calls within the window become one call at its end.
+ */
+export function useThrottled(fn, ms, { leading = false } = {}) {
+  const ref = useRef({ timer: 0, pending: false, fn });
   ref.current.fn = fn;
   useEffect(() => () => clearTimeout(ref.current.timer), []);
   return useCallback(() => {
-    if (ref.current.timer) return;
-    ref.current.timer = setTimeout(() => {
-      ref.current.timer = 0;
-      ref.current.fn();
-    }, ms);
-  }, [ms]);
+    const r = ref.current;
+    if (r.timer) {
+      r.pending = true;
+      return;
+    }
+    const close = () => {
+      r.timer = 0;
+      if (r.pending || !leading) {
+        r.pending = false;
+        r.fn();
+        if (leading) r.timer = setTimeout(close, ms); // the call just made opens a new window
+      }
+    };
+    if (leading) r.fn();
+    r.timer = setTimeout(close, ms);
+  }, [ms, leading]);
 }

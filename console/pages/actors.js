@@ -34,7 +34,7 @@ function Actors({ params }) {
         <caption>${fmtNum(r.total)} actors${kind ? ` of kind ${kind}` : ''}${state ? ` in state ${state}` : ''}</caption>
         <thead><tr><th scope="col">Actor</th><th scope="col">Kind</th><th scope="col">State</th><th scope="col">Status</th><th scope="col">Parent</th><th scope="col" class="num">Children</th></tr></thead>
         <tbody>${r.items.map(
-          (a) => html`<tr><th scope="row">${a.systemId}</th><td><a href=${href('/actors', { kind: a.kind })}>${a.kind}</a></td><td>${a.state}</td><td>${a.status}</td><td>${a.parent ?? '–'}</td><td class="num">${fmtNum(a.childCount)}</td></tr>`,
+          (a) => html`<tr><th scope="row"><a href=${href('/actor', { id: a.systemId })}>${a.systemId}</a></th><td><a href=${href('/actors', { kind: a.kind })}>${a.kind}</a></td><td>${a.state}</td><td>${a.status}</td><td>${a.parent ?? '–'}</td><td class="num">${fmtNum(a.childCount)}</td></tr>`,
         )}</tbody>
       </table></div>
       <${Pager} page=${page} pages=${Math.ceil(r.total / ACTOR_PAGE)} label="Actor" to=${(p) => href('/actors', { kind, state, page: p })} />`}<//>

@@ -4,6 +4,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, actorTransitions } from '../lib/api.js';
 import { useApi, useThrottled } from '../lib/hooks.js';
 import { ErrorBox, Loaded, Page, stateClass } from '../lib/components.js';
+import { href } from '../lib/router.js';
 
 export const page = { path: '/endpoints', label: 'Endpoints', order: 20, view: Endpoints };
 
@@ -40,7 +41,7 @@ function Endpoints() {
       <thead><tr><th scope="col">Name</th><th scope="col">Address</th><th scope="col">State</th><th scope="col">Actions</th></tr></thead>
       <tbody>${rows.map(
         (e) => html`<tr data-endpoint=${e.name}>
-          <th scope="row">${e.name}</th>
+          <th scope="row"><a href=${href('/actor', { id: `endpoint:${e.name}` })} title="Its actor and statechart">${e.name}</a></th>
           <td>${e.host}:${e.port}</td>
           <td class=${stateClass(e.state)} data-testid="state">${e.state}</td>
           <td><div class="actions">${ACTIONS.map(

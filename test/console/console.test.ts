@@ -1,12 +1,11 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { copyFileSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import mqtt from 'mqtt';
-import { chromium, type Browser, type Page } from 'playwright-core';
-import { CONFIG_DIR, ROOT, adminPasswordOf, removeDir, spawnBroker, tempDir, type BrokerProcess } from '../helpers.js';
+import type { Browser } from 'playwright-core';
+import { CONFIG_DIR, adminPasswordOf, removeDir, spawnBroker, tempDir, type BrokerProcess } from '../helpers.js';
+import { assertAccessible, assertClean, buildConsoleIfStale, goTo, launchChromium, login, watch as watchPage } from './browser.js';
 
 /**
  * The web console (docs/console.md) in a real Chromium (Debian's, as .ci/run installs it) against real brokers in
@@ -18,19 +17,8 @@ import { CONFIG_DIR, ROOT, adminPasswordOf, removeDir, spawnBroker, tempDir, typ
  * (an expected 401/403 answer, which Chromium reports as "Failed to load resource", is allowed only where a test
  * asks for it); no serious or critical axe-core violation.
  */
-const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
-const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const ENDPOINT = 'MQTT Interface';
 const VIEWER = { username: 'console-viewer', password: 'viewer-password-1' };
-
-interface Watched {
-  page: Page;
-  /** every URL the page requested */
-  requests: string[];
-  /** console errors and uncaught exceptions */
-  errors: Array<{ text: string; url: string }>;
-  close(): Promise<void>;
-}
 
 describe('console', () => {
   let browser: Browser;
@@ -53,7 +41,7 @@ describe('console', () => {
   const endpointState = async () => ((await rest('/api/v1/server/interfaces')) as Array<{ name: string; state: string }>).find((e) => e.name === ENDPOINT)?.state;
 
   before(async () => {
-    execFileSync(process.execPath, [join(ROOT, 'scripts/console.mjs'), '--if-stale'], { cwd: ROOT, stdio: 'ignore' });
+    buildConsoleIfStale();
     const data = tempDir('switchyard-console-');
     const openData = tempDir('switchyard-console-open-');
     const openConfig = tempDir('switchyard-console-config-');
@@ -77,7 +65,7 @@ describe('console', () => {
       method: 'PUT',
       body: { resourceType: 'Server', resourceKey: server, entries: [...acl.entries, { principalType: 'IDENTITY', principalId: viewer.uniqueId, effect: 'ALLOW', permissions: ['view_stats'] }] },
     });
-    browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS, timeout: 60000 });
+    browser = await launchChromium();
   });
 
   after(async () => {
@@ -86,55 +74,7 @@ describe('console', () => {
     for (const d of dirs) removeDir(d);
   });
 
-  async function watch(colorScheme: 'light' | 'dark' = 'light'): Promise<Watched> {
-    const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme });
-    const page = await context.newPage();
-    page.setDefaultTimeout(30000); // generous: CI runs this beside other suites on 2 cores
-    const requests: string[] = [];
-    const errors: Watched['errors'] = [];
-    page.on('request', (r) => requests.push(r.url()));
-    page.on('console', (m) => {
-      if (m.type() === 'error') errors.push({ text: m.text(), url: m.location().url });
-    });
-    page.on('pageerror', (e) => errors.push({ text: String(e), url: '' }));
-    return { page, requests, errors, close: () => context.close() };
-  }
-
-  /** Nothing but the broker; no console error except the expected failed answers given as [status, path]. */
-  function assertClean(w: Watched, origin: string, expected: Array<[number, string]> = []) {
-    const outside = w.requests.filter((u) => !u.startsWith(`${origin}/`));
-    assert.deepEqual(outside, [], 'every request goes to the broker on 127.0.0.1');
-    assert.ok(w.requests.length > 5, `the console made its requests (${w.requests.length})`);
-    const unexpected = w.errors.filter(
-      (e) => !expected.some(([code, path]) => e.text.includes(`status of ${code}`) && e.url.startsWith(`${origin}${path}`)),
-    );
-    assert.deepEqual(unexpected, [], 'no console errors');
-  }
-
-  /** axe-core in the page (evaluated through the DevTools protocol: the console's CSP allows no injected script). */
-  async function assertAccessible(page: Page, what: string) {
-    if (!(await page.evaluate('typeof window.axe'))?.toString().includes('object')) await page.evaluate(AXE_SOURCE);
-    const result = (await page.evaluate(`window.axe.run(document, { resultTypes: ['violations'] })`)) as {
-      violations: Array<{ id: string; impact: string; help: string; nodes: Array<{ target: string[] }> }>;
-    };
-    const bad = result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
-    assert.deepEqual(bad, [], `${what}: no serious or critical accessibility violation`);
-    // readable at 1280x800: nothing wider than the window
-    assert.equal(await page.evaluate('document.documentElement.scrollWidth <= window.innerWidth'), true, `${what}: no horizontal scrolling at 1280 px`);
-  }
-
-  async function login(page: Page, origin: string, user: { username: string; password: string }) {
-    await page.goto(`${origin}/console/`);
-    await page.getByLabel('User name').fill(user.username);
-    await page.getByLabel('Password').fill(user.password);
-    await page.getByRole('button', { name: 'Log in' }).click();
-    await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
-  }
-
-  async function goTo(page: Page, name: string) {
-    await page.getByRole('navigation', { name: 'Console pages' }).getByRole('link', { name }).click();
-    await page.getByRole('heading', { level: 1, name }).waitFor();
-  }
+  const watch = (colorScheme: 'light' | 'dark' = 'light') => watchPage(browser, colorScheme);
 
   test('console - / redirects to /console/, served under a strict Content-Security-Policy', async () => {
     const root = await fetch(`${base}/`, { redirect: 'manual' });
