@@ -70,6 +70,21 @@ const HELD_INBOUND_ACKS = 4096;
 /** Bytes of one read framed per event-loop turn (a 64 KiB read of small PUBLISHes is hundreds of packets). */
 const READ_TURN = 8 * 1024;
 
+/**
+ * Timer and setImmediate callbacks take the connection as their argument: one function for all connections instead
+ * of a closure per connection (with esbuild's keepNames, which tsx and the bundle use, every closure also gets its
+ * own property array for its renamed `name`, about 300 bytes; idle connections held several).
+ */
+function connectTimedOut(c: MqttConnection): void {
+  if (c.state === 'new' || c.state === 'connecting') c.close(CloseReason.ConnectTimeout);
+}
+function keepAliveDue(c: MqttConnection): void {
+  c.checkKeepAlive();
+}
+function readTurnDue(c: MqttConnection): void {
+  c.nextTurn();
+}
+
 function outboundProps(msg: Message, subscriptionId: number | number[] | undefined, now: number): OutboundProperties | undefined {
   let p: OutboundProperties | undefined;
   if (msg.payloadFormat !== undefined) (p ??= {}).payloadFormatIndicator = msg.payloadFormat;
@@ -99,8 +114,11 @@ export class MqttConnection implements MqttConn {
   /** Client's Maximum Packet Size (bytes); packets larger are not sent [MQTT-3.1.2-24]. */
   clientMaxPacket = 0x7fffffff;
   requestProblemInformation = true;
-  /** Topic aliases the client set up (inbound). */
-  readonly aliases = new Map<number, string>();
+  private inAliases: Map<number, string> | undefined;
+  /** Topic aliases the client set up (inbound); made on first use (most clients never set one). */
+  get aliases(): Map<number, string> {
+    return (this.inAliases ??= new Map());
+  }
   /**
    * Topic aliases this server set up toward a v5 client (outbound), topic → alias, least recently used first; at most
    * `outAliasMax` (the client's Topic Alias Maximum capped by `clientMaximumTopicAlias`). Undefined: none are sent
@@ -159,9 +177,7 @@ export class MqttConnection implements MqttConn {
     net.currentConnections++;
     if (net.currentConnections > net.peakConnections) net.peakConnections = net.currentConnections;
     // a client that does not send CONNECT in time is closed [MQTT-3.1.4-?]
-    this.keepAliveTimer = setTimeout(() => {
-      if (this.state === 'new' || this.state === 'connecting') this.close(CloseReason.ConnectTimeout);
-    }, endpoint.connectTimeout);
+    this.keepAliveTimer = setTimeout(connectTimedOut, endpoint.connectTimeout, this);
     this.keepAliveTimer.unref();
   }
 
@@ -236,10 +252,11 @@ export class MqttConnection implements MqttConn {
   private scheduleTurn(): void {
     if (this.turnScheduled) return;
     this.turnScheduled = true;
-    setImmediate(this.nextTurn);
+    setImmediate(readTurnDue, this);
   }
 
-  private readonly nextTurn = (): void => {
+  /** The next turn of a read held back by READ_TURN (scheduled by `scheduleTurn`). */
+  nextTurn(): void {
     this.turnScheduled = false;
     if (this.stopped) return;
     // paused for another reason too (authentication, congestion): its resume schedules the next turn
@@ -248,7 +265,7 @@ export class MqttConnection implements MqttConn {
     this.unframed = undefined;
     if (rest !== undefined) this.frameTurn(rest);
     if (this.unframed === undefined) this.resumeReading(READ_TURN_WAIT);
-  };
+  }
 
   private pauseReading(why: number): void {
     const was = this.readPause;
@@ -349,20 +366,26 @@ export class MqttConnection implements MqttConn {
     // v5 clients always get a Server Keep Alive when maxServerKeepAlive is set
     const idleCap = seconds <= 0 && !this.v5 ? this.endpoint.mqtt.maxIdleKeepAliveZero : 0;
     if (seconds <= 0 && idleCap <= 0) return;
-    const limit = seconds > 0 ? seconds * 1500 : idleCap * 1000;
-    const check = (): void => {
-      if (this.state === 'closed') return;
-      const idle = Date.now() - this.lastRead;
-      if (idle >= limit) {
-        this.endpoint.stats.errors++;
-        if (seconds > 0) this.close(CloseReason.KeepAliveTimeout, Reason.KeepAliveTimeout, `no packet within 1.5 × keep alive (${seconds} s)`);
-        else this.close(CloseReason.IdleTimeout);
-        return;
-      }
-      this.keepAliveTimer = setTimeout(check, limit - idle + 5);
-      this.keepAliveTimer.unref();
-    };
-    this.keepAliveTimer = setTimeout(check, limit);
+    this.keepAliveLimit = seconds > 0 ? seconds * 1500 : idleCap * 1000;
+    this.keepAliveTimer = setTimeout(keepAliveDue, this.keepAliveLimit, this);
+    this.keepAliveTimer.unref();
+  }
+
+  /** Milliseconds without a packet after which the connection is closed (startKeepAlive). */
+  private keepAliveLimit = 0;
+
+  /** The keep-alive timer fired: close when nothing arrived within the limit, else check again when it could be due. */
+  checkKeepAlive(): void {
+    if (this.state === 'closed') return;
+    const limit = this.keepAliveLimit;
+    const idle = Date.now() - this.lastRead;
+    if (idle >= limit) {
+      this.endpoint.stats.errors++;
+      if (this.keepAlive > 0) this.close(CloseReason.KeepAliveTimeout, Reason.KeepAliveTimeout, `no packet within 1.5 × keep alive (${this.keepAlive} s)`);
+      else this.close(CloseReason.IdleTimeout);
+      return;
+    }
+    this.keepAliveTimer = setTimeout(keepAliveDue, limit - idle + 5, this);
     this.keepAliveTimer.unref();
   }
 
@@ -546,7 +569,7 @@ export class MqttConnection implements MqttConn {
     let pid = 0;
     let dup = false;
     if (qos > 0) {
-      if (s.outbound.size >= this.sendQuota) {
+      if (s.outboundSize >= this.sendQuota) {
         s.blocked.add(sub); // Receive Maximum reached [MQTT-3.3.4-7]
         return false;
       }
@@ -712,12 +735,14 @@ export class MqttConnection implements MqttConn {
     }
     s.conn = undefined;
     s.disconnectedAt = Date.now();
-    s.blocked.clear();
+    if (s.hasBlocked) s.blocked.clear();
     // in-flight PUBLISHes are sent again on reconnect with their ids (kept reserved); PUBREL-stage entries stay
-    for (const [pid, o] of s.outbound) {
-      if (o.stage !== 1) continue;
-      s.outbound.delete(pid);
-      s.reserved.add(pid);
+    if (s.outboundSize > 0) {
+      for (const [pid, o] of s.outbound) {
+        if (o.stage !== 1) continue;
+        s.outbound.delete(pid);
+        s.reserved.add(pid);
+      }
     }
     const will = abnormal ? this.will : undefined;
     this.will = undefined;

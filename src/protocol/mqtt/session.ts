@@ -110,29 +110,60 @@ export class MqttSession {
   /** Session Expiry Interval in seconds; 0 = the session ends with the connection. */
   expiry = 0;
   protocolVersion = 4;
-  readonly subs = new Map<string, { opts: StoredSubscription; sub: Subscription }>();
-  readonly outbound = new Map<number, Outbound>();
+  // The maps and sets below are made on first use (getters): an idle client with no subscription and nothing in
+  // flight keeps none of them (an empty Map or Set is about 150-180 bytes of heap; seven of them per session).
+  private subsMap: Map<string, { opts: StoredSubscription; sub: Subscription }> | undefined;
+  private outboundMap: Map<number, Outbound> | undefined;
+  private redeliverMap: Map<string, number> | undefined;
+  private reservedSet: Set<number> | undefined;
+  private inboundSet: Set<number> | undefined;
+  private releasedSet: Set<number> | undefined;
+  private blockedSet: Set<Subscription> | undefined;
+  get subs(): Map<string, { opts: StoredSubscription; sub: Subscription }> {
+    return (this.subsMap ??= new Map());
+  }
+  get outbound(): Map<number, Outbound> {
+    return (this.outboundMap ??= new Map());
+  }
   /** `${sub.id}:${msg.id}` → packet id of a PUBLISH sent and not acknowledged (resent with DUP and the same id). */
-  readonly redeliver = new Map<string, number>();
+  get redeliver(): Map<string, number> {
+    return (this.redeliverMap ??= new Map());
+  }
   /**
    * Packet ids of unacknowledged outbound PUBLISHes whose connection went away (or restored from the store): kept
    * out of `allocatePid` so the message is resent with DUP and this same id [MQTT-4.4.0-1].
    */
-  readonly reserved = new Set<number>();
+  get reserved(): Set<number> {
+    return (this.reservedSet ??= new Set());
+  }
   /** Inbound QoS 2 packet ids accepted (PUBREC sent or pending) and waiting for PUBREL: a resent PUBLISH is not delivered again. */
-  readonly inbound = new Set<number>();
+  get inbound(): Set<number> {
+    return (this.inboundSet ??= new Set());
+  }
   /**
    * Inbound QoS 2 packet ids released (PUBREL received; PUBCOMP sent or pending), oldest first, at most
    * `RELEASED_KEPT`: a PUBREL repeated after a reconnect or a broker restart is answered PUBCOMP 0, not 0x92.
    * An id leaves this set when the client uses it for a new PUBLISH.
    */
-  readonly released = new Set<number>();
+  get released(): Set<number> {
+    return (this.releasedSet ??= new Set());
+  }
+  /** Subscriptions that were refused a delivery (no credit); resumed when credit is back. */
+  get blocked(): Set<Subscription> {
+    return (this.blockedSet ??= new Set());
+  }
+  /** Whether any subscription waits in `blocked` (without making the set). */
+  get hasBlocked(): boolean {
+    return this.blockedSet !== undefined && this.blockedSet.size > 0;
+  }
+  /** PUBLISHes in flight to the client (without making the map). */
+  get outboundSize(): number {
+    return this.outboundMap === undefined ? 0 : this.outboundMap.size;
+  }
   /** Promise of the batch holding this session's latest state record (a repeated acknowledgement waits for it). */
   lastStateWrite: Promise<void> | undefined;
   /** `s!` records of this session may be in the store (deleted when the session ends). */
   stateStored = false;
-  /** Subscriptions that were refused a delivery (no credit); resumed when credit is back. */
-  readonly blocked = new Set<Subscription>();
   conn: SessionConnection | undefined;
   username: string | undefined;
   disconnectedAt: number | undefined;
@@ -162,7 +193,7 @@ export class MqttSession {
 
   /** Resume every subscription that was refused a delivery. */
   resumeBlocked(): void {
-    if (this.blocked.size === 0) return;
+    if (!this.hasBlocked) return;
     const list = [...this.blocked];
     this.blocked.clear();
     for (const s of list) if (!s.closed) s.resume();

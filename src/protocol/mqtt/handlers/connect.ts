@@ -212,7 +212,15 @@ export function handleConnect(conn: MqttConn, p: ConnectPacket): void {
     );
   }
   security
-    .authenticate(p.username, p.password, { clientAddress: conn.wire.remoteAddress, protocol: 'MQTT', proxied: conn.wire.proxied === true, signal: conn.wire.closed })
+    .authenticate(p.username, p.password, {
+      clientAddress: conn.wire.remoteAddress,
+      protocol: 'MQTT',
+      proxied: conn.wire.proxied === true,
+      // read only by a password check (the socket's AbortSignal is made then, not for every connection)
+      get signal() {
+        return conn.wire.closed;
+      },
+    })
     .then(
       (principal) => {
         if (conn.state === 'closed') return;
