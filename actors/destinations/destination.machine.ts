@@ -1,4 +1,4 @@
-import { setup } from 'xstate';
+import { assign, setup } from 'xstate';
 
 /**
  * One destination (topic, queue, temporary topic or queue). The engine routes its messages; this actor holds its
@@ -6,8 +6,13 @@ import { setup } from 'xstate';
  * high-water mark, and `deleting` (final) once the engine has deleted it. Two regions run side by side under
  * `live`: `run` (active/paused) and `load` (normal/degraded).
  *
- * No I/O here: `pauseDestination` / `resumeDestination` and the guards reading the engine's current state at
- * (re)start are supplied by the runtime with `machine.provide` (src/runtime/destinations.service.ts).
+ * Commanded over REST (src/runtime/destinations.service.ts, through the command helper): `destination.pause`,
+ * `destination.resume`, `destination.purge` (either run state; `purged` holds the count of the last one) and
+ * `destination.delete` (→ `deleting`).
+ *
+ * No I/O here: `pauseDestination` / `resumeDestination` / `purgeDestination` / `deleteDestination` and the guards
+ * reading the engine's current state at (re)start are supplied by the runtime with `machine.provide`
+ * (src/runtime/destinations.service.ts).
  */
 export interface DestinationInput {
   name: string;
@@ -15,11 +20,16 @@ export interface DestinationInput {
   type: string;
 }
 
-export type DestinationContext = DestinationInput;
+export interface DestinationContext extends DestinationInput {
+  /** Messages dropped by the last `destination.purge` (0 before any). */
+  purged: number;
+}
 
 export type DestinationEvent =
   | { type: 'destination.pause' }
   | { type: 'destination.resume' }
+  | { type: 'destination.purge' }
+  | { type: 'destination.delete' }
   | { type: 'destination.highWater'; depth: number }
   | { type: 'destination.lowWater'; depth: number }
   | { type: 'destination.deleted' };
@@ -33,6 +43,9 @@ export const destinationMachine = setup({
   actions: {
     pauseDestination: () => {},
     resumeDestination: () => {},
+    /** Drops the stored messages and records how many in `purged` (the runtime supplies an `assign` doing both). */
+    purgeDestination: assign({ purged: 0 }),
+    deleteDestination: () => {},
   },
   guards: {
     /** The engine already holds delivery (the actor was restarted while paused). */
@@ -42,12 +55,16 @@ export const destinationMachine = setup({
   },
 }).createMachine({
   id: 'destination',
-  context: ({ input }) => ({ name: input.name, type: input.type }),
+  context: ({ input }) => ({ name: input.name, type: input.type, purged: 0 }),
   initial: 'live',
   states: {
     live: {
       type: 'parallel',
-      on: { 'destination.deleted': 'deleting' },
+      on: {
+        'destination.deleted': 'deleting',
+        'destination.delete': { target: 'deleting', actions: 'deleteDestination' },
+        'destination.purge': { actions: 'purgeDestination' },
+      },
       states: {
         run: {
           initial: 'resolving',

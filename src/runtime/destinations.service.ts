@@ -1,5 +1,7 @@
-import type { AnyActorRef, Subscription } from 'xstate';
+import { assign, type ActorRefFrom, type AnyActorRef, type SnapshotFrom, type Subscription } from 'xstate';
 import { destinationMachine } from '../../actors/destinations/destination.machine.js';
+import { NotFoundError, ServiceUnavailableError, ValidationError } from '../errors.js';
+import { command, type CommandTarget } from './command.js';
 import type { Runtime, Service } from './runtime.js';
 import { Activations, PASSIVATE_AFTER_MS, PASSIVATE_SWEEP_MS, type VirtualActorKind } from './virtual-actors.js';
 import { actorState } from './inspector.js';
@@ -15,7 +17,8 @@ import { actorState } from './inspector.js';
  *   PASSIVATE_AFTER_MS. Its state is the engine's record (`paused`, `highWater`), which the machine's guards read
  *   when it is activated again.
  * Creating a destination (a first publish to a new topic) activates nothing. Deleting one sends an activated actor
- * to `deleting` (final). System destinations (`$SYS/...`, any `$` name) have no actor: they are the server's own
+ * to `deleting` (final). Commands (`controlDestination`, `purgeDestination`, `deleteDestination` below) activate
+ * the actor and go through the command helper. System destinations (`$SYS/...`, any `$` name) have no actor: they are the server's own
  * statistics and are left out of every destination view.
  */
 export function destinationActorId(name: string): string {
@@ -41,8 +44,13 @@ export function destinationsService(): Service {
     async start(rt: Runtime) {
       const logic = destinationMachine.provide({
         actions: {
-          pauseDestination: ({ context }) => rt.engine?.pauseDestination(context.name),
-          resumeDestination: ({ context }) => rt.engine?.resumeDestination(context.name),
+          pauseDestination: ({ context }) => void rt.engine?.pauseDestination(context.name).catch(() => {}), // a store failure is reported by the engine
+          resumeDestination: ({ context }) => void rt.engine?.resumeDestination(context.name).catch(() => {}),
+          purgeDestination: assign({ purged: ({ context }) => (rt.engine?.hasDestination(context.name) === true ? rt.engine.purgeDestination(context.name) : 0) }),
+          deleteDestination: ({ context }) => {
+            // the engine's deleted notice (onDeleted below) stops the actor once it has reached `deleting`
+            if (rt.engine?.hasDestination(context.name) === true) void rt.engine.deleteDestination(context.name, { force: true }).catch(() => {});
+          },
         },
         guards: {
           wasPaused: ({ context }) => rt.engine?.hasDestination(context.name) === true && rt.engine.isPaused(context.name),
@@ -184,4 +192,88 @@ export function destinationsService(): Service {
       cleanup = undefined;
     },
   };
+}
+
+// --------------------------------------------------------------------------------------------------------------
+// Commands (REST: src/api/routes/destinations/destination-control.routes.ts), each through the command helper
+
+type DestinationRef = ActorRefFrom<typeof destinationMachine>;
+type DestinationSnapshot = SnapshotFrom<typeof destinationMachine>;
+
+/** The state as the API names it: Active, Paused, Deleting. */
+export function destinationStateName(snap: DestinationSnapshot): string {
+  if (snap.matches('deleting')) return 'Deleting';
+  return snap.matches({ live: { run: 'paused' } }) ? 'Paused' : 'Active';
+}
+
+const REQUESTS: Array<[string, { type: 'destination.pause' | 'destination.resume' | 'destination.purge' | 'destination.delete' }]> = [
+  ['paused', { type: 'destination.pause' }],
+  ['resumed', { type: 'destination.resume' }],
+  ['purge', { type: 'destination.purge' }],
+  ['delete', { type: 'destination.delete' }],
+];
+
+/** The existing, non-system destination's actor (activated), or a 404 / 503 saying why there is none. */
+function destinationTarget(rt: Runtime, name: string): CommandTarget<DestinationRef> {
+  const engine = rt.engine;
+  if (engine === undefined) throw new ServiceUnavailableError('The messaging engine is not running (the server is starting or restarting); try again');
+  if (isSystem(name) || !engine.hasDestination(name)) throw new NotFoundError(`Destination not found: ${name}`);
+  const ref = destinationActor(rt, name) as DestinationRef | undefined;
+  if (ref === undefined) throw new ServiceUnavailableError(`Destination "${name}" has no actor while the server is not running; try again`);
+  return {
+    ref,
+    label: `Destination "${name}"`,
+    systemId: destinationActorId(name),
+    stateName: destinationStateName,
+    accepts: (snap) => REQUESTS.filter(([, e]) => snap.can(e)).map(([w]) => w),
+  };
+}
+
+/**
+ * `paused` | `resumed` (case-insensitive) on one destination: the state it is in → `changed: false`; otherwise the
+ * actor takes `destination.pause` / `destination.resume` and the engine holds or releases delivery. Resolves once
+ * the paused flag (and, on resume, the routed hold) is written.
+ */
+export async function controlDestination(rt: Runtime, name: string, requested: string): Promise<{ changed: boolean; state: string }> {
+  const want = requested.trim().toLowerCase();
+  if (want !== 'paused' && want !== 'resumed') throw new ValidationError(`state must be paused or resumed, got "${requested}"`);
+  const target = destinationTarget(rt, name);
+  const paused = want === 'paused';
+  const { changed, snapshot } = await command((r) => rt.emit('actor.command', r), target, {
+    event: { type: paused ? 'destination.pause' : 'destination.resume' },
+    what: want,
+    already: (snap) => snap.matches({ live: { run: paused ? 'paused' : 'active' } }),
+    settled: (snap) => snap.status !== 'active' || snap.matches({ live: { run: paused ? 'paused' : 'active' } }),
+  });
+  await rt.engine?.flush();
+  return { changed, state: destinationStateName(snapshot) };
+}
+
+/** Drops the destination's waiting messages (Engine.purgeDestination) through its actor; returns how many. */
+export async function purgeDestination(rt: Runtime, name: string): Promise<number> {
+  const target = destinationTarget(rt, name);
+  // the actor takes the event synchronously (its action purges and assigns the count), so it has settled at once
+  const { snapshot } = await command((r) => rt.emit('actor.command', r), target, {
+    event: { type: 'destination.purge' },
+    what: 'purged',
+    already: () => false,
+    settled: () => true,
+  });
+  await rt.engine?.flush();
+  return snapshot.context.purged;
+}
+
+/**
+ * Deletes the destination through its actor (→ `deleting`, final): its stored, held and retained messages go, the
+ * copies waiting in subscription buffers go, a queue's consumers are unsubscribed. Resolves once written.
+ */
+export async function deleteDestination(rt: Runtime, name: string): Promise<void> {
+  const target = destinationTarget(rt, name);
+  await command((r) => rt.emit('actor.command', r), target, {
+    event: { type: 'destination.delete' },
+    what: 'deleted',
+    already: () => false,
+    settled: (snap) => snap.status !== 'active' || snap.matches('deleting'),
+  });
+  await rt.engine?.flush();
 }

@@ -1,6 +1,8 @@
-import type { AnyActorRef } from 'xstate';
+import type { ActorRefFrom, AnyActorRef, SnapshotFrom, Subscription as RootSubscription } from 'xstate';
 import { subscriptionMachine } from '../../actors/subscriptions/subscription.machine.js';
 import type { DurableChange, Subscription } from '../engine/index.js';
+import { NotFoundError, ServiceUnavailableError, ValidationError } from '../errors.js';
+import { command, type CommandTarget } from './command.js';
 import { actorState } from './inspector.js';
 import type { Runtime, Service } from './runtime.js';
 import { Activations, PASSIVATE_AFTER_MS, PASSIVATE_SWEEP_MS, type VirtualActorKind } from './virtual-actors.js';
@@ -10,15 +12,26 @@ import { Activations, PASSIVATE_AFTER_MS, PASSIVATE_SWEEP_MS, type VirtualActorK
  * Subscription actors are virtual (src/runtime/virtual-actors.ts): every durable subscription (a persistent
  * session's) has the identity `subscription:<key>` (`<url-encoded session>|<filter>`), listed from the engine's
  * subscription table, and a `subscription` machine runs under the `subscriptions` supervisor only once a registry
- * lookup (a command, an inspection) activates it. Its state is the engine's record (`hibernating`) plus the number
- * of hibernations kept here; the sweep passivates an activated actor back at rest (`active` or `hibernated`) and
- * idle for PASSIVATE_AFTER_MS. Non-durable subscriptions live exactly as long as their connection and have no actor.
+ * lookup (a command, an inspection) activates it, as do the lifecycle events that need a machine: reaching its cap
+ * (`full`), and being paused (a command, or found paused after a restart). Its state is the engine's record
+ * (`paused`, `hibernating`, `full`) plus the number of hibernations kept here; the sweep passivates an activated
+ * actor back at rest (`active` or `hibernated`) and idle for PASSIVATE_AFTER_MS. Non-durable subscriptions live
+ * exactly as long as their connection and have no actor.
  */
 export function subscriptionActorId(key: string): string {
   return `subscription:${key}`;
 }
 
 const RESTING = new Set(['active', 'hibernated']);
+
+/** The state the machine resolves to from the engine's record (subscription.machine.ts, `starting`). */
+function recordState(sub: Subscription): 'paused' | 'hibernated' | 'full' | 'active' {
+  return sub.paused ? 'paused' : sub.hibernating ? 'hibernated' : sub.full ? 'full' : 'active';
+}
+
+function policyOf(sub: Subscription): 'refuse' | 'drop-new' {
+  return sub.refuseWhenFull ? 'refuse' : 'drop-new';
+}
 
 export function subscriptionsService(): Service {
   let cleanup: (() => void) | undefined;
@@ -27,9 +40,16 @@ export function subscriptionsService(): Service {
     dependsOn: ['messaging'],
     async start(rt) {
       // a (re)activated actor starts in the engine's current state
+      const record = (sessionId: string, filter: string) => rt.engine?.subscription(sessionId, filter);
       const logic = subscriptionMachine.provide({
+        actions: {
+          pauseSubscription: ({ context }) => void rt.engine?.pauseSubscription(context.sessionId, context.filter).catch(() => {}), // a store failure is reported by the engine
+          resumeSubscription: ({ context }) => void rt.engine?.resumeSubscription(context.sessionId, context.filter).catch(() => {}),
+        },
         guards: {
-          startsHibernating: ({ context }) => rt.engine?.subscription(context.sessionId, context.filter)?.hibernating ?? context.hibernating,
+          isPaused: ({ context }) => record(context.sessionId, context.filter)?.paused ?? context.paused,
+          startsHibernating: ({ context }) => record(context.sessionId, context.filter)?.hibernating ?? context.hibernating,
+          isFull: ({ context }) => record(context.sessionId, context.filter)?.full ?? context.full,
         },
       });
       /** Hibernations per subscription key (the part of the actor's state the engine does not keep). */
@@ -57,7 +77,15 @@ export function subscriptionsService(): Service {
         rt.startChild('subscriptions', {
           id: subscriptionActorId(key),
           logic,
-          input: { sessionId: sub.sessionId, filter: sub.filter, hibernating: sub.hibernating, hibernations: hibernations.get(key) ?? 0 },
+          input: {
+            sessionId: sub.sessionId,
+            filter: sub.filter,
+            hibernating: sub.hibernating,
+            hibernations: hibernations.get(key) ?? 0,
+            paused: sub.paused,
+            full: sub.full,
+            policy: policyOf(sub),
+          },
         });
         const ref = live(key);
         if (ref !== undefined) activations.track(key, ref);
@@ -76,10 +104,19 @@ export function subscriptionsService(): Service {
         view: (key) => {
           const sub = lookup(key);
           if (sub === undefined) return undefined;
+          const value = recordState(sub);
           return {
-            value: sub.hibernating ? 'hibernated' : 'active',
-            tags: [],
-            context: { sessionId: sub.sessionId, filter: sub.filter, hibernating: sub.hibernating, hibernations: hibernations.get(key) ?? 0 },
+            value,
+            tags: value === 'full' ? ['degraded'] : [],
+            context: {
+              sessionId: sub.sessionId,
+              filter: sub.filter,
+              hibernating: sub.hibernating,
+              hibernations: hibernations.get(key) ?? 0,
+              paused: sub.paused,
+              full: sub.full,
+              policy: policyOf(sub),
+            },
           };
         },
         live,
@@ -109,19 +146,45 @@ export function subscriptionsService(): Service {
           hibernations.delete(sub.key);
           activations.forget(sub.key);
           if (ref !== undefined) {
-            ref.send({ type: 'subscription.closed' }); // → closed (final); the supervisor drops it
+            ref.send({ type: `subscription.${change}` }); // → closed / expired (final); the supervisor drops it
             rt.stopChild('subscriptions', subscriptionActorId(sub.key));
           }
           return;
         }
         if (ref !== undefined && change !== 'created') ref.send({ type: `subscription.${change}` });
+        else if (ref === undefined && change === 'created' && (sub.paused || sub.full)) activate(sub.key); // made again paused (a restart)
+      };
+      const onFull = (sub: Subscription, full: boolean) => {
+        if (!sub.durable || sub.closed) return;
+        const ref = live(sub.key);
+        if (ref !== undefined) ref.send({ type: full ? 'subscription.full' : 'subscription.room' });
+        else if (full) activate(sub.key); // flow control reached: a lifecycle event that needs a machine
       };
       rt.on('subscription.changed', listener);
+      rt.on('subscription.full', onFull);
+
+      // Services start while the server is `booting`; the supervisors are spawned when it enters `running`: then
+      // (and after a supervisor restart) every subscription not at rest (paused, full) is activated.
+      let sup: AnyActorRef | undefined;
+      const watch = () => {
+        const current = rt.supervisor('subscriptions');
+        if (current === sup) return;
+        sup = current;
+        activations.clear();
+        if (sup === undefined) return;
+        for (const sub of rt.engine?.durableSubscriptions() ?? []) if (sub.paused || sub.full) activate(sub.key);
+      };
+      let rootSub: RootSubscription | undefined = rt.rootActor?.subscribe({ next: watch, error: () => {} });
+      watch();
       const passivation = setInterval(() => kind.passivateIdle(PASSIVATE_AFTER_MS), PASSIVATE_SWEEP_MS);
       passivation.unref();
       cleanup = () => {
         clearInterval(passivation);
         rt.off('subscription.changed', listener);
+        rt.off('subscription.full', onFull);
+        rootSub?.unsubscribe();
+        rootSub = undefined;
+        sup = undefined;
         rt.unregisterVirtualKind('subscription');
         activations.clear();
       };
@@ -131,4 +194,49 @@ export function subscriptionsService(): Service {
       cleanup = undefined;
     },
   };
+}
+
+// --------------------------------------------------------------------------------------------------------------
+// Commands (REST: src/api/routes/destinations/destination-control.routes.ts), through the command helper
+
+type SubscriptionRef = ActorRefFrom<typeof subscriptionMachine>;
+type SubscriptionSnapshot = SnapshotFrom<typeof subscriptionMachine>;
+
+const STATE_NAMES: Record<string, string> = { active: 'Active', paused: 'Paused', hibernated: 'Hibernated', full: 'Full', closed: 'Closed', expired: 'Expired', starting: 'Starting' };
+
+/** The state as the API names it: Active, Paused, Hibernated, Full, Closed, Expired. */
+export function subscriptionStateName(snap: SubscriptionSnapshot): string {
+  return STATE_NAMES[String(snap.value)] ?? String(snap.value);
+}
+
+/**
+ * `paused` | `resumed` (case-insensitive) on one durable subscription, by its actor name (`<url-encoded session>|<filter>`):
+ * paused when paused, or resumed when not paused → `changed: false`; otherwise the actor takes the event and the
+ * engine holds or releases delivery. Resolves once the durable flag is written.
+ */
+export async function controlSubscription(rt: Runtime, key: string, requested: string): Promise<{ changed: boolean; state: string }> {
+  const want = requested.trim().toLowerCase();
+  if (want !== 'paused' && want !== 'resumed') throw new ValidationError(`state must be paused or resumed, got "${requested}"`);
+  if (rt.engine === undefined) throw new ServiceUnavailableError('The messaging engine is not running (the server is starting or restarting); try again');
+  const ref = rt.actor('subscription', key) as SubscriptionRef | undefined;
+  if (ref === undefined) {
+    if (rt.virtualKind('subscription')?.has(key) === true) throw new ServiceUnavailableError(`Subscription "${key}" has no actor while the server is not running; try again`);
+    throw new NotFoundError(`Subscription not found: no durable subscription is named "${key}" (<url-encoded session id>|<filter>, as GET /api/v1/server/actors?kind=subscription lists them)`);
+  }
+  const paused = want === 'paused';
+  const target: CommandTarget<SubscriptionRef> = {
+    ref,
+    label: `Subscription "${key}"`,
+    systemId: subscriptionActorId(key),
+    stateName: subscriptionStateName,
+    accepts: (snap) => [snap.can({ type: 'subscription.pause' }) ? 'paused' : '', snap.can({ type: 'subscription.resume' }) ? 'resumed' : ''].filter(Boolean),
+  };
+  const { changed, snapshot } = await command((r) => rt.emit('actor.command', r), target, {
+    event: { type: paused ? 'subscription.pause' : 'subscription.resume' },
+    what: want,
+    already: (snap) => (paused ? snap.matches('paused') : snap.status === 'active' && !snap.matches('paused')),
+    settled: (snap) => snap.status !== 'active' || (paused ? snap.matches('paused') : !snap.matches('paused')),
+  });
+  await rt.engine?.flush();
+  return { changed, state: subscriptionStateName(snapshot) };
 }
