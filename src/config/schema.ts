@@ -1,5 +1,5 @@
-import { isIP } from 'node:net';
 import { z } from 'zod';
+import { isAddressOrCidr } from '../transport/address-list.js';
 import { DiscoveryManagerSchema } from '../discovery/config.js';
 import { DeviceManagerSchema } from '../devices/config.js';
 import { NetworkConnectionManagerSchema } from '../links/link-config.js';
@@ -14,15 +14,6 @@ import { LoRaDeviceManagerSchema } from '../devices/lora/config.js';
 const port = z.number().int().min(0, 'a port between 0 and 65535 (0 picks a free port)').max(65535, 'a port between 0 and 65535 (0 picks a free port)');
 const millis = z.number().int().nonnegative();
 
-/** An IPv4 / IPv6 address or CIDR range (`10.0.0.0/8`, `::1`, `fd00::/8`), as node:net BlockList takes it. */
-export function isAddressOrCidr(v: string): boolean {
-  const [addr = '', bits, extra] = v.trim().split('/');
-  const family = isIP(addr);
-  if (family === 0 || extra !== undefined) return false;
-  if (bits === undefined) return true;
-  const n = Number(bits);
-  return /^\d{1,3}$/.test(bits) && n <= (family === 4 ? 32 : 128);
-}
 const addressOrCidr = z.string().max(64).refine(isAddressOrCidr, 'an IP address or CIDR range, e.g. 127.0.0.1, 10.0.0.0/8 or ::1');
 
 export const MessageDaemonSchema = z
@@ -457,7 +448,7 @@ export const AuthManagerSchema = z
       .default(8)
       .describe('unknown user names remembered per source address (they lock there like users; they never enter the per-user lockout table)'),
     lockoutExemptAddresses: z
-      .array(z.string().regex(/^[0-9A-Fa-f:.]+(\/\d{1,3})?$/, 'an IP address or CIDR range, e.g. 127.0.0.0/8 or ::1'))
+      .array(addressOrCidr)
       .default(['127.0.0.0/8', '::1'])
       .describe('addresses or CIDR ranges where the per-user lock does not apply (a locked user still logs in from there; failures there still count); address limits apply everywhere'),
     lockoutTableSize: z.number().int().min(1).default(10000).describe('users tracked at once by the per-user lockout (unknown names are not in it)'),

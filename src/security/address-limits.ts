@@ -1,4 +1,5 @@
-import { BlockList, isIPv4, isIPv6 } from 'node:net';
+import { isIPv6, type BlockList } from 'node:net';
+import { addressList, inList } from '../transport/address-list.js';
 import { AuthenticationFailedError } from './types.js';
 
 /**
@@ -98,22 +99,6 @@ export function addressKey(address: string): string {
   return `${groups.slice(0, 4).map((g) => g.replace(/^0+(?=.)/, '')).join(':')}::/64`;
 }
 
-function blockListOf(entries: readonly string[]): BlockList {
-  const list = new BlockList();
-  for (const raw of entries) {
-    const [addr = '', bits] = raw.trim().split('/');
-    const type = isIPv4(addr) ? 'ipv4' : isIPv6(addr) ? 'ipv6' : undefined;
-    if (type === undefined) throw new Error(`lockoutExemptAddresses: '${raw}' is not an IP address or CIDR range`);
-    if (bits === undefined) list.addAddress(addr, type);
-    else {
-      const prefix = Number(bits);
-      if (!Number.isInteger(prefix) || prefix < 0 || prefix > (type === 'ipv4' ? 32 : 128)) throw new Error(`lockoutExemptAddresses: bad prefix in '${raw}'`);
-      list.addSubnet(addr, prefix, type);
-    }
-  }
-  return list;
-}
-
 export class AddressLimits {
   private readonly entries = new Map<string, AddressEntry>();
   /** Password checks per address in the current window (a separate table: right passwords count too). */
@@ -125,19 +110,14 @@ export class AddressLimits {
     private readonly policy: AddressLimitPolicy,
     private readonly now: () => number,
   ) {
-    this.exemptList = blockListOf(policy.exempt);
+    this.exemptList = addressList(policy.exempt, 'AuthManager.lockoutExemptAddresses');
     this.exemptEmpty = policy.exempt.length === 0;
   }
 
   /** Is the address on the lockout-exempt list? */
   exempt(address: string | undefined): boolean {
     if (address === undefined || this.exemptEmpty) return false;
-    const a = address.trim();
-    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(a);
-    if (mapped) return this.exemptList.check(mapped[1]!, 'ipv4');
-    if (isIPv4(a)) return this.exemptList.check(a, 'ipv4');
-    if (isIPv6(a)) return this.exemptList.check(a, 'ipv6');
-    return false;
+    return inList(this.exemptList, address);
   }
 
   /** Seconds until the address may try again (0: not blocked). */

@@ -6,13 +6,14 @@
 import { readFileSync } from 'node:fs';
 import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import { BlockList, createServer as createNetServer, isIPv4, type Server as NetServer, type Socket } from 'node:net';
+import { createServer as createNetServer, type BlockList, type Server as NetServer, type Socket } from 'node:net';
 import { createServer as createTlsServer, type TLSSocket, type TlsOptions } from 'node:tls';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { parseEndpointUrl, type EndPointServerConfig } from '../config/schema.js';
 import type { MqttBroker } from '../protocol/mqtt/broker.js';
 import { MqttConnection, type EndpointContext, type Wire } from '../protocol/mqtt/connection.js';
 import { CloseReason, Reason } from '../protocol/mqtt/reason.js';
+import { addressList, inList } from './address-list.js';
 import { readProxyHeader } from './proxy-protocol.js';
 
 export interface ListenerHandle {
@@ -142,21 +143,7 @@ export function proxyModeOf(config: EndPointServerConfig): 'DISABLED' | 'REQUIRE
 function allowedProxies(config: EndPointServerConfig): BlockList | undefined {
   const raw = (config.endPointConfig.allowedProxyHosts ?? '').split(',').map((x) => x.trim()).filter(Boolean);
   if (raw.length === 0) return undefined;
-  const list = new BlockList();
-  for (const entry of raw) {
-    const [addr = '', bits] = entry.split('/');
-    const type = isIPv4(addr) ? 'ipv4' : 'ipv6';
-    if (bits === undefined) list.addAddress(addr, type);
-    else list.addSubnet(addr, Number(bits), type);
-  }
-  return list;
-}
-
-function peerIn(list: BlockList, address: string | undefined): boolean {
-  if (!address) return false;
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  if (mapped) return list.check(mapped[1]!, 'ipv4');
-  return list.check(address, isIPv4(address) ? 'ipv4' : 'ipv6');
+  return addressList(raw, 'endPointConfig.allowedProxyHosts');
 }
 
 /**
@@ -169,7 +156,7 @@ function withProxyHeader(socket: Socket, mode: 'REQUIRED' | 'ENABLED', allowed: 
   socket.on('error', () => {
     /* 'close' follows */
   });
-  if (allowed && !peerIn(allowed, socket.remoteAddress)) {
+  if (allowed && !inList(allowed, socket.remoteAddress)) {
     if (mode === 'ENABLED') return next(); // not a proxy: the peer is the client (a header from it is refused as MQTT)
     opts.endpoint.stats.errors++;
     socket.destroy();

@@ -1,4 +1,5 @@
-import { BlockList, isIP, isIPv4 } from 'node:net';
+import { isIP } from 'node:net';
+import { addressList, inList } from '../../transport/address-list.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { AuthContext } from '../../security/types.js';
 
@@ -16,32 +17,10 @@ import type { AuthContext } from '../../security/types.js';
  * at all, trusted or not: a request through a local proxy is not a local administrator.
  */
 
-/** A BlockList of addresses and CIDR ranges (validated by the config schema). */
-export function addressList(entries: readonly string[]): BlockList {
-  const list = new BlockList();
-  for (const raw of entries) {
-    const [addr = '', bits] = raw.trim().split('/');
-    const type = isIPv4(addr) ? 'ipv4' : 'ipv6';
-    if (bits === undefined) list.addAddress(addr, type);
-    else list.addSubnet(addr, Number(bits), type);
-  }
-  return list;
-}
-
-/** Is `address` in `list`? IPv4-mapped IPv6 is checked as IPv4; anything that is no address is not. */
-export function inList(list: BlockList, address: string | undefined): boolean {
-  if (!address) return false;
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  if (mapped) return list.check(mapped[1]!, 'ipv4');
-  const family = isIP(address);
-  if (family === 0) return false;
-  return list.check(address, family === 4 ? 'ipv4' : 'ipv6');
-}
-
 /** Fastify's `trustProxy` for RestApi.trustedProxies (false: none, the socket peer is the client). */
 export function trustProxyOf(trusted: readonly string[]): false | ((address: string, hop: number) => boolean) {
   if (trusted.length === 0) return false;
-  const list = addressList(trusted);
+  const list = addressList(trusted, 'RestApi.trustedProxies');
   return (address) => inList(list, address);
 }
 
