@@ -63,6 +63,16 @@ describe('configuration', () => {
     assert.throws(() => loadConfig({ configDir: CONFIG_DIR, env: { SWITCHYARD_REST_PORT: '70000' } }), /SWITCHYARD_REST_PORT: expected a port between 0 and 65535; got "70000"/);
   });
 
+  test('config - address lists (trustedProxies, lockoutExemptAddresses) refuse what is no address or has a prefix its family cannot have', () => {
+    const bad = (file: string, body: string) => assert.throws(() => loadConfig({ configDir: configDir({ [file]: body }), env: {} }), (err: Error) => err instanceof ConfigError && /an IP address or CIDR range/.test(err.message));
+    bad('AuthManager.yaml', 'AuthManager:\n  lockoutExemptAddresses: ["10.0.0.0/40"]\n');
+    bad('AuthManager.yaml', 'AuthManager:\n  lockoutExemptAddresses: ["::1/129"]\n');
+    bad('AuthManager.yaml', 'AuthManager:\n  lockoutExemptAddresses: ["1.2.3"]\n');
+    bad('RestApi.yaml', 'RestApi:\n  trustedProxies: ["proxy.local"]\n');
+    const ok = loadConfig({ configDir: configDir({ 'AuthManager.yaml': 'AuthManager:\n  lockoutExemptAddresses: ["10.0.0.0/8", "fd00::/8", "::ffff:10.1.2.3"]\n' }), env: {} });
+    assert.deepEqual(ok.config.AuthManager.lockoutExemptAddresses, ['10.0.0.0/8', 'fd00::/8', '::ffff:10.1.2.3']);
+  });
+
   test('config - an unknown key inside a section is refused (typos do not pass silently)', () => {
     const d = configDir({ 'RestApi.yaml': 'RestApi:\n  prot: 80\n' });
     assert.throws(() => loadConfig({ configDir: d, env: {} }), /unknown key 'prot'/);
