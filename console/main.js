@@ -13,6 +13,7 @@ import { html } from './lib/html.js';
 import { api } from './lib/api.js';
 import { ErrorBox, Page } from './lib/components.js';
 import { href, useRoute } from './lib/router.js';
+import { setCurlUser } from './lib/curl.js';
 
 function Login({ onLogin }) {
   const [error, setError] = useState(null);
@@ -83,6 +84,7 @@ function App() {
   if (error) return html`<main id="main"><h1>Switchyard console</h1><${ErrorBox} error=${error} /></main>`;
   if (session === undefined) return html`<p class="boot" role="status">Connecting…</p>`;
   if (session === null) return html`<${Login} onLogin=${setSession} />`;
+  setCurlUser(session);
   return html`<${Shell} session=${session} onLogout=${() => setSession(null)} />`;
 }
 

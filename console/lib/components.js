@@ -1,6 +1,7 @@
 // Small shared components: errors, loading states, the page frame (heading and focus), the pager.
 import { useEffect, useRef } from 'preact/hooks';
 import { html } from './html.js';
+import { CopyCurl } from './curl.js';
 
 export const ErrorBox = ({ error }) =>
   error ? html`<p class="error" role="alert">${error.message}${error.code ? html` <span class="notice">(HTTP ${error.code})</span>` : ''}</p>` : null;
@@ -10,13 +11,14 @@ export function Loaded({ state, children }) {
   return html`<${ErrorBox} error=${state.error} />${state.data !== undefined ? children(state.data) : null}`;
 }
 
-export function Page({ title, children }) {
+/** A page: its heading takes the focus; `curl`: the path of the page's data, offered as a curl command. */
+export function Page({ title, curl, children }) {
   const ref = useRef(null);
   useEffect(() => {
     document.title = `${title} · Switchyard console`;
     ref.current?.focus(); // a new page: keyboard and screen-reader users start at its heading
   }, [title]);
-  return html`<h1 tabindex="-1" ref=${ref}>${title}</h1>${children}`;
+  return html`<div class="page-head"><h1 tabindex="-1" ref=${ref}>${title}</h1>${curl ? html`<${CopyCurl} path=${curl} label=${`the data of ${title}`} />` : null}</div>${children}`;
 }
 
 export function Pager({ page, pages, to, label }) {

@@ -19,7 +19,7 @@ function Actor({ params }) {
   const id = params.get('id') ?? '';
   const [detail, reload] = useApi(`/api/v1/server/actors/${encodeURIComponent(id)}`);
   const d = detail.data;
-  return html`<${Page} title=${`Actor ${id}`}>
+  return html`<${Page} title=${`Actor ${id}`} curl=${`/api/v1/server/actors/${encodeURIComponent(id)}`}>
     <${Loaded} state=${detail}>${() => html`<${ActorView} key=${id} detail=${d} reload=${reload} />`}<//>
   <//>`;
 }
@@ -56,6 +56,17 @@ function ActorView({ detail, reload }) {
   const active = useMemo(() => (def ? activePaths(def, current) : new Set()), [def, current]);
   const fired = useMemo(() => (def && shown ? firedTransitions(def, shown) : []), [def, shown]);
   const step = (to) => setSelected(to === null || to >= timeline.length - 1 ? null : Math.max(0, to));
+  // keyboard: in the timeline, arrow up/down move to the newer/older transition (and show it), Home/End to the ends
+  const keys = (e) => {
+    const buttons = [...e.currentTarget.querySelectorAll('button')];
+    const at = buttons.indexOf(document.activeElement);
+    if (at < 0) return;
+    const to = { ArrowDown: at + 1, ArrowUp: at - 1, Home: 0, End: buttons.length - 1 }[e.key];
+    if (to === undefined || to < 0 || to >= buttons.length) return;
+    e.preventDefault();
+    buttons[to].focus();
+    step(timeline.length - 1 - to); // the list shows the newest first
+  };
   const rootHandlers = def ? def.transitions.filter((t) => t.source === '') : [];
   return html`
     <dl class="facts">
@@ -80,7 +91,7 @@ function ActorView({ detail, reload }) {
     </div>
     ${timeline.length === 0
       ? html`<p class="notice">No transition since the server started.</p>`
-      : html`<ol class="timeline" reversed aria-labelledby="h-timeline">${timeline
+      : html`<ol class="timeline" reversed aria-labelledby="h-timeline" onKeyDown=${keys}>${timeline
           .map((t, i) => html`<li key=${`${t.at}-${i}`}>
             <button type="button" aria-pressed=${selected === i || (selected === null && i === timeline.length - 1) ? 'true' : 'false'} onClick=${() => step(i)}>
               <time datetime=${new Date(t.at).toISOString()}>${fmtClock(t.at)}</time> ${t.from} → <strong>${t.to}</strong> <span class="notice">on ${t.event}</span>

@@ -22,7 +22,7 @@ function Actors({ params }) {
     const f = new FormData(e.currentTarget);
     location.hash = href('/actors', { kind: String(f.get('kind') ?? '').trim(), state: String(f.get('state') ?? '').trim() });
   };
-  return html`<${Page} title="Actors">
+  return html`<${Page} title="Actors" curl=${`/api/v1/server/actors?${q}`}>
     <form class="filters" role="search" onSubmit=${submit}>
       <label>Kind<input name="kind" value=${kind} placeholder="endpoint, destination, …" /></label>
       <label>State<input name="state" value=${state} placeholder="started, running, …" /></label>

@@ -14,7 +14,7 @@ function Destinations({ params }) {
   const page = Math.max(0, Number.parseInt(params.get('page') ?? '0', 10) || 0);
   const [list] = useApi(`/api/v1/server/destination/list?prefix=${encodeURIComponent(prefix)}&pageSize=${DEST_PAGE}&pageNumber=${page}`);
   const parts = prefix.split('/').filter(Boolean);
-  return html`<${Page} title="Destinations">
+  return html`<${Page} title="Destinations" curl=${`/api/v1/server/destination/list?prefix=${encodeURIComponent(prefix)}&pageSize=${DEST_PAGE}&pageNumber=${page}`}>
     <nav aria-label="Namespace">
       <ol class="crumbs">
         <li><a href=${href('/destinations')} aria-current=${prefix ? undefined : 'location'}>root</a></li>

@@ -5,6 +5,7 @@ import { api, actorTransitions } from '../lib/api.js';
 import { useApi, useThrottled } from '../lib/hooks.js';
 import { ErrorBox, Loaded, Page, stateClass } from '../lib/components.js';
 import { href } from '../lib/router.js';
+import { CopyCurl } from '../lib/curl.js';
 
 export const page = { path: '/endpoints', label: 'Endpoints', order: 20, view: Endpoints };
 
@@ -21,11 +22,12 @@ function Endpoints() {
   const [outcome, setOutcome] = useState(null);
   const refresh = useThrottled(reload, 250);
   useEffect(() => actorTransitions('endpoint', refresh), [refresh]); // live: endpoint transitions, however caused
+  const path = (e) => `/api/v1/server/interface/${encodeURIComponent(e.name)}`;
   const act = async (e, a) => {
     setBusy(e.name);
     setOutcome(null);
     try {
-      const r = await api(`/api/v1/server/interface/${encodeURIComponent(e.name)}`, { method: 'PATCH', body: { state: a.state } });
+      const r = await api(path(e), { method: 'PATCH', body: { state: a.state } });
       setOutcome({ text: `${a.label} ${e.name}: ${r?.status ?? 'done'}` });
     } catch (error) {
       setOutcome({ error });
@@ -34,7 +36,7 @@ function Endpoints() {
       void reload();
     }
   };
-  return html`<${Page} title="Endpoints">
+  return html`<${Page} title="Endpoints" curl="/api/v1/server/interfaces">
     ${outcome?.error ? html`<${ErrorBox} error=${outcome.error} />` : outcome ? html`<p role="status">${outcome.text}</p>` : html`<p role="status"></p>`}
     <${Loaded} state=${list}>${(rows) => html`<div class="wrap"><table>
       <caption>${rows.length} endpoints; state follows the actors live</caption>
@@ -45,7 +47,7 @@ function Endpoints() {
           <td>${e.host}:${e.port}</td>
           <td class=${stateClass(e.state)} data-testid="state">${e.state}</td>
           <td><div class="actions">${ACTIONS.map(
-            (a) => html`<button type="button" disabled=${busy === e.name || !a.from.includes(e.state)} aria-label=${`${a.label} ${e.name}`} onClick=${() => act(e, a)}>${a.label}</button>`,
+            (a) => html`<span class="action"><button type="button" disabled=${busy === e.name || !a.from.includes(e.state)} aria-label=${`${a.label} ${e.name}`} onClick=${() => act(e, a)}>${a.label}</button><${CopyCurl} path=${path(e)} method="PATCH" body=${{ state: a.state }} label=${`${a.label} ${e.name}`} /></span>`,
           )}</div></td>
         </tr>`,
       )}</tbody>

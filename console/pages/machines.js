@@ -14,7 +14,7 @@ const NO_STATE = new Set();
 function Machines({ params }) {
   const kind = params.get('kind') ?? '';
   const [list] = useApi('/api/v1/server/machines');
-  return html`<${Page} title="Machines">
+  return html`<${Page} title="Machines" curl=${kind ? `/api/v1/server/machines/${encodeURIComponent(kind)}` : '/api/v1/server/machines'}>
     <${Loaded} state=${list}>${(rows) => html`
       <nav aria-label="Machine kinds"><ul class="kinds">
         <li><a href=${href('/machines')} aria-current=${kind ? undefined : 'page'}>All</a></li>

@@ -2,7 +2,7 @@
 import { html } from '../lib/html.js';
 import { useApi } from '../lib/hooks.js';
 import { ErrorBox, Loaded, Page, stateClass } from '../lib/components.js';
-import { fmtNum, fmtRate } from '../lib/format.js';
+import { fmtCount, fmtRate } from '../lib/format.js';
 
 export const page = { path: '/overview', label: 'Overview', order: 10, view: Overview };
 
@@ -18,7 +18,7 @@ function Overview() {
     connections = undefined;
   }
   const s = stats.data;
-  return html`<${Page} title="Overview">
+  return html`<${Page} title="Overview" curl="/api/v1/server/details/stats">
     <p>Health: <strong class=${stateClass(health.data)} data-testid="health">${health.data ?? (health.error ? 'unknown' : '…')}</strong></p>
     <${ErrorBox} error=${health.error} />
     <h2>Live rates</h2>
@@ -26,8 +26,8 @@ function Overview() {
     <dl class="rates" aria-live="off">
       <div><dt>Published</dt><dd data-testid="rate-published">${s ? fmtRate(s.publishedPerSecond, 'msg') : '…'}</dd></div>
       <div><dt>Delivered</dt><dd data-testid="rate-delivered">${s ? fmtRate(s.deliveredPerSecond, 'msg') : '…'}</dd></div>
-      <div><dt>Connections</dt><dd data-testid="connections">${s ? fmtNum(connections ?? s.totalConnections - s.totalDisconnections) : '…'}</dd></div>
-      <div><dt>Messages published</dt><dd>${s ? fmtNum(s.totalPublishedMessages) : '…'}</dd></div>
+      <div><dt>Connections</dt><dd data-testid="connections">${s ? fmtCount(connections ?? s.totalConnections - s.totalDisconnections, 'open') : '…'}</dd></div>
+      <div><dt>Messages published</dt><dd>${s ? fmtCount(s.totalPublishedMessages, 'msg') : '…'}</dd></div>
     </dl>
     <div class="columns"><section aria-labelledby="h-subsystems">
     <h2 id="h-subsystems">Subsystems</h2>
@@ -43,7 +43,7 @@ function Overview() {
         ? html`<p class="notice">No destination has subscribers yet.</p>`
         : html`<div class="wrap"><table>
       <thead><tr><th scope="col">Destination</th><th scope="col" class="num">Published</th><th scope="col" class="num">Delivered</th><th scope="col" class="num">Stored</th></tr></thead>
-      <tbody>${rows.map((d) => html`<tr><th scope="row">${d.name}</th><td class="num">${fmtNum(d.publishedMessages)}</td><td class="num">${fmtNum(d.deliveredMessages)}</td><td class="num">${fmtNum(d.storedMessages)}</td></tr>`)}</tbody>
+      <tbody>${rows.map((d) => html`<tr><th scope="row">${d.name}</th><td class="num">${fmtCount(d.publishedMessages, 'msg')}</td><td class="num">${fmtCount(d.deliveredMessages, 'msg')}</td><td class="num">${fmtCount(d.storedMessages, 'msg')}</td></tr>`)}</tbody>
     </table></div>`}<//>
     </section></div>
   <//>`;

@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type Page } from 'playwright-core';
 import { ROOT } from '../helpers.js';
 
 /**
@@ -23,6 +23,7 @@ export function launchChromium(): Promise<Browser> {
 }
 
 export interface Watched {
+  context: BrowserContext;
   page: Page;
   /** every URL the page requested */
   requests: string[];
@@ -31,8 +32,8 @@ export interface Watched {
   close(): Promise<void>;
 }
 
-export async function watch(browser: Browser, colorScheme: 'light' | 'dark' = 'light'): Promise<Watched> {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme });
+export async function watch(browser: Browser, colorScheme: 'light' | 'dark' = 'light', options: BrowserContextOptions = {}): Promise<Watched> {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme, ...options });
   const page = await context.newPage();
   page.setDefaultTimeout(30000); // generous: CI runs this beside other suites on 2 cores
   const requests: string[] = [];
@@ -42,7 +43,7 @@ export async function watch(browser: Browser, colorScheme: 'light' | 'dark' = 'l
     if (m.type() === 'error') errors.push({ text: m.text(), url: m.location().url });
   });
   page.on('pageerror', (e) => errors.push({ text: String(e), url: '' }));
-  return { page, requests, errors, close: () => context.close() };
+  return { context, page, requests, errors, close: () => context.close() };
 }
 
 /** Nothing but the broker; no console error except the expected failed answers given as [status, path]. */

@@ -172,19 +172,19 @@ describe('console', () => {
       const state = (s: string) => row.locator('[data-testid=state]').filter({ hasText: new RegExp(`^${s}$`) });
       await state('Started').waitFor();
 
-      await page.getByRole('button', { name: `Stop ${ENDPOINT}` }).click();
+      await page.getByRole('button', { name: `Stop ${ENDPOINT}`, exact: true }).click();
       await state('Stopped').waitFor();
       assert.equal(await endpointState(), 'Stopped', 'the broker stopped it');
       await page.getByRole('status').filter({ hasText: `Stop ${ENDPOINT}: Success` }).waitFor();
 
-      await page.getByRole('button', { name: `Start ${ENDPOINT}` }).click();
+      await page.getByRole('button', { name: `Start ${ENDPOINT}`, exact: true }).click();
       await state('Started').waitFor();
       assert.equal(await endpointState(), 'Started');
 
       // a change made elsewhere (here over REST) arrives through the actor transition stream
       await rest(`/api/v1/server/interface/${encodeURIComponent(ENDPOINT)}`, { method: 'PATCH', body: { state: 'paused' } });
       await state('Paused').waitFor();
-      await page.getByRole('button', { name: `Resume ${ENDPOINT}` }).click();
+      await page.getByRole('button', { name: `Resume ${ENDPOINT}`, exact: true }).click();
       await state('Started').waitFor();
       assert.equal(await endpointState(), 'Started');
 
@@ -205,7 +205,7 @@ describe('console', () => {
       await goTo(page, 'Endpoints');
       const row = page.locator(`tr[data-endpoint="${ENDPOINT}"]`);
       await row.locator('[data-testid=state]').filter({ hasText: /^Started$/ }).waitFor();
-      await page.getByRole('button', { name: `Stop ${ENDPOINT}` }).click();
+      await page.getByRole('button', { name: `Stop ${ENDPOINT}`, exact: true }).click();
       const alert = page.getByRole('alert');
       await alert.filter({ hasText: 'needs the permission manage_interfaces' }).waitFor();
       assert.match((await alert.textContent()) ?? '', /^Access denied: PATCH \/api\/v1\/server\/interface\/:endpoint needs the permission manage_interfaces on Server .+\(HTTP 403\)$/);
