@@ -20,6 +20,7 @@ import { connectionRoutes } from './routes/connections/connections.routes.js';
 import { annotateOpenApi, registerAuth } from './plugins/auth.js';
 import { authRoutes } from './routes/auth/index.js';
 import { destinationRoutes } from './routes/destinations/destinations.routes.js';
+import { destinationControlRoutes } from './routes/destinations/destination-control.routes.js';
 import { docsRoutes } from './routes/docs/docs.routes.js';
 import { metricsRoutes } from './routes/metrics/metrics.routes.js';
 import { probeRoutes } from './routes/probes/probes.routes.js';
@@ -129,6 +130,7 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   await app.register(machineRoutes, ctx);
   await app.register(logRoutes, ctx);
   await app.register(destinationRoutes, ctx);
+  await app.register(destinationControlRoutes, ctx);
   await app.register(metricsRoutes, ctx);
   await app.register(probeRoutes, ctx);
   await app.register(interfaceRoutes, ctx);

@@ -12,10 +12,19 @@ import { ROOT, startServer, type TestServer } from '../helpers.js';
  */
 
 /** Every route that changes an actor's lifecycle. A new non-GET route in these areas must be classified here. */
-const LIFECYCLE_ROUTES = ['PATCH /api/v1/server', 'PATCH /api/v1/server/interfaces', 'PATCH /api/v1/server/interface/{endpoint}', 'PUT /api/v1/server/interface/{endpoint}'];
+const LIFECYCLE_ROUTES = [
+  'PATCH /api/v1/server',
+  'PATCH /api/v1/server/interfaces',
+  'PATCH /api/v1/server/interface/{endpoint}',
+  'PUT /api/v1/server/interface/{endpoint}',
+  'PATCH /api/v1/server/destinations/{destination}',
+  'POST /api/v1/server/destinations/{destination}/purge',
+  'PATCH /api/v1/server/subscriptions/{subscription}',
+  'DELETE /api/v1/server/destinations/{destination}',
+];
 /** Non-GET routes in those areas that change no lifecycle. */
 const NOT_LIFECYCLE = ['DELETE /api/v1/server/cache'];
-const LIFECYCLE_AREA = /^\/api\/v1\/server(\/interfaces?(\/.*)?|\/actors.*|)$/;
+const LIFECYCLE_AREA = /^\/api\/v1\/server(\/interfaces?(\/.*)?|\/actors.*|\/destinations(\/.*)?|\/subscriptions(\/.*)?|)$/;
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? sourceFiles(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []));
@@ -42,12 +51,18 @@ describe('command helper', () => {
     assert.deepEqual(found.filter((r) => !NOT_LIFECYCLE.includes(r)).sort(), [...LIFECYCLE_ROUTES].sort(), 'every changing route of the server and interface areas is a known lifecycle route');
 
     const cfg = (await s.inject('/api/v1/server/interface/MQTT%20Interface')).json().config;
-    const requests: Record<string, { method: 'PATCH' | 'PUT'; url: string; payload: object }> = {
+    await s.rt.engine!.publish('guard/topic', { payload: 'x' });
+    const guardSub = s.rt.engine!.subscribe({ sessionId: 'guard', filter: 'guard/#', durable: true, qos: 1, sink: { kind: 'push', deliver: () => true } });
+    const requests: Record<string, { method: 'PATCH' | 'PUT' | 'POST' | 'DELETE'; url: string; payload: object }> = {
       'PATCH /api/v1/server/interfaces': { method: 'PATCH', url: '/api/v1/server/interfaces', payload: { state: 'paused' } },
       'PATCH /api/v1/server/interface/{endpoint}': { method: 'PATCH', url: '/api/v1/server/interface/MQTT%20Interface', payload: { state: 'resumed' } },
       'PUT /api/v1/server/interface/{endpoint}': { method: 'PUT', url: '/api/v1/server/interface/MQTT%20Interface', payload: { ...cfg, authenticationRealm: cfg.authenticationRealm ?? 'default' } },
       // shutdown in-process only emits 'shutdown-requested' (main.ts is not listening here)
       'PATCH /api/v1/server': { method: 'PATCH', url: '/api/v1/server', payload: { state: 'shutdown' } },
+      'PATCH /api/v1/server/destinations/{destination}': { method: 'PATCH', url: '/api/v1/server/destinations/guard%2Ftopic', payload: { state: 'paused' } },
+      'POST /api/v1/server/destinations/{destination}/purge': { method: 'POST', url: '/api/v1/server/destinations/guard%2Ftopic/purge', payload: {} },
+      'PATCH /api/v1/server/subscriptions/{subscription}': { method: 'PATCH', url: `/api/v1/server/subscriptions/${encodeURIComponent(guardSub.key)}`, payload: { state: 'paused' } },
+      'DELETE /api/v1/server/destinations/{destination}': { method: 'DELETE', url: '/api/v1/server/destinations/guard%2Ftopic', payload: {} },
     };
     for (const route of LIFECYCLE_ROUTES) {
       const before = commands.length;
