@@ -162,6 +162,13 @@ export class AddressLimits {
     return 0;
   }
 
+  /** Gives back a check counted by `attempt` that hashed nothing (the hash pool was busy, or the caller left first). */
+  unattempt(address: string | undefined): void {
+    if (address === undefined) return;
+    const a = this.attempts.get(addressKey(address));
+    if (a && a.count > 0) a.count--;
+  }
+
   /** Counts a failed login from the address; returns true when this failure blocked it. */
   failed(address: string | undefined): { blocked: boolean; failures: number; blockSeconds: number } {
     if (address === undefined) return { blocked: false, failures: 0, blockSeconds: 0 };

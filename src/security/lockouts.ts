@@ -328,6 +328,12 @@ export class Lockouts {
     return err;
   }
 
+  /** A check `attemptRefusal` counted hashed nothing (ServerBusyError, HashAbortedError): it does not count. */
+  attemptReturned(address: string | undefined, proxied = false): void {
+    if (!proxied && this.addresses.exempt(address)) return;
+    this.addresses.unattempt(address);
+  }
+
   /**
    * Checked first on every login: while the source address is blocked, the error to throw (audited, rate-limited
    * like denials; nothing is counted, no password is checked).

@@ -7,7 +7,7 @@ import { EVERYONE, ensureDefaults } from './defaults.js';
 import { Identities, type GroupRecord, type UserRecord } from './identities.js';
 import { LockoutJournal, Lockouts, loginLimitsOf, type LockoutHost, type LockState } from './lockouts.js';
 import { checkPasswordPolicy, passwordCredentials, verifyPassword } from './passwords.js';
-import { defaultHashWorkers, HashPool } from './hash-pool.js';
+import { defaultHashWorkers, HashAbortedError, HashPool, ServerBusyError } from './hash-pool.js';
 import { addressKey } from './address-limits.js';
 import { forgetGeneratedPassword } from './admin-password.js';
 import { mockCredentials, parseClientFirst, SCRAM_SHA_256, ScramError, ScramServer, type ClientFirst } from './scram.js';
@@ -284,7 +284,14 @@ export class SecurityManager implements SecurityService {
     if (limited) throw limited;
     const user = this.identities.userByUsername(username);
     // on the hashing pool: ServerBusyError when its queue is full, HashAbortedError when the caller went away
-    const ok = password !== undefined && (await verifyPassword(password, user?.passwordHash, { pool: this.hashPool, signal: ctx.signal, source: addressKey(this.limitAddress(ctx) ?? '') }));
+    let ok: boolean;
+    try {
+      ok = password !== undefined && (await verifyPassword(password, user?.passwordHash, { pool: this.hashPool, signal: ctx.signal, source: addressKey(this.limitAddress(ctx) ?? '') }));
+    } catch (err) {
+      // refused by a full queue or dropped before it ran: no hash was made, so the check is not counted either
+      if (err instanceof ServerBusyError || err instanceof HashAbortedError) this.lockouts.attemptReturned(this.limitAddress(ctx), ctx.proxied === true);
+      throw err;
+    }
     if (!ok || !user) {
       const failed = this.loginFailed(username, ctx);
       await this.lockouts.flushed(); // the failure is in the store before the caller hears of it (a crash now keeps it)
@@ -638,6 +645,7 @@ export function supervisorHost(rt: Runtime): LockoutHost {
     start: (spec) => rt.startChild('lockouts', spec),
     get: (id) => rt.childActor('lockouts', id) as ReturnType<LockoutHost['get']>,
     ids: () => rt.childActors('lockouts').map(([id]) => id),
+    report: (r) => rt.emit('actor.command', r),
   };
 }
 
