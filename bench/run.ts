@@ -9,6 +9,7 @@ import { run as restPublish } from './rest-publish.js';
 import { run as aclFanout } from './acl-fanout.js';
 import { run as schemasModels } from './schemas-models.js';
 import { run as virtualActors } from './virtual-actors.js';
+import { run as consoleBench } from './console.js';
 import { runMqttBench } from './mqtt/run.js';
 import { runFootprintBench } from './footprint.js';
 import { runFederationBench } from './federation/run.js';
@@ -20,6 +21,7 @@ const reports: Array<[string, () => Promise<BenchReport>]> = [
   ['acl-fanout', aclFanout],
   ['schemas-models', schemasModels],
   ['virtual-actors', virtualActors],
+  ['console', consoleBench],
 ];
 
 for (const [name, run] of reports) {
