@@ -71,7 +71,7 @@ export interface RegistryOptions {
   /** Per-destination enforcement (DestinationManager.data[].schemaEnforcement). */
   destinationEnforcement?: Map<string, Enforcement>;
   /** Rate-limited warning about non-conforming payloads. */
-  warn?: (info: { destination: string; schemaId: string; problem: string; suppressed: number }) => void;
+  warn?: (info: { destination: string; schemaId: string; problem: string }) => void;
   now?: () => number;
 }
 
@@ -102,7 +102,6 @@ export class SchemaRegistry {
   private readonly compiled = new Map<string, Compiled>();
   private readonly bindings = new Map<string, PayloadSchema>();
   private engine: Engine | undefined;
-  private readonly warnState = new Map<string, { at: number; suppressed: number }>();
   private readonly now: () => number;
 
   constructor(private readonly opts: RegistryOptions) {
@@ -332,18 +331,7 @@ export class SchemaRegistry {
   }
 
   private violated(destination: string, schemaId: string, problem: string): void {
-    const warn = this.opts.warn;
-    if (!warn) return;
-    const key = `${schemaId}\u0000${destination}`;
-    const now = this.now();
-    const st = this.warnState.get(key);
-    if (st && now - st.at < 10000) {
-      st.suppressed++;
-      return;
-    }
-    if (this.warnState.size > 10000) this.warnState.clear();
-    this.warnState.set(key, { at: now, suppressed: 0 });
-    warn({ destination, schemaId, problem, suppressed: st?.suppressed ?? 0 });
+    this.opts.warn?.({ destination, schemaId, problem });
   }
 
   /** Attaches the registry to a (new) engine: binds every destination and publishes the `$schema/` topics. */

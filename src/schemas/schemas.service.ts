@@ -1,3 +1,4 @@
+import { LogLimiter } from '../log-limit.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
 import { SchemaRegistry, type Enforcement } from './registry.js';
 
@@ -24,6 +25,7 @@ export function schemaRegistryOf(rt: Runtime): SchemaRegistry | undefined {
  * follows new destinations, and detaches on stop. Registered after the messaging service.
  */
 export function schemasService(): SchemasService {
+  const violations = new LogLimiter();
   let onCreated: ((name: string) => void) | undefined;
   const service: SchemasService = {
     name: 'schemas',
@@ -39,8 +41,9 @@ export function schemasService(): SchemasService {
           store: rt.store,
           enforcement: dm.schemaEnforcement,
           destinationEnforcement: perDest,
-          warn: ({ destination, schemaId, problem, suppressed }) =>
-            log.warn({ destination, schemaId, problem, suppressed }, `payload does not match schema ${schemaId} of ${destination}: ${problem}`),
+          // one line per schema and destination per 10 s, the others counted in a summary line (src/log-limit.ts)
+          warn: ({ destination, schemaId, problem }) =>
+            violations.warn(log, 'schema-violation', `${schemaId}\u0000${destination}`, { destination, schemaId, problem }, `payload does not match schema ${schemaId} of ${destination}: ${problem}`),
         });
         await reg.load((id, err) => log.error({ err, schemaId: id }, 'stored schema does not compile any more; skipped'));
         service.registry = reg;
