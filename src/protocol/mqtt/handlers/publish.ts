@@ -4,7 +4,7 @@
  * type, payload format, message expiry), authorization, and the server's Receive Maximum.
  */
 import { isUtf8 } from 'node:buffer';
-import { QUOTA_EXCEEDED, validateTopicName, type MessageInit } from '../../../engine/index.js';
+import { PUBLISHED, QUOTA_EXCEEDED, validateTopicName, type MessageInit } from '../../../engine/index.js';
 import type { MqttConn } from '../types.js';
 import { PacketType, decodePublish, encodeAck } from '../codec.js';
 import { CloseReason, MqttProtocolError, Reason } from '../reason.js';
@@ -12,7 +12,7 @@ import { storeInbound } from '../session.js';
 
 export function handlePublish(conn: MqttConn, flags: number, frame: Buffer, bodyOffset: number): void {
   const v5 = conn.v5;
-  const p = decodePublish(frame, flags, bodyOffset, v5);
+  const p = decodePublish(frame, flags, bodyOffset, v5, conn.lastTopic);
   const cfg = conn.endpoint.mqtt;
   const props = p.properties;
   let topic = p.topic;
@@ -30,10 +30,19 @@ export function handlePublish(conn: MqttConn, flags: number, frame: Buffer, body
     } else conn.aliases.set(alias, topic);
   }
   if (topic === '') throw new MqttProtocolError(Reason.ProtocolError, 'PUBLISH with an empty topic name and no topic alias [MQTT-4.7.3-1]');
-  try {
-    validateTopicName(topic); // no wildcards [MQTT-3.3.2-2]
-  } catch (err) {
-    throw new MqttProtocolError(Reason.TopicNameInvalid, (err as Error).message);
+  if (topic !== conn.lastTopic) {
+    try {
+      validateTopicName(topic); // no wildcards [MQTT-3.3.2-2]
+    } catch (err) {
+      throw new MqttProtocolError(Reason.TopicNameInvalid, (err as Error).message);
+    }
+    conn.lastTopic = topic; // the next PUBLISH to this topic reuses the string (decodePublish) and skips this check
+  }
+  // a Response Topic names where a reply is published: no wildcards [MQTT-3.3.2-14]; the packet is parsed, so it is
+  // a protocol error (5 §4.13), not malformed
+  const responseTopic = props?.responseTopic;
+  if (responseTopic !== undefined && (responseTopic.includes('+') || responseTopic.includes('#'))) {
+    throw new MqttProtocolError(Reason.ProtocolError, 'PUBLISH with a wildcard in its Response Topic [MQTT-3.3.2-14]');
   }
 
   const qos = p.qos;
@@ -89,14 +98,23 @@ export function handlePublish(conn: MqttConn, flags: number, frame: Buffer, body
       payloadFormat: props.payloadFormatIndicator === undefined ? undefined : (props.payloadFormatIndicator as 0 | 1),
       expiresAt: props.messageExpiryInterval !== undefined ? Date.now() + props.messageExpiryInterval * 1000 : undefined,
     };
-  let durable = engine.publish(topic, init, { origin: s.sessionId });
+  // QoS 0 without properties, DUP or retain flag, with the shortest remaining length: this packet is byte for byte
+  // what a subscriber of the same protocol class gets, so its deliveries send it as it came (outbound.ts EncodeCache)
+  const asIs = flags === 0 && props === undefined && topic === p.topic && bodyOffset === varIntEnd(frame.length - bodyOffset);
+  if (asIs) conn.broker.encoded.seed(topic, p.payload, frame, v5);
+  let durable: Promise<void>;
+  try {
+    durable = engine.publish(topic, init, s.publishOptions);
+  } finally {
+    if (asIs) conn.broker.encoded.unseed();
+  }
   if (durable === QUOTA_EXCEEDED) {
     // flow control: a subscription this message would reach is full (docs/messaging.md "Flow control and limits")
     if (refuseOverQuota(conn, qos, p.packetId)) return;
     durable = RESOLVED; // 3.1.1 with quotaExceededPolicy311 'drop': acknowledged and discarded (counted by the engine)
   }
   if (qos === 0) {
-    durable.catch(() => {}); // QoS 0: at most once
+    if (durable !== PUBLISHED) durable.catch(noop); // QoS 0: at most once (no promise per message when none waits)
     return;
   }
   conn.inboundPending++;
@@ -126,6 +144,11 @@ export function handlePublish(conn: MqttConn, flags: number, frame: Buffer, body
 }
 
 function noop(): void {}
+
+/** Where the body starts after a fixed header whose remaining length `n` is written in the fewest bytes. */
+function varIntEnd(n: number): number {
+  return n < 128 ? 2 : n < 16384 ? 3 : n < 2097152 ? 4 : 5;
+}
 const ACK_NOW: Promise<void> = Promise.resolve();
 
 const RESOLVED: Promise<void> = Promise.resolve();
