@@ -1,7 +1,7 @@
 // Screenshots of the web console's pages for docs/console/ (README "Console", docs/console.md), at 1280x800 in the
 // light theme, against a broker started here with a little real data (an MQTT client, a few destinations).
-// Run by hand after changing a page: `npx tsx scripts/console-screenshots.ts` (needs /usr/bin/chromium and a built
-// console: `node scripts/console.mjs`). Everything runs on 127.0.0.1; the broker and the browser are stopped after.
+// Run by hand after changing a page: `npx tsx scripts/console-screenshots.ts [name ...]` (all pages, or only those
+// named, e.g. `actor machines`; needs /usr/bin/chromium and a built console: `node scripts/console.mjs`). Everything runs on 127.0.0.1; the broker and the browser are stopped after.
 import { join } from 'node:path';
 import mqtt from 'mqtt';
 import { chromium } from 'playwright-core';
@@ -24,23 +24,34 @@ try {
   }
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme: 'light' });
   const page = await context.newPage();
+  const only = process.argv.slice(2);
   await page.goto(`${base}/console/`);
-  await page.screenshot({ path: join(OUT, 'login.png') });
+  await page.getByLabel('User name').waitFor();
+  if (only.length === 0 || only.includes('login')) await page.screenshot({ path: join(OUT, 'login.png') });
   await page.getByLabel('User name').fill('admin');
   await page.getByLabel('Password').fill(password);
   await page.getByRole('button', { name: 'Log in' }).click();
   await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
-  const shots: Array<[string, string, string]> = [
+  const auth = { authorization: `Basic ${Buffer.from(`admin:${password}`).toString('base64')}`, 'content-type': 'application/json' };
+  const shots: Array<[string, string, string, (() => Promise<void>)?]> = [
     ['overview', '#/overview', 'Store'],
     ['endpoints', '#/endpoints', 'MQTT Interface'],
     ['connections', '#/connections', 'line-3-sensor-hub'],
     ['destinations', '#/destinations?prefix=plant', 'line-1/'],
     ['actors', '#/actors', 'server'],
+    // the endpoint's statechart just after a pause made over REST: the new state highlighted, the transition marked
+    ['actor', `#/actor?id=${encodeURIComponent('endpoint:MQTT Interface')}`, 'Following live transitions', async () => {
+      await page.locator('svg[data-kind=endpoint]').waitFor();
+      await fetch(`${base}/api/v1/server/interface/MQTT%20Interface`, { method: 'PATCH', headers: auth, body: JSON.stringify({ state: 'paused' }) });
+      await page.locator('svg[data-active="listening.paused"]').waitFor();
+    }],
+    ['machines', '#/machines', 'destination', async () => void (await page.locator('svg[data-kind=destination]').waitFor())],
   ];
-  for (const [name, hash, text] of shots) {
+  for (const [name, hash, text, ready] of shots.filter(([n]) => only.length === 0 || only.includes(n))) {
     await page.goto(`${base}/console/${hash}`);
     await page.getByText(text, { exact: true }).first().waitFor();
-    await new Promise((r) => setTimeout(r, 1200)); // a rate sample or two
+    await ready?.();
+    await new Promise((r) => setTimeout(r, 1200)); // a rate sample or two; an animation run to its end
     await page.screenshot({ path: join(OUT, `${name}.png`) });
     process.stdout.write(`docs/console/${name}.png\n`);
   }
