@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Message, PushSink, Subscription } from '../src/engine/index.js';
 import { Runtime } from '../src/runtime/runtime.js';
-import { registerServices } from '../src/runtime/services.js';
+import { registerServices } from '../src/compose.js';
 import { SecurityManager } from '../src/security/service.js';
 import { fmt, isMain, printReport, type BenchReport } from './report.js';
 

@@ -18,7 +18,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Runtime } from '../src/runtime/runtime.js';
-import { registerServices } from '../src/runtime/services.js';
+import { registerServices } from '../src/compose.js';
 import { fmt, isMain, printReport, type BenchReport } from './report.js';
 
 const TOPICS = Number(process.env.BENCH_TOPICS ?? 1_000_000);

@@ -12,7 +12,7 @@ import autocannon from 'autocannon';
 import Fastify from 'fastify';
 import { buildApp } from '../src/api/app.js';
 import { Runtime } from '../src/runtime/runtime.js';
-import { registerServices } from '../src/runtime/services.js';
+import { registerServices } from '../src/compose.js';
 import { fmt, isMain, printReport, type BenchReport } from './report.js';
 
 const DURATION_S = Number(process.env.BENCH_DURATION ?? 10);

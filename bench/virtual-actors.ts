@@ -17,7 +17,7 @@ import { join, resolve } from 'node:path';
 import { buildApp } from '../src/api/app.js';
 import { collectGarbage } from '../src/runtime/reclaim.js';
 import { Runtime, type Service } from '../src/runtime/runtime.js';
-import { registerServices } from '../src/runtime/services.js';
+import { registerServices } from '../src/compose.js';
 import { fmt, isMain, printReport, type BenchReport } from './report.js';
 
 const NEW_TOPICS = Number(process.env.BENCH_NEW_TOPICS ?? 50_000);

@@ -2,7 +2,7 @@ import { buildApp } from './api/app.js';
 import { ConfigError } from './errors.js';
 import { Runtime } from './runtime/runtime.js';
 import { StoreLockedError } from './store/store.js';
-import { registerServices } from './runtime/services.js';
+import { registerServices } from './compose.js';
 import { readiness } from './api/routes/probes/readiness.js';
 import { initialAdminPassword } from './security/admin-password.js';
 import { startIdleReclaim } from './runtime/reclaim.js';

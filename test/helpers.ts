@@ -26,7 +26,7 @@ import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fas
 import { buildApp } from '../src/api/app.js';
 import type { SectionName } from '../src/config/schema.js';
 import { Runtime, type RuntimeOptions } from '../src/runtime/runtime.js';
-import { registerServices } from '../src/runtime/services.js';
+import { registerServices } from '../src/compose.js';
 import type { ActorNode } from '../src/runtime/monitor.js';
 
 export const ROOT = resolve(import.meta.dirname ?? new URL('..', import.meta.url).pathname, '..');

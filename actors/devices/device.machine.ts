@@ -1,4 +1,5 @@
 import { assign, fromPromise, setup } from 'xstate';
+import { backoffDelay } from '../shared/backoff.js';
 
 /**
  * One hardware device (an I²C sensor) under the `devices` supervisor, `device:<name>` (DESIGN.md, actor tree):
@@ -55,7 +56,7 @@ export const deviceMachine = setup({
   },
   delays: {
     pollDelay: ({ context }) => (context.fresh ? 0 : context.interval),
-    backoff: ({ context }) => Math.min(context.retryMax, context.retryInitial * 2 ** Math.max(0, context.attempts - 1)),
+    backoff: ({ context }) => backoffDelay(context.attempts, context.retryInitial, context.retryMax),
     offlineRetry: ({ context }) => context.retryMax,
   },
   guards: {

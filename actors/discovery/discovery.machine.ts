@@ -1,4 +1,5 @@
 import { assign, fromCallback, fromPromise, setup } from 'xstate';
+import { backoffDelay, failedBackoff } from '../shared/backoff.js';
 
 /**
  * The discovery manager (a singleton actor, systemId `discovery`):
@@ -53,7 +54,7 @@ export const discoveryMachine = setup({
     }),
   },
   delays: {
-    backoff: ({ context }) => Math.min(context.retryMax, context.retryInitial * 2 ** Math.max(0, context.attempts - 1)),
+    backoff: ({ context }) => backoffDelay(context.attempts, context.retryInitial, context.retryMax),
   },
   guards: {
     autoStart: ({ context }) => context.autoStart,
@@ -105,16 +106,7 @@ export const discoveryMachine = setup({
         onError: { target: 'stopped', actions: 'dropHandle' },
       },
     },
-    failed: {
-      tags: ['degraded'],
-      after: { 0: 'backoff' },
-      on: { 'discovery.stop': 'stopped' },
-    },
-    backoff: {
-      tags: ['degraded'],
-      after: { backoff: 'starting' },
-      on: { 'discovery.stop': 'stopped', 'discovery.start': 'starting' },
-    },
+    ...failedBackoff({ stop: 'discovery.stop', start: 'discovery.start', retry: 'starting' }),
   },
 });
 

@@ -1,4 +1,5 @@
 import { assign, fromCallback, fromPromise, setup } from 'xstate';
+import { backoffDelay, failedBackoff } from '../shared/backoff.js';
 
 /**
  * One network endpoint (DESIGN.md, actor tree):
@@ -10,9 +11,13 @@ import { assign, fromCallback, fromPromise, setup } from 'xstate';
  * - `bindListener` (promise): binds the socket, resolves with a handle;
  * - `listener` (callback): lives exactly as long as the listening states (started, paused); it forwards
  *   pause / resume to the handle, reports `listener.failed` when the bound listener breaks, and closes the handle
- *   when the state is left (stop, failure, or the actor itself being stopped);
+ *   when the state is left (stop, failure, or the actor itself being stopped). The actor is the handle's only
+ *   owner: the service reads it from the snapshot and never closes it;
  * - `closeListener` (promise): waits until the listener and its connections are closed.
  * No connection and no message is an event here.
+ *
+ * Paused is sticky: `paused` in the context is set by a pause and cleared by a resume or a stop, so an endpoint
+ * paused when its listener broke binds again paused (it does not come back Started after the failure).
  */
 export interface ListenerLike {
   readonly port: number;
@@ -32,6 +37,8 @@ export interface EndpointInput {
 
 export interface EndpointContext extends EndpointInput {
   handle?: ListenerLike;
+  /** The operator paused it: it stays paused across a failure and a new bind, until resumed or stopped. */
+  paused: boolean;
   port?: number;
   attempts: number;
   lastError?: string;
@@ -44,6 +51,20 @@ export type EndpointEvent =
   | { type: 'endpoint.resume' }
   | { type: 'listener.failed'; error: string };
 
+/**
+ * The `listener` actor's body: pauses a listener bound while paused, forwards pause / resume, reports a broken
+ * listener, and closes the handle on exit (the actor is its only owner). The runtime wraps it to wait for the close.
+ */
+export function runListener({ input, receive, sendBack }: { input: { handle: ListenerLike; paused: boolean }; receive: (fn: (e: EndpointEvent) => void) => void; sendBack: (e: EndpointEvent) => void }): () => Promise<void> {
+  if (input.paused) input.handle.pause(); // bound again after a failure while paused: still refusing connections
+  input.handle.onError((err) => sendBack({ type: 'listener.failed', error: err.message }));
+  receive((e) => {
+    if (e.type === 'endpoint.pause') input.handle.pause();
+    else if (e.type === 'endpoint.resume') input.handle.resume();
+  });
+  return () => input.handle.close();
+}
+
 export const endpointMachine = setup({
   types: {
     context: {} as EndpointContext,
@@ -54,23 +75,17 @@ export const endpointMachine = setup({
     bindListener: fromPromise<ListenerLike, { name: string }>(async () => {
       throw new Error('bindListener is supplied by the runtime');
     }),
-    listener: fromCallback<EndpointEvent, { handle: ListenerLike }>(({ input, receive, sendBack }) => {
-      input.handle.onError((err) => sendBack({ type: 'listener.failed', error: err.message }));
-      receive((e) => {
-        if (e.type === 'endpoint.pause') input.handle.pause();
-        else if (e.type === 'endpoint.resume') input.handle.resume();
-      });
-      return () => void input.handle.close();
-    }),
+    listener: fromCallback(runListener),
     closeListener: fromPromise<void, { handle?: ListenerLike }>(async ({ input }) => {
       await input.handle?.close();
     }),
   },
   delays: {
-    backoff: ({ context }) => Math.min(context.retryMax, context.retryInitial * 2 ** Math.max(0, context.attempts - 1)),
+    backoff: ({ context }) => backoffDelay(context.attempts, context.retryInitial, context.retryMax),
   },
   guards: {
     autoStart: ({ context }) => context.autoStart,
+    wasPaused: ({ context }) => context.paused,
   },
   actions: {
     keepHandle: assign(({ event }) => {
@@ -87,6 +102,8 @@ export const endpointMachine = setup({
       lastError: event.type === 'listener.failed' ? event.error : context.lastError,
     })),
     dropHandle: assign({ handle: undefined, port: undefined }),
+    markPaused: assign({ paused: true }),
+    clearPaused: assign({ paused: false }),
     forwardToListener: ({ event, self }) => {
       const child = self.getSnapshot().children.listener as { send(e: EndpointEvent): void } | undefined;
       child?.send(event);
@@ -94,13 +111,14 @@ export const endpointMachine = setup({
   },
 }).createMachine({
   id: 'endpoint',
-  context: ({ input }) => ({ ...input, attempts: 0 }),
+  context: ({ input }) => ({ ...input, attempts: 0, paused: false }),
   initial: 'init',
   states: {
     init: {
       always: [{ guard: 'autoStart', target: 'starting' }, { target: 'stopped' }],
     },
     stopped: {
+      entry: 'clearPaused',
       on: { 'endpoint.start': 'starting' },
     },
     starting: {
@@ -113,14 +131,17 @@ export const endpointMachine = setup({
       on: { 'endpoint.stop': 'stopped' },
     },
     listening: {
-      invoke: { id: 'listener', src: 'listener', input: ({ context }) => ({ handle: context.handle! }) },
-      initial: 'started',
+      invoke: { id: 'listener', src: 'listener', input: ({ context }) => ({ handle: context.handle!, paused: context.paused }) },
+      initial: 'bound',
       states: {
+        bound: {
+          always: [{ guard: 'wasPaused', target: 'paused' }, { target: 'started' }],
+        },
         started: {
-          on: { 'endpoint.pause': { target: 'paused', actions: 'forwardToListener' } },
+          on: { 'endpoint.pause': { target: 'paused', actions: ['markPaused', 'forwardToListener'] } },
         },
         paused: {
-          on: { 'endpoint.resume': { target: 'started', actions: 'forwardToListener' } },
+          on: { 'endpoint.resume': { target: 'started', actions: ['clearPaused', 'forwardToListener'] } },
         },
       },
       on: {
@@ -136,16 +157,7 @@ export const endpointMachine = setup({
         onError: { target: 'stopped', actions: 'dropHandle' },
       },
     },
-    failed: {
-      tags: ['degraded'],
-      after: { 0: 'backoff' },
-      on: { 'endpoint.stop': 'stopped' },
-    },
-    backoff: {
-      tags: ['degraded'],
-      after: { backoff: 'starting' },
-      on: { 'endpoint.stop': 'stopped', 'endpoint.start': 'starting' },
-    },
+    ...failedBackoff({ stop: 'endpoint.stop', start: 'endpoint.start', retry: 'starting' }),
   },
 });
 

@@ -1,4 +1,5 @@
 import { assign, fromCallback, fromPromise, raise, setup } from 'xstate';
+import { backoffDelay as sharedBackoff } from '../shared/backoff.js';
 
 /**
  * One integration link (DESIGN.md, actor tree: `integration:<name>` under the `integrations` supervisor). Both MAPS
@@ -50,8 +51,7 @@ export type IntegrationEvent =
 
 /** The wait before attempt n+1 after n failures: initial·2^(n-1), capped, less up to `jitter` of it at random. */
 export function backoffDelay(ctx: Pick<IntegrationContext, 'attempts' | 'backoffInitial' | 'backoffMax' | 'jitter'>, random: () => number = Math.random): number {
-  const base = Math.min(ctx.backoffMax, ctx.backoffInitial * 2 ** Math.max(0, Math.min(30, ctx.attempts - 1)));
-  return Math.max(0, Math.round(base * (1 - ctx.jitter * random())));
+  return sharedBackoff(ctx.attempts, ctx.backoffInitial, ctx.backoffMax, ctx.jitter, random);
 }
 
 function errorText(event: unknown): string {

@@ -1,4 +1,5 @@
 import { assign, setup } from 'xstate';
+import { backoffDelay } from '../shared/backoff.js';
 
 /**
  * One actor per user that failed to log in, under the `lockouts` supervisor as `lockout:<username>` (names that are
@@ -70,7 +71,8 @@ export type LockoutEvent = { type: 'login.failed'; address?: string } | { type: 
 const FOREVER = 2 ** 31 - 1;
 
 export function lockSeconds(ctx: Pick<LockoutContext, 'initialLockSeconds' | 'maxLockSeconds'>, lockCount: number): number {
-  return Math.min(ctx.maxLockSeconds, ctx.initialLockSeconds * 2 ** lockCount);
+  // the first lock (lockCount 0) is initialLockSeconds: attempt lockCount + 1 of the shared backoff
+  return backoffDelay(lockCount + 1, ctx.initialLockSeconds, ctx.maxLockSeconds);
 }
 
 export const lockoutMachine = setup({

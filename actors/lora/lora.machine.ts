@@ -1,4 +1,5 @@
 import { assign, fromCallback, fromPromise, setup } from 'xstate';
+import { backoffDelay } from '../shared/backoff.js';
 
 /**
  * One LoRa radio (a modem on a serial port), `lora:<name>` under the `lora` supervisor:
@@ -53,7 +54,7 @@ export const loraMachine = setup({
     }),
   },
   delays: {
-    backoff: ({ context }) => Math.min(context.retryMax, context.retryInitial * 2 ** Math.max(0, context.attempts - 1)),
+    backoff: ({ context }) => backoffDelay(context.attempts, context.retryInitial, context.retryMax),
   },
   actions: {
     keepModem: assign(({ event }) => ({ modem: (event as unknown as { output: ModemLike }).output, attempts: 0, lastError: undefined })),

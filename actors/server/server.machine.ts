@@ -1,4 +1,5 @@
 import { and, assign, enqueueActions, fromPromise, setup } from 'xstate';
+import { backoffDelay } from '../shared/backoff.js';
 import { spawnSpec, type ChildSpec } from '../supervisor/supervisor.machine.js';
 
 /**
@@ -73,7 +74,7 @@ const REPORT = {
 const DEFAULT_ESCALATION: EscalationBudget = { intensity: 3, period: 600000, backoffInitial: 5000, backoffMax: 60000 };
 
 function delayFor(b: EscalationBudget, attempt: number): number {
-  return Math.min(b.backoffMax, b.backoffInitial * 2 ** Math.max(0, attempt - 1));
+  return backoffDelay(attempt, b.backoffInitial, b.backoffMax);
 }
 
 export const serverMachine = setup({

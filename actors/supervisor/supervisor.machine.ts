@@ -1,4 +1,5 @@
 import { and, assign, enqueueActions, sendTo, setup, type AnyActorLogic } from 'xstate';
+import { backoffDelay } from '../shared/backoff.js';
 
 /**
  * A one-for-one supervisor (OTP style). It starts children from specs, restarts a crashed child after a backoff
@@ -140,7 +141,7 @@ function describe(error: unknown): string {
 }
 
 export function backoffFor(ctx: Pick<SupervisorContext, 'backoffInitial' | 'backoffMax'>, attempt: number): number {
-  return Math.min(ctx.backoffMax, ctx.backoffInitial * 2 ** Math.max(0, attempt - 1));
+  return backoffDelay(attempt, ctx.backoffInitial, ctx.backoffMax);
 }
 
 function isSharded(ctx: SupervisorContext): boolean {

@@ -15,6 +15,8 @@ import type { ActorRefFrom } from 'xstate';
 import { fromPromise } from 'xstate';
 import { deviceMachine, deviceStateName, type DeviceReading } from '../../actors/devices/device.machine.js';
 import { ConflictError } from '../errors.js';
+import { defineActorKind } from '../runtime/actor-kind.js';
+import type { CommandRecord } from '../runtime/events.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
 import type { DeviceManagerConfig, DeviceOptions } from './config.js';
 import { BusHandle } from './i2c/bus-handle.js';
@@ -32,6 +34,19 @@ declare module '../runtime/runtime.js' {
     devices: DevicesService;
   }
 }
+
+/**
+ * The device kind (src/runtime/actor-kind.ts): `device:<name>` under the `devices` supervisor. No REST word
+ * commands it; the scan route tells it `device.found` / `device.gone` through the command helper.
+ */
+export const deviceKind = defineActorKind({
+  kind: 'device',
+  machine: deviceMachine,
+  supervisor: 'devices',
+  noun: 'Device',
+  stateName: (snap) => (snap.status === 'active' ? deviceStateName(snap.value) : snap.status === 'done' ? 'Removed' : 'Error'),
+  routes: ['POST /api/v1/server/hardware/scan'],
+});
 
 /** MAPS DeviceInfoDTO. */
 export interface DeviceInfo {
@@ -186,23 +201,21 @@ export class DevicesService implements Service {
   }
 
   private spawn(e: DeviceEntry): void {
-    this.rt.startChild('devices', {
-      id: `device:${e.name}`,
+    deviceKind.spawn(this.rt, e.name, {
       logic: this.logic(),
       input: { name: e.name, interval: e.interval, retryInitial: this.cfg.retryInitial, retryMax: this.cfg.retryMax, offlineAfter: this.cfg.offlineAfter },
     });
   }
 
   actor(e: DeviceEntry): ActorRefFrom<typeof deviceMachine> | undefined {
-    return this.rt.actor('device', e.name);
+    return deviceKind.lookup(this.rt, e.name);
   }
 
   state(e: DeviceEntry): string {
-    const a = this.actor(e);
-    if (!a) return 'Removed';
-    const snap = a.getSnapshot();
-    return snap.status === 'active' ? deviceStateName(snap.value) : snap.status === 'done' ? 'Removed' : 'Error';
+    return deviceKind.state(this.rt, e.name, 'Removed');
   }
+
+  private readonly report = (r: CommandRecord) => this.rt.emit('actor.command', r);
 
   /** GET /api/v1/server/hardware: every tracked device (DeviceInfoDTO), by name. */
   list(): DeviceInfo[] {
@@ -293,7 +306,8 @@ export class DevicesService implements Service {
         for (const e of [...this.entries.values()]) {
           if (e.bus !== handle || e.configured || found.includes(e.name)) continue;
           this.rt.log.info({ device: e.name }, `device ${e.name} is gone; removed`);
-          this.actor(e)?.send({ type: 'device.gone' });
+          // through the command helper (reported on the bus); a device already removed has nothing to take it
+          deviceKind.tell(this.report, this.actor(e), e.name, { type: 'device.gone' }).catch(() => {});
           this.rt.stopChild('devices', `device:${e.name}`);
           this.entries.delete(e.name);
         }
@@ -307,7 +321,7 @@ export class DevicesService implements Service {
   private wake(e: DeviceEntry): void {
     const a = this.actor(e);
     if (!a) this.spawn(e);
-    else if (a.getSnapshot().can({ type: 'device.found' })) a.send({ type: 'device.found' });
+    else if (a.getSnapshot().can({ type: 'device.found' })) void deviceKind.tell(this.report, a, e.name, { type: 'device.found' }).catch(() => {});
   }
 
   private probe(handle: BusHandle, e: DeviceEntry): Promise<boolean> {

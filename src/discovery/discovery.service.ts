@@ -13,9 +13,7 @@ import { discoveryMachine, discoveryStateName, type DiscoveryAgentLike, type Dis
 import { parseEndpointUrl } from '../config/schema.js';
 import { parseFilterParam } from '../engine/selector/selector.js';
 import { NotFoundError, ValidationError } from '../errors.js';
-import { command, settle, type CommandTarget } from '../runtime/command.js';
-import type { CommandRecord } from '../runtime/events.js';
-import { acceptedEvents } from '../runtime/inspector.js';
+import { defineActorKind } from '../runtime/actor-kind.js';
 import { BUILD_DATE, VERSION } from '../runtime/monitor.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
 import { SCHEMA_TOPIC_PREFIX } from '../schemas/registry.js';
@@ -40,14 +38,27 @@ declare module '../runtime/registry.js' {
 
 export type DiscoveryState = ReturnType<typeof discoveryStateName>;
 
-const EVENT_OF: Record<string, DiscoveryEvent['type']> = { started: 'discovery.start', stopped: 'discovery.stop' };
-const TARGET_OF: Record<string, DiscoveryState> = { started: 'Started', stopped: 'Stopped' };
-
 const stateOf = (snap: { value: unknown; status: string }): DiscoveryState => (snap.status !== 'active' ? 'Failed' : discoveryStateName(snap.value));
-const isSettled = (snap: { value: unknown; status: string }) => {
-  const s = stateOf(snap);
-  return s !== 'Starting' && s !== 'Stopping';
-};
+
+/**
+ * The discovery kind (src/runtime/actor-kind.ts): the singleton `discovery` under the `endpoints` supervisor (it
+ * advertises the endpoints), commanded with started or stopped; opening the mDNS sockets can take a while (15 s).
+ */
+export const discoveryKind = defineActorKind({
+  kind: 'discovery',
+  machine: discoveryMachine,
+  supervisor: 'endpoints',
+  noun: 'Discovery manager',
+  singletonLabel: 'The discovery manager',
+  stateName: (snap) => stateOf(snap),
+  requests: {
+    started: { event: { type: 'discovery.start' } satisfies DiscoveryEvent, target: 'Started' },
+    stopped: { event: { type: 'discovery.stop' } satisfies DiscoveryEvent, target: 'Stopped' },
+  },
+  settled: (s) => s !== 'Starting' && s !== 'Stopping',
+  timeoutMs: 15000,
+  routes: ['PATCH /api/v1/server/discovery'],
+});
 
 /** The parts of a NetworkConnectionManager link the announcer needs, read tolerantly (absent section: none). */
 const LinkUrlSchema = z.object({
@@ -132,12 +143,7 @@ export class DiscoveryService implements Service {
   async running(): Promise<void> {
     if (!this.enabled) return; // shipped default: no actor, no socket, no multicast
     const c = this.config;
-    this.rt.startChild('endpoints', {
-      id: 'discovery',
-      systemId: 'discovery',
-      logic: this.logic(),
-      input: { autoStart: true, retryInitial: c.retryInitial, retryMax: c.retryMax },
-    });
+    discoveryKind.spawn(this.rt, '', { logic: this.logic(), input: { autoStart: true, retryInitial: c.retryInitial, retryMax: c.retryMax } });
   }
 
   async stop(): Promise<void> {
@@ -261,7 +267,7 @@ export class DiscoveryService implements Service {
   // ------------------------------------------------------------------------------------------------------------
 
   actor(): ActorRefFrom<typeof discoveryMachine> | undefined {
-    return this.rt?.actor('discovery', '');
+    return this.rt ? discoveryKind.lookup(this.rt, '') : undefined;
   }
 
   state(): DiscoveryState {
@@ -296,39 +302,17 @@ export class DiscoveryService implements Service {
     return f ? all.filter((s) => f.matches(s as unknown as Record<string, unknown>)) : all;
   }
 
-  private readonly report = (r: CommandRecord) => this.rt.emit('actor.command', r);
-
-  private target(): CommandTarget<ActorRefFrom<typeof discoveryMachine>> {
-    const ref = this.actor();
-    return {
-      ref,
-      label: 'The discovery manager',
-      systemId: 'discovery',
-      stateName: (s) => stateOf(s),
-      accepts: () => (ref ? acceptedEvents(ref).flatMap((e) => Object.entries(EVENT_OF).filter(([, t]) => t === e).map(([w]) => w)) : []),
-    };
-  }
-
   /** PATCH /api/v1/server/discovery: started | stopped (case-insensitive), through the command helper. */
   async control(requested: string): Promise<{ changed: boolean; state: DiscoveryState }> {
     if (!this.enabled) throw new NotFoundError('Discovery manager is not configured (DiscoveryManager.enabled is false; docs/discovery.md)');
-    const action = requested.trim().toLowerCase();
-    const type = EVENT_OF[action];
-    if (!type) throw new ValidationError(`Unknown action "${requested}": the discovery manager takes started or stopped`);
-    if (!this.actor()) throw new NotFoundError('Discovery manager is not configured (the server is not running)');
-    const result = await command(this.report, this.target(), {
-      event: { type } as DiscoveryEvent,
-      what: action,
-      already: (snap) => stateOf(snap) === TARGET_OF[action],
-      settled: isSettled,
-      timeoutMs: 15000,
-    });
+    const action = discoveryKind.parse(requested);
+    const result = await discoveryKind.command(this.rt, '', action);
     return { changed: result.changed, state: this.state() };
   }
 
   /** Waits (bounded) until the actor has settled. */
   async settled(ms = 15000): Promise<void> {
-    await settle(this.actor(), (s) => isSettled(s), ms);
+    await discoveryKind.settle(this.rt, '', ms);
   }
 }
 

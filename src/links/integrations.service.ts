@@ -10,13 +10,10 @@ import {
   integrationMachine,
   integrationRunState,
   type IntegrationConnectionState,
-  type IntegrationEvent,
   type IntegrationRunState,
 } from '../../actors/integrations/integration.machine.js';
-import { BrokerError, ConflictError, NotFoundError, ValidationError } from '../errors.js';
-import { command, type CommandTarget } from '../runtime/command.js';
-import type { CommandRecord } from '../runtime/events.js';
-import { acceptedEvents } from '../runtime/inspector.js';
+import { BrokerError, ConflictError, NotFoundError, ServiceUnavailableError, ValidationError } from '../errors.js';
+import { defineActorKind } from '../runtime/actor-kind.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
 import type { LinkConfig } from './link-config.js';
 import { LinkManager, type LinkEntry } from './link-manager.js';
@@ -33,16 +30,24 @@ declare module '../runtime/runtime.js' {
   }
 }
 
-/** REST words (MAPS: started, stopped, paused, resumed) ↔ machine events. */
-const EVENT_OF: Record<string, IntegrationEvent['type']> = {
-  started: 'integration.start',
-  stopped: 'integration.stop',
-  paused: 'integration.pause',
-  resumed: 'integration.resume',
-};
-const REQUEST_OF: Record<string, string> = Object.fromEntries(Object.entries(EVENT_OF).map(([k, v]) => [v, k]));
-/** The run state each request leads to: asking for the state the link is in is "No change". */
-const TARGET_OF: Record<string, IntegrationRunState> = { started: 'Started', stopped: 'Stopped', paused: 'Paused', resumed: 'Started' };
+/**
+ * The integration kind (src/runtime/actor-kind.ts): `integration:<name>` under the `integrations` supervisor,
+ * commanded with the MAPS words; the run state changes at once (the connection state follows on its own).
+ */
+export const integrationKind = defineActorKind({
+  kind: 'integration',
+  machine: integrationMachine,
+  supervisor: 'integrations',
+  noun: 'Integration',
+  stateName: (snap): IntegrationRunState => integrationRunState(snap.value),
+  requests: {
+    started: { event: { type: 'integration.start' }, target: 'Started' },
+    stopped: { event: { type: 'integration.stop' }, target: 'Stopped' },
+    paused: { event: { type: 'integration.pause' }, target: 'Paused' },
+    resumed: { event: { type: 'integration.resume' }, target: 'Started' },
+  },
+  routes: ['PATCH /api/v1/server/integrations', 'PATCH /api/v1/server/integration/{name}'],
+});
 
 type IntegrationRef = ActorRefFrom<typeof integrationMachine>;
 
@@ -56,7 +61,7 @@ export function maskedConfig(cfg: LinkConfig): Record<string, unknown> {
 /** The integrations service of a runtime (while it runs). */
 export function integrationsOf(rt: Runtime): IntegrationsService {
   const s = rt.service('integrations');
-  if (!s || !s.manager) throw new ConflictError('The integrations are not running');
+  if (!s || !s.manager) throw new ServiceUnavailableError('The integrations are not running (the server is starting, restarting or stopping); try again');
   return s;
 }
 
@@ -82,8 +87,7 @@ export class IntegrationsService implements Service {
 
   private spawn(rt: Runtime, m: LinkManager, entry: LinkEntry): void {
     const b = entry.config.backoff ?? rt.config.NetworkConnectionManager.globalConfig.backoff;
-    rt.startChild('integrations', {
-      id: `integration:${entry.name}`,
+    integrationKind.spawn(rt, entry.name, {
       logic: m.logic(),
       input: { name: entry.name, autoStart: entry.config.autoStart, backoffInitial: b.initial, backoffMax: Math.max(b.max, b.initial), jitter: b.jitter },
     });
@@ -113,7 +117,7 @@ export class IntegrationsService implements Service {
   }
 
   actor(entry: LinkEntry): IntegrationRef | undefined {
-    return this.rt.actor('integration', entry.name);
+    return integrationKind.lookup(this.rt, entry.name);
   }
 
   runState(entry: LinkEntry): IntegrationRunState {
@@ -138,48 +142,22 @@ export class IntegrationsService implements Service {
       .map((e) => e.name);
   }
 
-  private readonly report = (r: CommandRecord) => this.rt.emit('actor.command', r);
-
-  private target(entry: LinkEntry): CommandTarget<IntegrationRef> {
-    return {
-      ref: this.actor(entry),
-      label: `Integration "${entry.name}"`,
-      systemId: `integration:${entry.name}`,
-      stateName: (snap) => integrationRunState(snap.value),
-      accepts: (snap) => {
-        const ref = this.actor(entry);
-        const out = ref ? acceptedEvents(ref).map((e) => REQUEST_OF[e]).filter((x): x is string => x !== undefined) : [];
-        const st = integrationRunState(snap.value);
-        for (const [req, target] of Object.entries(TARGET_OF)) if (target === st && !out.includes(req)) out.push(req);
-        return out;
-      },
-    };
-  }
-
   /** started | stopped | paused | resumed (trimmed, case-insensitive) on one link, through the command helper. */
   async control(entry: LinkEntry, requested: string): Promise<{ changed: boolean; state: IntegrationRunState }> {
-    const action = requested.trim().toLowerCase();
-    const type = EVENT_OF[action];
-    if (!type) throw new ValidationError(`Unknown action "${requested}"; expected started, stopped, paused or resumed`);
+    const action = integrationKind.parse(requested);
     if (!this.actor(entry)) {
       if (action === 'stopped') return { changed: false, state: 'Stopped' };
       if (action !== 'started') throw new ConflictError(`Integration "${entry.name}" is Stopped; it cannot be ${action} now (it accepts: started)`);
       this.spawn(this.rt, this.manager!, entry);
       return { changed: true, state: this.runState(entry) };
     }
-    const result = await command(this.report, this.target(entry), {
-      event: { type } as IntegrationEvent,
-      what: action,
-      already: (snap) => integrationRunState(snap.value) === TARGET_OF[action],
-      settled: () => true, // the run state changes at once; the connection state follows on its own
-    });
+    const result = await integrationKind.command(this.rt, entry.name, action);
     return { changed: result.changed, state: this.runState(entry) };
   }
 
   /** The same request on every link (MAPS stop / start / pause / resume); links whose state cannot take it are left as they are. */
   async controlAll(requested: string): Promise<void> {
-    const action = requested.trim().toLowerCase();
-    if (!EVENT_OF[action]) throw new ValidationError(`Unknown action "${requested}"; expected started, stopped, paused or resumed`);
+    const action = integrationKind.parse(requested);
     await Promise.all(
       this.entries().map((e) =>
         this.control(e, action).catch((err) => {

@@ -20,6 +20,7 @@
  */
 import { fromCallback, fromPromise } from 'xstate';
 import { integrationMachine } from '../../actors/integrations/integration.machine.js';
+import { backoffDelay } from '../../actors/shared/backoff.js';
 import { QUOTA_EXCEEDED, type Engine, type Message, type MessageInit, type Subscription } from '../engine/index.js';
 import { messageSelector } from '../runtime/message-selector.js';
 import type { Runtime } from '../runtime/runtime.js';
@@ -457,7 +458,7 @@ export class LinkManager {
       entry.strikes = 0;
       return Promise.resolve();
     }
-    const ms = Math.min(Math.max(b.max, b.initial), b.initial * 2 ** Math.min(30, entry.strikes - 1));
+    const ms = backoffDelay(entry.strikes, b.initial, Math.max(b.max, b.initial));
     return new Promise<void>((resolve) => {
       const timer = setTimeout(done, ms);
       function done() {

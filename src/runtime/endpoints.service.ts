@@ -5,20 +5,18 @@
  * views the interface and connection routes serve are in endpoint-views.ts.
  */
 import { createHash } from 'node:crypto';
-import { fromPromise, type ActorRefFrom } from 'xstate';
-import { endpointMachine, endpointStateName, type EndpointEvent, type ListenerLike } from '../../actors/endpoints/endpoint.machine.js';
+import { fromCallback, fromPromise, type ActorRefFrom } from 'xstate';
+import { endpointMachine, endpointStateName, runListener, type EndpointEvent, type ListenerLike } from '../../actors/endpoints/endpoint.machine.js';
 import { EndPointServerConfigSchema, parseEndpointUrl, type EndPointServerConfig, type MqttConfig, MqttConfigSchema } from '../config/schema.js';
-import { BrokerError, ConflictError, NotFoundError, ValidationError } from '../errors.js';
+import { BrokerError, ConflictError, NotFoundError, ServiceUnavailableError, ValidationError } from '../errors.js';
 import { MqttBroker } from '../protocol/mqtt/broker.js';
 import { EndpointStats, type EndpointContext, type MqttConnection } from '../protocol/mqtt/connection.js';
 import { CloseReason, Reason } from '../protocol/mqtt/reason.js';
 import { bindListener } from '../transport/listener.js';
 import { bindSerialEndpoint } from '../transport/serial.js';
 import { isSerialEndpoint } from '../transport/serial-config.js';
-import { command, settle, type CommandTarget } from './command.js';
+import { defineActorKind } from './actor-kind.js';
 import { EndpointViews } from './endpoint-views.js';
-import type { CommandRecord } from './events.js';
-import { acceptedEvents } from './inspector.js';
 import type { Runtime, Service } from './runtime.js';
 
 const CONFIG_PREFIX = 'NetworkManager/endpoint/';
@@ -43,7 +41,11 @@ export interface EndpointEntry {
   config: EndPointServerConfig;
   ctx: EndpointContext;
   stats: EndpointStats;
-  handle: ListenerLike | undefined;
+  /**
+   * The bound listener, read from the actor's snapshot (its only owner, which closes it on exit): undefined unless
+   * the endpoint is listening. A view, never a second handle.
+   */
+  readonly handle: ListenerLike | undefined;
   rates: RateSampler;
 }
 
@@ -67,26 +69,36 @@ declare module './runtime.js' {
   }
 }
 
-/** The endpoints service of a runtime (while it runs). */
+/** The endpoints service of a runtime (while it runs; 503 otherwise). */
 export function endpointsOf(rt: Runtime): EndpointsService {
   const s = rt.service('endpoints');
-  if (!s || !s.broker) throw new ConflictError('The network endpoints are not running');
+  if (!s || !s.broker) throw new ServiceUnavailableError('The network endpoints are not running (the server is starting, restarting or stopping); try again');
   return s;
 }
-
-/** REST words for the endpoint machine's events (MAPS: started, stopped, paused, resumed). */
-const REQUEST_OF: Record<string, string> = { 'endpoint.start': 'started', 'endpoint.stop': 'stopped', 'endpoint.pause': 'paused', 'endpoint.resume': 'resumed' };
-const EVENT_OF: Record<string, EndpointEvent['type']> = { started: 'endpoint.start', stopped: 'endpoint.stop', paused: 'endpoint.pause', resumed: 'endpoint.resume' };
-/** The MAPS state each request leads to: asking for the state the endpoint is in is "No change". */
-const TARGET_OF: Record<string, EndpointState> = { started: 'Started', stopped: 'Stopped', paused: 'Paused', resumed: 'Started' };
 
 function snapshotState(snap: { value: unknown; status: string }): EndpointState {
   return snap.status !== 'active' ? 'Failed' : endpointStateName(snap.value);
 }
-const isSettled = (snap: { value: unknown; status: string }) => {
-  const st = snapshotState(snap);
-  return st !== 'Starting' && st !== 'Stopping';
-};
+
+/**
+ * The endpoint kind (src/runtime/actor-kind.ts): `endpoint:<name>` under the `endpoints` supervisor, commanded with
+ * the MAPS words started, stopped, paused, resumed; asking for the state it is in is "No change".
+ */
+export const endpointKind = defineActorKind({
+  kind: 'endpoint',
+  machine: endpointMachine,
+  supervisor: 'endpoints',
+  noun: 'Endpoint',
+  stateName: (snap) => snapshotState(snap),
+  requests: {
+    started: { event: { type: 'endpoint.start' }, target: 'Started' },
+    stopped: { event: { type: 'endpoint.stop' }, target: 'Stopped' },
+    paused: { event: { type: 'endpoint.pause' }, target: 'Paused' },
+    resumed: { event: { type: 'endpoint.resume' }, target: 'Started' },
+  },
+  settled: (st) => st !== 'Starting' && st !== 'Stopping',
+  routes: ['PATCH /api/v1/server/interfaces', 'PATCH /api/v1/server/interface/{endpoint}', 'PUT /api/v1/server/interface/{endpoint}'],
+});
 
 export class EndpointsService implements Service {
   readonly name = 'endpoints';
@@ -94,6 +106,8 @@ export class EndpointsService implements Service {
   readonly dependsOn = ['mqttBroker'] as const;
   readonly entries = new Map<string, EndpointEntry>();
   private rt!: Runtime;
+  /** Listener closes under way (the actors close their listeners on exit; `stop` waits for the sockets). */
+  private readonly closing = new Set<Promise<void>>();
 
   /** The shared MQTT broker (src/runtime/mqtt-broker.service.ts), while the server runs. */
   get broker(): MqttBroker | undefined {
@@ -113,13 +127,16 @@ export class EndpointsService implements Service {
     for (const base of rt.config.NetworkManager.data) {
       const cfg = overrides.get(base.name) ?? base;
       const stats = new EndpointStats();
-      this.entries.set(cfg.name, {
-        name: cfg.name,
-        uniqueId: uuidFrom(`${rt.instance.uniqueId}/${cfg.name}`),
+      const name = cfg.name;
+      this.entries.set(name, {
+        name,
+        uniqueId: uuidFrom(`${rt.instance.uniqueId}/${name}`),
         config: cfg,
         stats,
-        ctx: { name: cfg.name, mqtt: mqttOf(cfg), connectTimeout: cfg.endPointConfig.connectionTimeout, stats },
-        handle: undefined,
+        ctx: { name, mqtt: mqttOf(cfg), connectTimeout: cfg.endPointConfig.connectionTimeout, stats },
+        get handle() {
+          return endpointKind.lookup(rt, name)?.getSnapshot().context.handle;
+        },
         rates: new RateSampler(),
       });
     }
@@ -146,10 +163,19 @@ export class EndpointsService implements Service {
             await handle.close();
             throw new Error('start cancelled');
           }
-          entry.handle = handle;
           const where = handle.transport === 'serial' ? `serial://${handle.host}` : `${handle.transport}://${handle.host}:${handle.port}`;
           this.rt.log.info({ endpoint: entry.name, transport: handle.transport, host: handle.host, port: handle.port }, `endpoint ${entry.name} listening on ${where}`);
           return handle;
+        }),
+        // the machine's listener, plus: the close it starts on exit is waited for by `stop` (the sockets are gone
+        // before the broker saves its sessions)
+        listener: fromCallback<EndpointEvent, { handle: ListenerLike; paused: boolean }>((args) => {
+          const close = runListener(args);
+          return () => {
+            const p = close().catch(() => {});
+            this.closing.add(p);
+            void p.finally(() => this.closing.delete(p));
+          };
         }),
       },
     });
@@ -157,14 +183,7 @@ export class EndpointsService implements Service {
 
   private spawn(entry: EndpointEntry, autoStart: boolean): void {
     const nm = this.rt.config.NetworkManager;
-    this.rt.supervisor('endpoints')?.send({
-      type: 'child.start',
-      spec: {
-        id: `endpoint:${entry.name}`,
-        logic: this.logic(),
-        input: { name: entry.name, autoStart, retryInitial: nm.retryInitial, retryMax: nm.retryMax },
-      },
-    });
+    endpointKind.spawn(this.rt, entry.name, { logic: this.logic(), input: { name: entry.name, autoStart, retryInitial: nm.retryInitial, retryMax: nm.retryMax } });
   }
 
   async running(): Promise<void> {
@@ -173,22 +192,20 @@ export class EndpointsService implements Service {
   }
 
   async stop(): Promise<void> {
-    // the actors were stopped with the tree (their listeners close); wait for the sockets. The broker service stops
-    // after this one (it is a dependency) and saves the sessions then.
-    await Promise.all([...this.entries.values()].map((e) => e.handle?.close()));
-    for (const e of this.entries.values()) e.handle = undefined;
+    // the actors were stopped with the tree and closed their listeners on exit; wait for the sockets. The broker
+    // service stops after this one (it is a dependency) and saves the sessions then.
+    await Promise.all([...this.closing]);
   }
 
   // ------------------------------------------------------------------------------------------------------------
   // Look-ups and control
 
   actor(entry: EndpointEntry): ActorRefFrom<typeof endpointMachine> | undefined {
-    return this.rt.actor('endpoint', entry.name);
+    return endpointKind.lookup(this.rt, entry.name);
   }
 
   state(entry: EndpointEntry): EndpointState {
-    const a = this.actor(entry);
-    return a ? snapshotState(a.getSnapshot()) : 'Stopped';
+    return endpointKind.state(this.rt, entry.name, 'Stopped');
   }
 
   /** By name (case-sensitive first, then case-insensitive) or uniqueId. */
@@ -203,24 +220,7 @@ export class EndpointsService implements Service {
 
   /** Wait (bounded, XState `waitFor`, no polling) until the actor is in a resting state (not starting / stopping). */
   private async settled(entry: EndpointEntry, ms = 5000): Promise<void> {
-    await settle(this.actor(entry), isSettled, ms);
-  }
-
-  private target(entry: EndpointEntry): CommandTarget<ActorRefFrom<typeof endpointMachine>> {
-    return {
-      ref: this.actor(entry),
-      label: `Endpoint "${entry.name}"`,
-      systemId: `endpoint:${entry.name}`,
-      stateName: (snap) => snapshotState(snap),
-      accepts: (snap) => {
-        const ref = this.actor(entry);
-        const out = ref ? acceptedEvents(ref).map((e) => REQUEST_OF[e]).filter((x): x is string => x !== undefined) : [];
-        // resuming a started endpoint or pausing a paused one is "No change", so name those too
-        const st = snapshotState(snap);
-        for (const [req, target] of Object.entries(TARGET_OF)) if (target === st && !out.includes(req)) out.push(req);
-        return out;
-      },
-    };
+    await endpointKind.settle(this.rt, entry.name, ms);
   }
 
   /**
@@ -229,9 +229,7 @@ export class EndpointsService implements Service {
    * state and what it accepts; otherwise the event is sent and the endpoint's settled state awaited (503 if slow).
    */
   async control(entry: EndpointEntry, requested: string): Promise<{ changed: boolean; state: EndpointState }> {
-    const action = requested.trim().toLowerCase();
-    const type = EVENT_OF[action];
-    if (!type) throw new ValidationError(`Unknown state "${requested}"; expected started, stopped, paused or resumed`);
+    const action = endpointKind.parse(requested);
     if (!this.actor(entry)) {
       // no actor (never spawned): only a start makes sense; it spawns one and waits for it to settle
       if (action === 'stopped') return { changed: false, state: 'Stopped' };
@@ -241,22 +239,14 @@ export class EndpointsService implements Service {
       this.rt.updates.interfaceUpdate++;
       return { changed: true, state: this.state(entry) };
     }
-    const result = await command(this.report, this.target(entry), {
-      event: { type } as EndpointEvent,
-      what: action,
-      already: (snap) => snapshotState(snap) === TARGET_OF[action],
-      settled: isSettled,
-    });
+    const result = await endpointKind.command(this.rt, entry.name, action);
     if (result.changed) this.rt.updates.interfaceUpdate++;
     return { changed: result.changed, state: this.state(entry) };
   }
 
-  private readonly report = (r: CommandRecord) => this.rt.emit('actor.command', r);
-
   /** The same request on every endpoint (MAPS startAll / stopAll / pauseAll / resumeAll): each through the command helper; endpoints whose state cannot take it are left as they are. */
   async controlAll(requested: string): Promise<void> {
-    const action = requested.trim().toLowerCase();
-    if (!EVENT_OF[action]) throw new ValidationError(`Unknown action "${requested}"; expected started, stopped, paused or resumed`);
+    const action = endpointKind.parse(requested);
     await Promise.all(
       [...this.entries.values()].map((e) =>
         this.control(e, action).catch((err) => {
@@ -273,9 +263,9 @@ export class EndpointsService implements Service {
     }
     const wasRunning = this.state(entry) !== 'Stopped';
     await this.rt.store.putJson('config', CONFIG_PREFIX + entry.name, cfg);
+    // stopping closes the listener (the actor owns it); a failed or backing-off endpoint holds none
     if (this.actor(entry) && this.state(entry) !== 'Stopped') await this.control(entry, 'stopped');
-    await entry.handle?.close();
-    entry.handle = undefined;
+    await Promise.all([...this.closing]);
     entry.config = cfg;
     entry.ctx = { name: cfg.name, mqtt: mqttOf(cfg), connectTimeout: cfg.endPointConfig.connectionTimeout, stats: entry.stats };
     this.spawn(entry, wasRunning);

@@ -1,6 +1,8 @@
-import type { AnyActorRef } from 'xstate';
+import type { ActorRefFrom, AnyActorRef } from 'xstate';
 import { lockoutMachine, recordOf, type LockoutContext, type LockoutInput, type LockoutRecord } from '../../actors/lockout/lockout.machine.js';
 import type { ChildSpec } from '../../actors/supervisor/supervisor.machine.js';
+import { defineActorKind } from '../runtime/actor-kind.js';
+import type { CommandReporter } from '../runtime/command.js';
 import type { Sub } from '../store/store.js';
 import { AddressBlockedError, AddressLimits, AttemptLimitError, type AddressLimitPolicy } from './address-limits.js';
 
@@ -9,7 +11,23 @@ export interface LockoutHost {
   start(spec: ChildSpec): void;
   get(id: string): AnyActorRef | undefined;
   ids(): string[];
+  /** Where commands (an unlock) are reported: the runtime bus's `actor.command`. */
+  report?: CommandReporter;
 }
+
+/**
+ * The lockout kind (src/runtime/actor-kind.ts): `lockout:<username>` under the `lockouts` supervisor; an unlock
+ * (DELETE /api/v1/auth/user-lockouts/{userUuid}, a password change, a deleted user) is `lockout.reset` through the
+ * command helper. Failed and successful logins are notices from the login path, sent as they happen.
+ */
+export const lockoutKind = defineActorKind({
+  kind: 'lockout',
+  machine: lockoutMachine,
+  supervisor: 'lockouts',
+  noun: 'Lockout',
+  stateName: (snap) => (snap.status !== 'active' ? 'Forgotten' : snap.hasTag('locked') ? 'Locked' : 'Counting'),
+  routes: ['DELETE /api/v1/auth/user-lockouts/{userUuid}'],
+});
 
 export interface LockoutPolicy {
   maxFailuresBeforeLock: number;
@@ -400,7 +418,7 @@ export class Lockouts {
       void this.journal?.write(username, null);
       return had;
     }
-    a.send({ type: 'lockout.reset' });
+    void lockoutKind.tell(this.host.report ?? (() => {}), a as ActorRefFrom<typeof lockoutMachine>, username, { type: 'lockout.reset' }).catch(() => {});
     return true;
   }
 

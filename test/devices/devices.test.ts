@@ -6,7 +6,7 @@ import { buildApp } from '../../src/api/app.js';
 import { loadConfig } from '../../src/config/load.js';
 import { ConfigError } from '../../src/errors.js';
 import { Runtime } from '../../src/runtime/runtime.js';
-import { registerServices } from '../../src/runtime/services.js';
+import { registerServices } from '../../src/compose.js';
 import { compensateHumidity, compensateTemperature } from '../../src/devices/i2c/drivers/bme280.js';
 import { CONFIG_DIR, MQTT_TEST_ENV, removeDir, startServer, tempDir, waitUntil } from '../helpers.js';
 import { ADC, DATASHEET_TRIM, SimBme280, SimBus, SimSht31, simOpener } from './sim-bus.js';
@@ -26,6 +26,7 @@ describe('devices - device manager in a running broker', () => {
   const sht = new SimSht31();
   const messages: Array<{ topic: string; body: Record<string, unknown> }> = [];
   const transitions: Array<{ from: string; to: string }> = [];
+  const commands: Array<{ systemId: string; event: string; outcome: string }> = [];
 
   before(async () => {
     bme.adc = { ...ADC };
@@ -54,6 +55,7 @@ describe('devices - device manager in a running broker', () => {
     });
     registerServices(rt);
     rt.service('devices')!.openBus = simOpener({ 1: bus });
+    rt.on('actor.command', (c) => commands.push(c));
     rt.on('actor.transition', (t) => {
       if (t.systemId === 'device:weather') transitions.push({ from: t.from, to: t.to });
     });
@@ -95,6 +97,10 @@ describe('devices - device manager in a running broker', () => {
     bus.chips.delete(0x45);
     const third = await app.inject({ method: 'POST', url: '/api/v1/server/hardware/scan' });
     assert.deepEqual(third.json(), ['sht31-1-0x44', 'weather'], 'a scanned device no longer there is removed');
+    assert.ok(
+      commands.some((c) => c.systemId === 'device:sht31-1-0x45' && c.event === 'device.gone' && c.outcome === 'sent'),
+      'the scan told the removed device through the command helper (POST /api/v1/server/hardware/scan is a lifecycle route)',
+    );
     assert.ok(sht.measurements >= before);
     const list = await hardware();
     assert.deepEqual(

@@ -3,6 +3,8 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import type { CommandRecord } from '../../src/runtime/events.js';
+import '../../src/compose.js'; // declares every actor kind
+import { actorKinds } from '../../src/runtime/actor-kind.js';
 import { ROOT, startServer, type TestServer } from '../helpers.js';
 
 /**
@@ -25,6 +27,42 @@ const LIFECYCLE_ROUTES = [
 /** Non-GET routes in those areas that change no lifecycle. */
 const NOT_LIFECYCLE = ['DELETE /api/v1/server/cache'];
 const LIFECYCLE_AREA = /^\/api\/v1\/server(\/interfaces?(\/.*)?|\/actors.*|\/destinations(\/.*)?|\/subscriptions(\/.*)?|)$/;
+
+/** Every lifecycle route of every area: the routes the actor kinds declare (src/runtime/actor-kind.ts). */
+const KIND_ROUTES = [...new Set([...actorKinds().values()].flatMap((k) => k.spec.routes ?? []))];
+/**
+ * Every other non-GET route of the API, in every area: they change data (users, ACLs, schemas, models, messages),
+ * not an actor's lifecycle. A new non-GET route must be declared by its actor kind or listed here.
+ */
+const NO_LIFECYCLE_ANYWHERE = [
+  'POST /api/v1/login',
+  'POST /api/v1/logout',
+  'POST /api/v1/auth/users',
+  'DELETE /api/v1/auth/users/{userUuid}',
+  'PUT /api/v1/auth/users/{userUuid}/password',
+  'POST /api/v1/auth/groups',
+  'DELETE /api/v1/auth/groups/{groupUuid}',
+  'POST /api/v1/auth/groups/{groupUuid}/{userUuid}',
+  'DELETE /api/v1/auth/groups/{groupUuid}/{userUuid}',
+  'PUT /api/v1/auth/resources/acl',
+  'POST /api/v1/auth/acl/check',
+  'DELETE /api/v1/server/cache',
+  'DELETE /api/v1/server/connections/{connectionId}',
+  'POST /api/v1/messaging/publish',
+  'POST /api/v1/messaging/subscribe',
+  'POST /api/v1/messaging/unsubscribe',
+  'POST /api/v1/messaging/consume',
+  'POST /api/v1/messaging/subscriptionDepth',
+  'POST /api/v1/messaging/commit',
+  'POST /api/v1/messaging/abort',
+  'POST /api/v1/server/schemas',
+  'DELETE /api/v1/server/schemas',
+  'DELETE /api/v1/server/schemas/{schemaId}',
+  'POST /api/v1/server/models/{modelName}',
+  'DELETE /api/v1/server/models/{modelName}',
+];
+/** Lifecycle routes whose request needs hardware: exercised by their own area's test. */
+const EXERCISED_ELSEWHERE: Record<string, string> = { 'POST /api/v1/server/hardware/scan': 'test/devices/devices.test.ts (simulated I²C bus)' };
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? sourceFiles(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []));
@@ -84,6 +122,22 @@ describe('command helper', () => {
     assert.deepEqual(offenders, []);
   });
 
+  test('command - no direct commands in any service: integration, discovery, device and lockout commands go through the helper too', () => {
+    const offenders: string[] = [];
+    for (const f of ['runtime', 'links', 'discovery', 'devices', 'security', 'api'].flatMap((d) => sourceFiles(join(ROOT, 'src', d)))) {
+      if (f.endsWith(join('runtime', 'command.ts')) || f.endsWith(join('runtime', 'runtime.ts'))) continue; // the helper and the kernel
+      readFileSync(f, 'utf8')
+        .split('\n')
+        .forEach((line, i) => {
+          // commands (imperative events); notices such as login.failed or destination.highWater are not commands
+          if (/\.send\(\s*\{\s*type:\s*'(endpoint\.(start|stop|pause|resume)|server\.|integration\.(start|stop|pause|resume)|discovery\.(start|stop)|device\.(found|gone)|lockout\.reset)'/.test(line)) {
+            offenders.push(`${relative(ROOT, f)}:${i + 1}: ${line.trim()}`);
+          }
+        });
+    }
+    assert.deepEqual(offenders, []);
+  });
+
   test('command - PATCH an interface to the state it is in is 200 "No change"; an impossible move is a 409 naming the state', async () => {
     const url = '/api/v1/server/interface/MQTT%20Interface';
     const patch = (state: string) => s.inject({ method: 'PATCH', url, payload: { state } });
@@ -114,6 +168,58 @@ describe('command helper', () => {
     assert.ok(s.rt.actor('supervisor', 'destinations'));
     assert.equal(s.rt.actor('endpoint', 'nothing'), undefined);
     assert.equal(s.rt.actorById('destinations#0'), undefined, 'shard supervisors are not registered');
+  });
+});
+
+describe('command helper: the route table of every area', () => {
+  let s: TestServer;
+  const commands: CommandRecord[] = [];
+  before(async () => {
+    s = await startServer({
+      overrides: {
+        NetworkConnectionManager: { data: [{ name: 'Idle', url: 'mqtt://127.0.0.1:1', autoStart: false, linkConfigs: [] }] },
+        DiscoveryManager: { enabled: true, mdns: false, nats: { enabled: false } },
+      },
+    });
+    s.rt.on('actor.command', (c) => commands.push(c));
+  });
+  after(async () => {
+    await s?.close();
+  });
+
+  test('command - route table of every area: each non-GET route is a lifecycle route its actor kind declares, or listed as changing none; each goes through the helper', async () => {
+    const doc = (await s.inject('/openapi.json')).json() as { paths: Record<string, Record<string, unknown>> };
+    const found: string[] = [];
+    for (const [path, methods] of Object.entries(doc.paths)) {
+      for (const m of Object.keys(methods)) if (['patch', 'put', 'post', 'delete'].includes(m)) found.push(`${m.toUpperCase()} ${path}`);
+    }
+    assert.deepEqual(found.filter((r) => !NO_LIFECYCLE_ANYWHERE.includes(r)).sort(), [...KIND_ROUTES].sort(), 'every changing route is declared by its actor kind or listed in NO_LIFECYCLE_ANYWHERE');
+    for (const route of LIFECYCLE_ROUTES) assert.ok(KIND_ROUTES.includes(route), `${route} is declared by its actor kind`);
+    for (const k of ['server', 'endpoint', 'integration', 'discovery', 'device', 'lockout', 'destination', 'subscription']) {
+      assert.ok((actorKinds().get(k)?.spec.routes ?? []).length > 0, `kind ${k} declares its routes`);
+    }
+
+    // a user with a failed login has a lockout actor to unlock
+    const user = await s.inject({ method: 'POST', url: '/api/v1/auth/users', payload: { username: 'guard-user', password: 'guard-password-1' } });
+    assert.equal(user.statusCode, 201, user.body);
+    await s.app.inject({ method: 'POST', url: '/api/v1/login', payload: { username: 'guard-user', password: 'wrong-password-1' } });
+    const uuid = ((await s.inject('/api/v1/auth/users')).json() as Array<{ username: string; uniqueId: string }>).find((u) => u.username === 'guard-user')!.uniqueId;
+    // the routes of the server, interface, destination and subscription areas are exercised by 'command helper' above
+    const requests: Record<string, { method: 'PATCH' | 'DELETE'; url: string; payload?: object; systemId: string }> = {
+      'PATCH /api/v1/server/integrations': { method: 'PATCH', url: '/api/v1/server/integrations', payload: { state: 'stopped' }, systemId: 'integration:Idle' },
+      'PATCH /api/v1/server/integration/{name}': { method: 'PATCH', url: '/api/v1/server/integration/Idle', payload: { state: 'stopped' }, systemId: 'integration:Idle' },
+      'PATCH /api/v1/server/discovery': { method: 'PATCH', url: '/api/v1/server/discovery', payload: { state: 'stopped' }, systemId: 'discovery' },
+      'DELETE /api/v1/auth/user-lockouts/{userUuid}': { method: 'DELETE', url: `/api/v1/auth/user-lockouts/${uuid}`, systemId: 'lockout:guard-user' },
+    };
+    for (const route of KIND_ROUTES) {
+      if (LIFECYCLE_ROUTES.includes(route) || EXERCISED_ELSEWHERE[route]) continue;
+      const req = requests[route];
+      assert.ok(req, `${route}: a request for it is in this table`);
+      const before = commands.length;
+      const r = await s.inject({ method: req.method, url: req.url, ...(req.payload ? { payload: req.payload } : {}) });
+      assert.equal(r.statusCode, 200, `${route}: ${r.body}`);
+      assert.ok(commands.slice(before).some((c) => c.systemId === req.systemId), `${route} went through the command helper for ${req.systemId}`);
+    }
   });
 });
 

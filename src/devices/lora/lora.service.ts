@@ -3,10 +3,11 @@
  * driver as its I/O, uplinks published into the engine and the downlink topics subscribed in the engine. The views
  * the routes serve (LoRaDeviceInfoDTO, LoRaEndPointConnectionInfoDTO) are built here from live state.
  */
-import { fromPromise } from 'xstate';
-import { loraMachine, loraStateName, type ModemLike } from '../../../actors/lora/lora.machine.js';
+import { fromCallback, fromPromise } from 'xstate';
+import { loraMachine, loraStateName, type LoRaEvent, type ModemLike } from '../../../actors/lora/lora.machine.js';
 import type { Subscription } from '../../engine/index.js';
 import { NotFoundError, ValidationError } from '../../errors.js';
+import { defineActorKind } from '../../runtime/actor-kind.js';
 import type { Runtime, Service } from '../../runtime/runtime.js';
 import { filterOf, nodeOfTopic, type LoRaSerialDevice } from './config.js';
 import { LoRaRadio, type NodeRecord, type Uplink } from './radio.js';
@@ -23,6 +24,15 @@ declare module '../../runtime/runtime.js' {
     lora: LoRaService;
   }
 }
+
+/** The LoRa kind (src/runtime/actor-kind.ts): `lora:<name>` under the `lora` supervisor; no REST word commands it. */
+export const loraKind = defineActorKind({
+  kind: 'lora',
+  machine: loraMachine,
+  supervisor: 'lora',
+  noun: 'LoRa radio',
+  stateName: (snap) => (snap.status !== 'active' ? 'Failed' : loraStateName(snap.value)),
+});
 
 export interface LoRaEndPointInfo {
   nodeId: number;
@@ -61,7 +71,11 @@ export class LoRaService implements Service {
   readonly name = 'lora';
   readonly dependsOn = ['messaging'] as const;
   readonly radios = new Map<string, LoRaRadio>();
-  private readonly modems = new Map<string, Rn2483>();
+  /**
+   * Modem closes under way. The `lora:<name>` actor is the modem's only owner (its `modemSession` closes it on exit);
+   * the radio only transmits through it while the actor is online. `stop` waits for these.
+   */
+  private readonly closing = new Set<Promise<void>>();
   private subs: Subscription[] = [];
   private rt!: Runtime;
 
@@ -92,11 +106,7 @@ export class LoRaService implements Service {
           }),
         );
       }
-      rt.startChild('lora', {
-        id: `lora:${radio.name}`,
-        logic: this.logic(radio),
-        input: { name: radio.name, retryInitial: cfg.retryInitial, retryMax: cfg.retryMax },
-      });
+      loraKind.spawn(rt, radio.name, { logic: this.logic(radio), input: { name: radio.name, retryInitial: cfg.retryInitial, retryMax: cfg.retryMax } });
     }
   }
 
@@ -104,8 +114,7 @@ export class LoRaService implements Service {
     const engine = rt.engine;
     for (const s of this.subs.splice(0)) if (engine) engine.unsubscribe(s);
     for (const r of this.radios.values()) r.stop();
-    await Promise.all([...this.modems.values()].map((m) => m.close()));
-    this.modems.clear();
+    await Promise.all([...this.closing]);
   }
 
   private logic(radio: LoRaRadio) {
@@ -144,16 +153,24 @@ export class LoRaService implements Service {
             throw new Error('open cancelled');
           }
           radio.module = modem.version;
-          this.modems.set(radio.name, modem);
           modem.onPacket((p) => radio.received(p));
           modem.onLost((reason) => {
-            if (this.modems.get(radio.name) === modem) this.modems.delete(radio.name);
             radio.attach(undefined);
             if (reason !== 'closed') log.warn({ port: d.serialConfig.port, reason }, `LoRa radio ${radio.name} lost its modem: ${reason}`);
           });
           radio.attach(modem);
           log.info({ port: d.serialConfig.port, module: modem.version, frequency: d.frequency }, `LoRa radio ${radio.name} online (${modem.version})`);
           return modem;
+        }),
+        // the machine's session, plus: the radio stops transmitting through the modem, and `stop` waits for the close
+        modemSession: fromCallback<LoRaEvent, { modem: ModemLike }>(({ input, sendBack }) => {
+          input.modem.onLost((reason) => sendBack({ type: 'modem.lost', reason }));
+          return () => {
+            radio.attach(undefined);
+            const p = input.modem.close().catch(() => {});
+            this.closing.add(p);
+            void p.finally(() => this.closing.delete(p));
+          };
         }),
       },
     });
@@ -190,7 +207,7 @@ export class LoRaService implements Service {
   }
 
   state(radio: LoRaRadio): { state: string; lastError?: string } {
-    const a = this.rt.actor('lora', radio.name);
+    const a = loraKind.lookup(this.rt, radio.name);
     if (!a) return { state: 'Stopped' };
     const snap = a.getSnapshot();
     if (snap.status !== 'active') return { state: 'Failed' };

@@ -4,6 +4,7 @@ import { maskSecrets } from '../../../config/load.js';
 import { sectionAliases, sectionNames, sectionSchemas, type SectionName } from '../../../config/schema.js';
 import { NotFoundError, ValidationError } from '../../../errors.js';
 import { command } from '../../../runtime/command.js';
+import { serverKind } from '../../../runtime/actor-kind.js';
 import { acceptedEvents } from '../../../runtime/inspector.js';
 import { healthOf, serverInfo, serverStats, subsystemStatus, type SubSystemStatus } from '../../../runtime/monitor.js';
 import { ResponseCache } from '../../cache.js';
@@ -159,12 +160,9 @@ export const serverRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) 
     async (req, reply) => {
       const action = req.body.state.toLowerCase();
       if (action !== 'restart' && action !== 'shutdown') throw new ValidationError(`Unknown action: ${req.body.state}; expected restart or shutdown`);
-      const root = rt.actor('server', '');
+      const root = serverKind.lookup(rt, '');
       await command((r) => rt.emit('actor.command', r), {
-        ref: root,
-        label: 'The server',
-        systemId: 'server',
-        stateName: (snap) => String(snap.value),
+        ...serverKind.target(root, ''),
         accepts: () => (root ? acceptedEvents(root).map((e) => e.replace(/^server\./, '')) : []),
       }, {
         event: { type: action === 'restart' ? 'server.restart' : 'server.shutdown' },

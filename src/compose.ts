@@ -1,0 +1,44 @@
+/**
+ * The composition root: which services a broker runs and which actor kinds exist. The kernel (src/runtime/) knows
+ * none of the domains; they are put together here, and `src/main.ts`, the tests and the benchmarks call
+ * `registerServices`.
+ *
+ * Each service names what it depends on (`dependsOn`); the runtime starts them dependencies first, in this
+ * registration order otherwise, and stops them in reverse (src/runtime/service-order.ts).
+ */
+import { devicesService } from './devices/devices.service.js';
+import { loraService } from './devices/lora/lora.service.js';
+import { discoveryService } from './discovery/discovery.service.js';
+import { integrationsService } from './links/integrations.service.js';
+import { modelsService } from './models/models.service.js';
+import { destinationsService } from './runtime/destinations.service.js';
+import { endpointsService } from './runtime/endpoints.service.js';
+import { messagingService } from './runtime/messaging.service.js';
+import { mqttBrokerService } from './runtime/mqtt-broker.service.js';
+import { restSessionsService } from './runtime/rest-sessions.service.js';
+import type { Runtime } from './runtime/runtime.js';
+import { subscriptionsService } from './runtime/subscriptions.service.js';
+import { sysTopicsService } from './runtime/sys-topics.js';
+import { schemasService } from './schemas/schemas.service.js';
+import { securityService } from './security/service.js';
+// the kinds declared outside a service module (the others come with their services above)
+import './runtime/virtual-kinds.js';
+import './security/lockouts.js';
+
+/** Registers the services booted with the server tree. */
+export function registerServices(rt: Runtime): void {
+  rt.use(securityService()); // first: rt.security must be in place before any protocol or route uses it
+  rt.use(modelsService()); // ML model store under {data}/models (before messaging: selector model functions use it)
+  rt.use(messagingService());
+  rt.use(schemasService()); // schema registry: binds payload schemas to destinations, $schema/<destination> topics
+  rt.use(restSessionsService()); // persistent REST messaging sessions, restored hibernated before any endpoint runs
+  rt.use(mqttBrokerService()); // the MQTT broker: sessions (restored at boot) and connections
+  rt.use(endpointsService()); // network endpoints (one actor each, under the endpoints supervisor)
+  rt.use(discoveryService()); // mDNS / NATS discovery (dependsOn endpoints; off unless DiscoveryManager.enabled)
+  rt.use(subscriptionsService()); // virtual actors for durable subscriptions (activated on demand, under the subscriptions supervisor)
+  rt.use(destinationsService()); // virtual actors for destinations (activated on demand, under the destinations supervisor)
+  rt.use(integrationsService()); // integration links (one actor each, under the integrations supervisor; outboxes in the engine)
+  rt.use(sysTopicsService()); // $SYS topics into the engine
+  rt.use(devicesService()); // I²C sensors: one actor each under the devices supervisor, readings into the engine
+  rt.use(loraService()); // LoRa radios (RN2483 on serial ports): one actor each under the lora supervisor, uplinks into the engine
+}
