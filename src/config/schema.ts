@@ -4,6 +4,7 @@ import { DiscoveryManagerSchema } from '../discovery/config.js';
 import { DeviceManagerSchema } from '../devices/config.js';
 import { NetworkConnectionManagerSchema } from '../links/link-config.js';
 import { LoRaDeviceManagerSchema } from '../devices/lora/config.js';
+import { ClusterSchema } from '../cluster/config.js';
 
 /**
  * Configuration sections, named as in MAPS. Each section is a strict zod schema with defaults, so an unknown key
@@ -531,6 +532,7 @@ export const sectionSchemas = {
   NetworkConnectionManager: NetworkConnectionManagerSchema, // integration links (src/links/link-config.ts)
   DeviceManager: DeviceManagerSchema, // I²C sensors (src/devices/config.ts, docs/devices.md); default: no buses
   LoRaDeviceManager: LoRaDeviceManagerSchema, // LoRa radios on serial ports (src/devices/lora/config.ts, docs/devices.md); default: none
+  Cluster: ClusterSchema, // brokers as one cluster over NATS JetStream (src/cluster/config.ts, docs/cluster.md); default: off
 } as const;
 
 export type SectionName = keyof typeof sectionSchemas;
@@ -558,6 +560,7 @@ export const sectionAliases: Record<string, SectionName> = {
   devicemanagerconfig: 'DeviceManager',
   lora: 'LoRaDeviceManager',
   loradevicemanagerconfig: 'LoRaDeviceManager',
+  cluster: 'Cluster',
 };
 
 export type Config = { [K in SectionName]: z.output<(typeof sectionSchemas)[K]> };

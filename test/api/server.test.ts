@@ -110,6 +110,7 @@ describe('server routes', () => {
       'NetworkConnectionManager',
       'DeviceManager',
       'LoRaDeviceManager',
+      'Cluster',
     ]);
   });
 

@@ -1,0 +1,49 @@
+import { z } from 'zod';
+
+/**
+ * Config section `Cluster` (Switchyard's own; MAPS has no cluster): brokers that share a NATS cluster with JetStream
+ * hold leases in one JetStream KV bucket and see each other as members (docs/cluster.md). Off by default: a broker
+ * without this section behaves exactly as a single broker always has, and opens no NATS connection for it.
+ */
+const name = (what: string) =>
+  z
+    .string()
+    .min(1)
+    .max(64)
+    .regex(/^[A-Za-z0-9_-]+$/, `${what}: letters, digits, '_' and '-' only (it becomes part of a JetStream name or key)`);
+
+const natsUrl = z
+  .string()
+  .min(1)
+  .max(1024)
+  .refine((u) => /^(nats|tls):\/\/[^\s/]+(:\d+)?\/?$/i.test(u), 'a NATS server URL: nats://host:port or tls://host:port');
+
+export const ClusterSchema = z
+  .object({
+    enabled: z.boolean().default(false).describe('join the cluster: hold a lease in JetStream and see the other brokers; default off (a single broker)'),
+    servers: z
+      .array(natsUrl)
+      .max(64)
+      .default(['nats://127.0.0.1:4222'])
+      .describe('NATS servers of the cluster (JetStream enabled); the client connects to one and fails over to the others'),
+    clusterName: name('clusterName').default('main').describe("the cluster's name: the leases live in the KV bucket switchyard_<clusterName>_nodes"),
+    nodeId: name('nodeId')
+      .optional()
+      .describe('this broker in the cluster; default: generated on first start and kept in {dataDirectory}/cluster-node.json'),
+    replicas: z.number().int().min(1, 'JetStream replicas: 1 to 5').max(5, 'JetStream replicas: 1 to 5').default(3).describe('replicas of the cluster bucket (JetStream R1..R5); at most the number of NATS servers'),
+    leaseSeconds: z.number().min(1).max(3600).default(15).describe('s without a heartbeat after which a node is reported gone'),
+    heartbeatSeconds: z.number().min(0.1).max(600).default(3).describe('s between two writes of this node\'s lease; must be less than leaseSeconds'),
+    restAddress: z
+      .string()
+      .max(1024)
+      .regex(/^https?:\/\/\S+$/i, 'an http:// or https:// URL')
+      .optional()
+      .describe("the REST API's address as the other nodes and operators reach it; default: from RestApi.hostnames and the bound port"),
+    user: z.string().max(1024).optional().describe('NATS user'),
+    password: z.string().max(1024).optional().describe('NATS password'),
+  })
+  .strict()
+  .refine((c) => c.heartbeatSeconds < c.leaseSeconds, { message: 'heartbeatSeconds must be less than leaseSeconds', path: ['heartbeatSeconds'] })
+  .refine((c) => !c.enabled || c.servers.length > 0, { message: 'at least one NATS server when enabled', path: ['servers'] });
+
+export type ClusterConfig = z.output<typeof ClusterSchema>;
