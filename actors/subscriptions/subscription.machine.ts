@@ -101,7 +101,7 @@ export const subscriptionMachine = setup({
       on: { 'subscription.pause': { target: 'starting', actions: ['pauseSubscription', assign({ paused: true })] } },
     },
     full: {
-      tags: ['degraded'],
+      // no `degraded` tag: a full subscription is one client's backlog, not the server's health (/health stays Ok)
       entry: assign({ full: true, paused: false, hibernating: false }),
       on: { 'subscription.pause': { target: 'starting', actions: ['pauseSubscription', assign({ paused: true })] } },
     },

@@ -107,7 +107,7 @@ export function subscriptionsService(): Service {
           const value = recordState(sub);
           return {
             value,
-            tags: value === 'full' ? ['degraded'] : [],
+            tags: [],
             context: {
               sessionId: sub.sessionId,
               filter: sub.filter,
