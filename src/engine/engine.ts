@@ -128,7 +128,11 @@ export interface PublishOptions {
 /** Default of `EngineOptions.defaultMaxBytes` and of DestinationManager.maxQueuedBytes: 8 MiB. */
 export const DEFAULT_MAX_BYTES = 8 * 1024 * 1024;
 
-const RESOLVED: Promise<void> = Promise.resolve();
+/**
+ * What `publish` returns when nothing waits for a store write: already resolved, never rejects (a caller that drops
+ * the result need not attach a handler, e.g. MQTT QoS 0 without a promise per message).
+ */
+export const RESOLVED: Promise<void> = Promise.resolve();
 /** The unsubscribe reason `closeSession(id, { expired: true })` gives (durable notice `expired`). */
 const SESSION_EXPIRED = 'session expired';
 function noop(): void {}

@@ -1,5 +1,5 @@
 /** Public surface of the messaging engine. */
-export { DEFAULT_MAX_BYTES, Engine, QUOTA_EXCEEDED } from './engine.js';
+export { DEFAULT_MAX_BYTES, Engine, QUOTA_EXCEEDED, RESOLVED as PUBLISHED } from './engine.js';
 export type { DurableChange, EngineEvents, EngineOptions, PublishOptions } from './engine.js';
 export type { DestinationDTO, EngineStats } from './views.js';
 export type { RecoveryResult } from './recovery.js';

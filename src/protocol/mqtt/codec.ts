@@ -209,7 +209,12 @@ function once(props: PublishProperties, key: keyof PublishProperties): void {
 }
 
 /** Decode a PUBLISH frame (fixed-header flags already split off). Throws MqttProtocolError. */
-export function decodePublish(frame: Buffer, flags: number, bodyOffset: number, v5: boolean): InboundPublish {
+/**
+ * `memo`: the last topic name this connection published to ('' for none). When the topic bytes are that name's
+ * (ASCII), the same string is returned instead of a new one: no decoding, and the engine's look-ups by name reuse
+ * the string's cached hash (a publisher usually sends to the same topic again and again).
+ */
+export function decodePublish(frame: Buffer, flags: number, bodyOffset: number, v5: boolean, memo = ''): InboundPublish {
   const qos = (flags >> 1) & 3;
   if (qos === 3) throw new MqttProtocolError(Reason.MalformedPacket, 'PUBLISH with both QoS bits set [MQTT-3.3.1-4]');
   const dup = (flags & 8) !== 0;
@@ -221,15 +226,21 @@ export function decodePublish(frame: Buffer, flags: number, bodyOffset: number, 
   const tlen = frame.readUInt16BE(off);
   if (off + 2 + tlen > end) throw new MqttProtocolError(Reason.MalformedPacket, 'truncated topic name');
   let ascii = true;
-  for (let i = off + 2, e = off + 2 + tlen; i < e; i++) {
+  let same = tlen > 0 && memo.length === tlen;
+  for (let i = off + 2, e = off + 2 + tlen, m = 0; i < e; i++, m++) {
     const b = frame[i]!;
     if (b === 0 || b >= 0x80) {
       ascii = false;
+      same = false;
       break;
     }
+    if (same && b !== memo.charCodeAt(m)) same = false;
   }
   let topic: string;
-  if (ascii) {
+  if (same) {
+    topic = memo;
+    off += 2 + tlen;
+  } else if (ascii) {
     topic = frame.toString('latin1', off + 2, off + 2 + tlen);
     off += 2 + tlen;
   } else [topic, off] = readUtf8(frame, off, end, 'topic name');

@@ -114,6 +114,7 @@ export class MqttConnection implements MqttConn {
   /** Client's Maximum Packet Size (bytes); packets larger are not sent [MQTT-3.1.2-24]. */
   clientMaxPacket = 0x7fffffff;
   requestProblemInformation = true;
+  lastTopic = '';
   private inAliases: Map<number, string> | undefined;
   /** Topic aliases the client set up (inbound); made on first use (most clients never set one). */
   get aliases(): Map<number, string> {

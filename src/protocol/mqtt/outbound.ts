@@ -42,13 +42,53 @@ export class EncodeCache {
   /** Slot `(v5 ? 6 : 0) + qos * 2 + (retain ? 1 : 0)`. */
   readonly slots: Array<EncodedPublish | undefined> = new Array<EncodedPublish | undefined>(12);
 
+  /**
+   * An inbound QoS 0 PUBLISH being published (set by the PUBLISH handler around `engine.publish`): its bytes are
+   * already what a subscriber of the same protocol class gets (QoS 0, no DUP, no retain flag, no properties), so
+   * the message with this payload starts with them in slot `seedSlot` instead of being encoded again.
+   */
+  private seedPayload: Buffer | undefined = undefined;
+  private seedFrame: Buffer | undefined = undefined;
+  private seedTopic = '';
+  private seedSlot = 0;
+
+  seed(topic: string, payload: Buffer, frame: Buffer, v5: boolean): void {
+    this.seedTopic = topic;
+    this.seedPayload = payload;
+    this.seedFrame = frame;
+    this.seedSlot = v5 ? 6 : 0;
+  }
+
+  unseed(): void {
+    this.seedPayload = undefined;
+    this.seedFrame = undefined;
+  }
+
   /** The slots for this message and topic (emptied when they were another message's). */
   for(msg: Message, topic: string): Array<EncodedPublish | undefined> {
     if (this.msg !== msg || this.topic !== topic) {
       this.msg = msg;
       this.topic = topic;
       this.slots.fill(undefined);
+      // the payload is the inbound packet's own view; what else goes into those bytes is checked too (a message
+      // made from another packet with the same payload object must encode to the same bytes to use them)
+      if (msg.payload === this.seedPayload && topic === this.seedTopic && plain(msg)) this.slots[this.seedSlot] = { bytes: this.seedFrame!, pidOffset: 0 };
     }
     return this.slots;
   }
+}
+
+/** QoS 0, not retained, nothing that becomes a v5 property: the PUBLISH is topic and payload only. */
+function plain(msg: Message): boolean {
+  return (
+    msg.qos === 0 &&
+    !msg.retain &&
+    msg.expiresAt === 0 &&
+    msg.payloadFormat === undefined &&
+    msg.contentType === undefined &&
+    msg.responseTopic === undefined &&
+    msg.correlationData === undefined &&
+    msg.userProperties === undefined &&
+    msg.subscriptionIds === undefined
+  );
 }

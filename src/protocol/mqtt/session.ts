@@ -3,7 +3,7 @@
  * subscriptions themselves live in the engine (durable subscriptions hold messages while the session is offline);
  * the session keeps the subscription options, the packet ids in flight and the QoS 2 exchanges.
  */
-import type { Engine, Subscription } from '../../engine/index.js';
+import type { Engine, PublishOptions, Subscription } from '../../engine/index.js';
 
 export interface StoredSubscription {
   filter: string;
@@ -151,6 +151,11 @@ export class MqttSession {
   /** Subscriptions that were refused a delivery (no credit); resumed when credit is back. */
   get blocked(): Set<Subscription> {
     return (this.blockedSet ??= new Set());
+  }
+  private pubOpts: PublishOptions | undefined;
+  /** What this session's publishes tell the engine (one object for all of them, not one per message). */
+  get publishOptions(): PublishOptions {
+    return (this.pubOpts ??= { origin: this.sessionId });
   }
   /** Whether any subscription waits in `blocked` (without making the set). */
   get hasBlocked(): boolean {

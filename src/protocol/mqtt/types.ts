@@ -10,6 +10,7 @@ import type { Engine, PushSink } from '../../engine/index.js';
 import type { NetworkCounters } from '../../runtime/runtime.js';
 import type { AuthExchange, Principal, SecurityService } from '../../security/types.js';
 import type { Sub } from '../../store/store.js';
+import type { EncodeCache } from './outbound.js';
 import type { MqttSession, WillMessage } from './session.js';
 
 /** What a transport gives a connection. */
@@ -79,6 +80,8 @@ export interface MqttBrokerApi {
   endSession(s: MqttSession, expired?: boolean): void;
   /** A new connection took the session over: a delayed will is not sent. */
   cancelWill(s: MqttSession): void;
+  /** The encode-once cache of outbound PUBLISHes (the PUBLISH handler seeds it with an inbound QoS 0 packet). */
+  readonly encoded: EncodeCache;
 }
 
 /** An enhanced-authentication exchange waiting for the client's AUTH 0x18 (handlers/auth.ts). */
@@ -118,6 +121,8 @@ export interface MqttConn extends PushSink {
   requestProblemInformation: boolean;
   /** Topic aliases the client set up (inbound). */
   readonly aliases: Map<number, string>;
+  /** The topic name of the client's last PUBLISH, validated ('' for none): decodePublish's memo. */
+  lastTopic: string;
   /** Topic aliases toward a v5 client, topic → alias (undefined: none are sent). */
   outAliases: Map<string, number> | undefined;
   outAliasMax: number;
