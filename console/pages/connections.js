@@ -22,7 +22,7 @@ function Connections({ params }) {
         <caption>${shown.length} of ${rows.length} connections, refreshed every 5 s</caption>
         <thead><tr><th scope="col">Id</th><th scope="col">Protocol</th><th scope="col">Client id</th><th scope="col">User</th><th scope="col">Endpoint</th><th scope="col">Remote</th><th scope="col">Connected</th><th scope="col" class="num">Read</th><th scope="col" class="num">Written</th></tr></thead>
         <tbody>${shown.map(
-          (c) => html`<tr><td>${c.id}</td><td>${c.protocolName} ${c.protocolVersion}</td><td>${c.clientId || '–'}</td><td>${c.user || '–'}</td><td>${c.endpoint}</td><td>${c.name}</td><td>${c.connectedTimeMs > 0 ? html`<time datetime=${new Date(c.connectedTimeMs).toISOString()}>${fmtTime(c.connectedTimeMs)}</time>` : '–'}</td><td class="num">${fmtBytes(c.totalBytesRead)}</td><td class="num">${fmtBytes(c.totalBytesWritten)}</td></tr>`,
+          (c) => html`<tr><td><a href=${href('/connection', { id: c.id })} aria-label=${`Connection ${c.id}`}>${c.id}</a></td><td>${c.protocolName} ${c.protocolVersion}</td><td>${c.clientId || '–'}</td><td>${c.user || '–'}</td><td>${c.endpoint}</td><td>${c.name}</td><td>${c.connectedTimeMs > 0 ? html`<time datetime=${new Date(c.connectedTimeMs).toISOString()}>${fmtTime(c.connectedTimeMs)}</time>` : '–'}</td><td class="num">${fmtBytes(c.totalBytesRead)}</td><td class="num">${fmtBytes(c.totalBytesWritten)}</td></tr>`,
         )}</tbody>
       </table></div>`;
     }}<//>

@@ -26,7 +26,7 @@ function Destinations({ params }) {
         <caption>${fmtNum(r.totalEntries)} entries under ${prefix ? `“${prefix}”` : 'the root'}</caption>
         <thead><tr><th scope="col">Name</th><th scope="col">Type</th><th scope="col" class="num">Children</th></tr></thead>
         <tbody>${r.entries.map(
-          (d) => html`<tr><th scope="row">${d.destinationType === 'FOLDER' ? html`<a href=${href('/destinations', { prefix: d.fullPath })}>${d.name}/</a>` : d.name}</th><td>${d.destinationType}</td><td class="num">${d.childCount !== undefined ? fmtNum(d.childCount) : '–'}</td></tr>`,
+          (d) => html`<tr><th scope="row">${d.destinationType === 'FOLDER' ? html`<a href=${href('/destinations', { prefix: d.fullPath })}>${d.name}/</a>` : html`<a href=${href('/destination', { name: d.fullPath })}>${d.name}</a>`}</th><td>${d.destinationType}</td><td class="num">${d.childCount !== undefined ? fmtNum(d.childCount) : '–'}</td></tr>`,
         )}</tbody>
       </table></div>
       <${Pager} page=${r.pageNo} pages=${r.totalPages} label="Destination" to=${(p) => href('/destinations', { prefix, page: p })} />`}<//>
