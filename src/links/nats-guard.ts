@@ -45,6 +45,8 @@ export interface NatsInboundLimits {
   onViolation?(reason: string): void;
   /** While it answers true, nothing more is read from the server (the receiver has enough in hand). */
   busy?(): boolean;
+  /** Resolves once `busy()` may answer false (a handler finished); reading resumes then, without polling. */
+  notBusy?(): Promise<void>;
 }
 
 /** The close error of a connection whose server broke an inbound limit. */
@@ -278,6 +280,22 @@ export class GuardedNodeTransport extends NodeTransport {
     });
   }
 
+  /** Resolves when `p` does, or once the transport is closed (`done`, looked at every second meanwhile). */
+  private untilOrDone(p: Promise<void>): Promise<void> {
+    return new Promise<void>((resolve) => {
+      let timer: NodeJS.Timeout | undefined;
+      const tick = () => {
+        if (this.done) resolve();
+        else timer = setTimeout(tick, 1000);
+      };
+      timer = setTimeout(tick, 1000);
+      void p.then(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
   /** nats.js's read loop, in bounded turns (see the header of this file). */
   override async *iterate(): AsyncIterableIterator<Uint8Array> {
     let turn = 0;
@@ -305,7 +323,9 @@ export class GuardedNodeTransport extends NodeTransport {
               this.paused = true;
               this.socket?.pause();
             }
-            await new Promise<void>((r) => setTimeout(r, 5));
+            // woken when a handler finishes (notBusy), else looked at again in 5 ms
+            const room = this.limits.notBusy?.();
+            await (room === undefined ? new Promise<void>((r) => setTimeout(r, 5)) : this.untilOrDone(room));
             turn = 0;
           }
         }

@@ -363,7 +363,27 @@ export class NatsTransport implements LinkTransport {
     } catch (err) {
       p = Promise.reject(err as Error);
     }
-    return p.finally(() => this.inHandlers--);
+    return p.finally(() => {
+      this.inHandlers--;
+      const w = this.roomWaiter;
+      if (w !== undefined && this.inHandlers < this.maxInHandlers) {
+        this.roomWaiter = undefined;
+        w.resolve();
+      }
+    });
+  }
+
+  /** Waiting for `inHandlers` to drop below `maxInHandlers` (the guarded transport's read loop), if it is. */
+  private roomWaiter: { promise: Promise<void>; resolve: () => void } | undefined;
+
+  private whenRoom(): Promise<void> {
+    if (this.inHandlers < this.maxInHandlers) return Promise.resolve();
+    if (this.roomWaiter === undefined) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => (resolve = r));
+      this.roomWaiter = { promise, resolve };
+    }
+    return this.roomWaiter.promise;
   }
 
   async connect(): Promise<void> {
@@ -396,6 +416,7 @@ export class NatsTransport implements LinkTransport {
             }
           },
           busy: () => this.inHandlers >= this.maxInHandlers,
+          notBusy: () => this.whenRoom(),
         },
       );
     } catch (err) {
