@@ -6,6 +6,7 @@
  * Each service names what it depends on (`dependsOn`); the runtime starts them dependencies first, in this
  * registration order otherwise, and stops them in reverse (src/runtime/service-order.ts).
  */
+import { clusterService } from './cluster/cluster.service.js';
 import { devicesService } from './devices/devices.service.js';
 import { loraService } from './devices/lora/lora.service.js';
 import { discoveryService } from './discovery/discovery.service.js';
@@ -41,4 +42,5 @@ export function registerServices(rt: Runtime): void {
   rt.use(sysTopicsService()); // $SYS topics into the engine
   rt.use(devicesService()); // I²C sensors: one actor each under the devices supervisor, readings into the engine
   rt.use(loraService()); // LoRa radios (RN2483 on serial ports): one actor each under the lora supervisor, uplinks into the engine
+  rt.use(clusterService()); // membership of the cluster over NATS JetStream (off unless Cluster.enabled); last, so a clean stop writes its lease as left first
 }

@@ -1,0 +1,109 @@
+/**
+ * The cluster service: when `Cluster.enabled`, this broker's membership of the cluster (src/cluster/membership.ts);
+ * otherwise nothing at all (no NATS connection, no file, no status line). It gives the views the REST API, /health
+ * and /readyz read, and the runtime events the session work builds on (docs/cluster.md).
+ */
+import type { SubSystemStatus } from '../runtime/monitor.js';
+import type { Runtime, Service } from '../runtime/runtime.js';
+import { ClusterState, Membership, type ClusterView, type GoneNode } from './membership.js';
+
+declare module '../runtime/runtime.js' {
+  interface RuntimeServices {
+    cluster: ClusterService;
+  }
+}
+
+declare module '../runtime/events.js' {
+  interface RuntimeEvents {
+    /** A node's lease lapsed: emitted once per lapse on every member; `declaredHere` on exactly one of them. */
+    'cluster.node.gone': [gone: GoneNode];
+    /** A node wrote its lease as left (a clean stop): not a lapse. */
+    'cluster.node.left': [nodeId: string, epoch: number];
+    /** A node came back with a higher epoch before its old lease lapsed (a quick restart). */
+    'cluster.node.restarted': [nodeId: string, oldEpoch: number, newEpoch: number];
+    /** This node's membership changed state (Connecting, Member, Isolated, Refused, Stopped). */
+    'cluster.state': [state: ClusterState, reason: string];
+    /** This node was declared gone while isolated and holds its lease again under a new epoch. */
+    'cluster.rejoined': [epoch: number];
+  }
+}
+
+/** GET /api/v1/server/cluster when the cluster is off. */
+export interface ClusterOff {
+  enabled: false;
+}
+
+export class ClusterService implements Service {
+  readonly name = 'cluster';
+  private membership?: Membership;
+  private restAddress = '';
+
+  async start(rt: Runtime): Promise<void> {
+    const cfg = rt.config.Cluster;
+    if (!cfg.enabled) return;
+    this.restAddress = cfg.restAddress ?? '';
+    const log = rt.log.child({ service: 'cluster' });
+    this.membership = new Membership(cfg, {
+      log,
+      dataDirectory: rt.config.MessageDaemon.dataDirectory,
+      serverName: rt.serverName,
+      restAddress: () => this.restAddress,
+      onGone: (g) => rt.emit('cluster.node.gone', g),
+      onLeft: (id, epoch) => rt.emit('cluster.node.left', id, epoch),
+      onRestarted: (id, from, to) => rt.emit('cluster.node.restarted', id, from, to),
+      onState: (state, reason) => rt.emit('cluster.state', state, reason),
+      onRejoined: (epoch) => rt.emit('cluster.rejoined', epoch),
+    });
+    this.membership.start(); // in the background: the broker serves its clients while it joins
+  }
+
+  async stop(): Promise<void> {
+    await this.membership?.stop();
+    this.membership = undefined;
+  }
+
+  get enabled(): boolean {
+    return this.membership !== undefined;
+  }
+
+  /** The REST API's bound address (from the listening server), unless Cluster.restAddress names one. */
+  setRestAddress(url: string): void {
+    if (!this.membership || this.restAddress) return;
+    this.restAddress = url;
+  }
+
+  view(): ClusterView | ClusterOff {
+    return this.membership ? this.membership.view() : { enabled: false };
+  }
+
+  /** Why this node is not ready as a cluster member (empty when it is, or when the cluster is off). */
+  readinessReasons(): string[] {
+    const m = this.membership;
+    if (!m || m.state === ClusterState.Member || m.state === ClusterState.Stopped) return [];
+    return [`cluster: ${m.state}: ${m.reason ?? ''}`];
+  }
+
+  /** The nodes this node cannot reach (gone, or their lease lapsed and not declared yet). */
+  unreachable(): string[] {
+    const v = this.membership?.view();
+    return v ? v.unreachable : [];
+  }
+
+  /** The `Cluster` line of GET /api/v1/server/status (and so of /health); absent when the cluster is off. */
+  subsystemStatus(): SubSystemStatus | undefined {
+    const m = this.membership;
+    if (!m) return undefined;
+    const v = m.view();
+    const live = v.nodes.filter((n) => n.state === 'live' && !v.unreachable.includes(n.nodeId)).length;
+    if (v.state === ClusterState.Member) {
+      if (v.unreachable.length) return { name: 'Cluster', comment: `member ${v.nodeId} (epoch ${v.epoch}); unreachable nodes: ${v.unreachable.join(', ')}`, status: 'WARN' };
+      return { name: 'Cluster', comment: `member ${v.nodeId} (epoch ${v.epoch}) of ${v.clusterName}; ${live} node(s) live`, status: 'OK' };
+    }
+    const status = v.state === ClusterState.Connecting ? 'WARN' : v.state === ClusterState.Stopped ? 'STOPPED' : 'ERROR';
+    return { name: 'Cluster', comment: `${v.state}: ${v.reason ?? ''}`, status };
+  }
+}
+
+export function clusterService(): ClusterService {
+  return new ClusterService();
+}
