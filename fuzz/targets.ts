@@ -9,6 +9,7 @@
  * per-input timeout.
  */
 import { isDeepStrictEqual } from 'node:util';
+import mqttPacket from 'mqtt-packet';
 import { decodeAck, decodePublish, encodeAck, encodePublish, Framer, PacketType, type FrameSink } from '../src/protocol/mqtt/codec.js';
 import { PacketParser, type ParserSettings, type ParseTarget } from '../src/protocol/mqtt/parser.js';
 import { MqttProtocolError } from '../src/protocol/mqtt/reason.js';
@@ -44,9 +45,30 @@ function frameOf(first: number, body: Buffer): { frame: Buffer; bodyOffset: numb
   return { frame: Buffer.concat([Buffer.from([first]), len, body]), bodyOffset: 1 + len.length };
 }
 
+/** A plain object of the same own properties (mqtt-packet builds some without a prototype). */
+const plain = (o: object | undefined): object | undefined => (o === undefined ? undefined : { ...o });
+
+/** What mqtt-packet's own parser makes of a frame (undefined when it refuses it): the reference for the fast path. */
+function referenceParse(frame: Buffer, version: 4 | 5): Record<string, any> | undefined {
+  const parser = mqttPacket.parser({ protocolVersion: version });
+  let packet: Record<string, any> | undefined;
+  let failed = false;
+  parser.on('packet', (p) => (packet = p as Record<string, any>));
+  parser.on('error', () => (failed = true));
+  try {
+    parser.parse(frame);
+  } catch {
+    return undefined;
+  }
+  return failed ? undefined : packet;
+}
+
 /**
  * PUBLISH fast path (`decodePublish`). Byte 0: bit 0 MQTT 5, bits 1-4 the fixed header flags (DUP, QoS, RETAIN);
- * the rest is the body. Oracle: an accepted PUBLISH re-encoded by `encodePublish` decodes to the same packet.
+ * the rest is the body. Oracles: an accepted PUBLISH re-encoded by `encodePublish` decodes to the same packet; where
+ * mqtt-packet's parser (which the fast path replaced) accepts it too, both read the same fields. They may disagree on
+ * acceptance: the fast path adds checks mqtt-packet leaves out (UTF-8, repeated properties, a client's subscription
+ * identifier).
  */
 export function publish(buf: Buffer): void {
   if (buf.length < 1) return;
@@ -61,11 +83,46 @@ export function publish(buf: Buffer): void {
   while (again.bytes[off]! & 0x80) off++;
   const q = decodePublish(again.bytes, first & 0x0f, off + 1, v5);
   if (!isDeepStrictEqual(p, q)) throw new FuzzFinding(`PUBLISH does not survive re-encoding: ${JSON.stringify(p)} != ${JSON.stringify(q)}`);
+  const ref = referenceParse(frame, v5 ? 5 : 4);
+  if (ref === undefined) return;
+  const rp = (ref.properties ?? {}) as Record<string, any>;
+  const ours = {
+    topic: p.topic,
+    payload: p.payload.toString('hex'),
+    qos: p.qos,
+    dup: p.dup,
+    retain: p.retain,
+    packetId: p.qos > 0 ? p.packetId : undefined,
+    payloadFormatIndicator: p.properties?.payloadFormatIndicator === undefined ? undefined : p.properties.payloadFormatIndicator === 1,
+    messageExpiryInterval: p.properties?.messageExpiryInterval,
+    topicAlias: p.properties?.topicAlias,
+    responseTopic: p.properties?.responseTopic,
+    correlationData: p.properties?.correlationData?.toString('hex'),
+    contentType: p.properties?.contentType,
+    userProperties: plain(p.properties?.userProperties),
+  };
+  const theirs = {
+    topic: ref.topic,
+    payload: Buffer.from(ref.payload).toString('hex'),
+    qos: ref.qos,
+    dup: ref.dup,
+    retain: ref.retain,
+    packetId: ref.qos > 0 ? ref.messageId : undefined,
+    payloadFormatIndicator: rp.payloadFormatIndicator,
+    messageExpiryInterval: rp.messageExpiryInterval,
+    topicAlias: rp.topicAlias,
+    responseTopic: rp.responseTopic,
+    correlationData: rp.correlationData === undefined ? undefined : Buffer.from(rp.correlationData).toString('hex'),
+    contentType: rp.contentType,
+    userProperties: plain(rp.userProperties),
+  };
+  if (!isDeepStrictEqual(ours, theirs)) throw new FuzzFinding(`PUBLISH read differently from mqtt-packet: ${JSON.stringify(ours)} != ${JSON.stringify(theirs)}`);
 }
 
 /**
  * `decodeAck`. Byte 0: bits 0-1 the type (PUBACK..PUBCOMP), bit 2 MQTT 5, bits 4-7 the fixed header flags; the rest is
- * the body. Oracle: an accepted acknowledgement re-encoded by `encodeAck` decodes to the same identifier and reason.
+ * the body. Oracles: an accepted acknowledgement re-encoded by `encodeAck` decodes to the same identifier and reason;
+ * mqtt-packet, where it accepts the frame too, reads the same identifier and reason.
  */
 export function ack(buf: Buffer): void {
   if (buf.length < 1) return;
@@ -79,6 +136,11 @@ export function ack(buf: Buffer): void {
   const again = encodeAck(type, a.messageId, a.reasonCode, v5);
   const b = decodeAck(type, again[0]! & 0x0f, again, 2, v5);
   if (!isDeepStrictEqual(a, b)) throw new FuzzFinding(`${a.cmd} does not survive re-encoding: ${JSON.stringify(a)} != ${JSON.stringify(b)}`);
+  // where mqtt-packet (which decodeAck replaced for these packets) accepts the frame too, both read the same fields
+  const ref = referenceParse(frame, v5 ? 5 : 4);
+  if (ref !== undefined && (ref.cmd !== a.cmd || ref.messageId !== a.messageId || (ref.reasonCode ?? 0) !== a.reasonCode)) {
+    throw new FuzzFinding(`${a.cmd} read differently from mqtt-packet: ${JSON.stringify(a)} != ${JSON.stringify({ cmd: ref.cmd, messageId: ref.messageId, reasonCode: ref.reasonCode })}`);
+  }
 }
 
 class Target implements ParseTarget {
@@ -155,6 +217,9 @@ export function properties(buf: Buffer): void {
   }
 }
 
+/** Maximum packet sizes the framer target tries: the default of its corpus first, then small ones (the oversize check). */
+const MAX_SIZES = [4096, 2, 5, 16, 64, 128, 300, 1024] as const;
+
 class Collect implements FrameSink {
   frames: Buffer[] = [];
   stopped = false;
@@ -166,26 +231,40 @@ class Collect implements FrameSink {
 }
 
 /**
- * The framer and everything behind it. Byte 0: bit 0 MQTT 5, bits 1-7 where to split the rest into reads
- * (a stride); maximum packet size 4096. Each frame goes to the decoder a connection would use (PUBLISH, the
+ * The framer and everything behind it. Byte 0: bit 0 MQTT 5, bits 1-4 where to split the rest into reads
+ * (a stride of 1..16 bytes), bits 5-7 the maximum packet size (MAX_SIZES). Each frame goes to the decoder a connection would use (PUBLISH, the
  * acknowledgements, the mqtt-packet parser for the rest; a decoder's MqttProtocolError ends that stream as it ends
- * the connection). Oracles: the same frames (and the same outcome) whether the bytes come in one read, in reads of
- * the stride, or one byte at a time; each frame's length is what its fixed header says.
+ * the connection). Oracles: the same frames, packets and outcome whether the bytes come in one read, in reads of
+ * the stride, or one byte at a time; each frame's length is what its fixed header says; and the broker's parser,
+ * shared by all connections (parser.ts), gives this stream the same packets when another connection's packets (of the
+ * other protocol version, a CONNECT among them) are parsed between its frames.
  */
 export function framer(buf: Buffer): void {
   if (buf.length < 1) return;
   const v5 = (buf[0]! & 1) === 1;
-  const stride = (buf[0]! >> 1) + 1;
+  const stride = ((buf[0]! >> 1) & 0x0f) + 1;
+  const maxPacketSize = MAX_SIZES[buf[0]! >> 5]!;
   const bytes = buf.subarray(1);
-  const run = (reads: Buffer[]): { frames: Buffer[]; error: string | undefined } => {
+  const otherVersion = v5 ? 4 : 5;
+  const others = [
+    mqttPacket.generate({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: otherVersion, clean: true, clientId: 'other', keepalive: 10 } as never, { protocolVersion: otherVersion } as never),
+    mqttPacket.generate({ cmd: 'subscribe', messageId: 3, subscriptions: [{ topic: 'o/#', qos: 1 }] } as never, { protocolVersion: otherVersion } as never),
+    mqttPacket.generate({ cmd: 'unsubscribe', messageId: 4, unsubscriptions: ['o/#'] } as never, { protocolVersion: otherVersion } as never),
+  ];
+  const run = (reads: Buffer[], interleave: boolean): { frames: Buffer[]; packets: string; error: string | undefined } => {
     const parser = new PacketParser();
+    const other = new Target(undefined);
+    let turn = 0;
     const target = new Target(v5 ? { protocolVersion: 5 } : { protocolVersion: 4 });
     const sink = new Collect((type, flags, frame, bodyOffset) => {
       if (type === PacketType.PUBLISH) decodePublish(frame, flags, bodyOffset, v5);
       else if (type >= PacketType.PUBACK && type <= PacketType.PUBCOMP) decodeAck(type, flags, frame, bodyOffset, v5);
-      else parser.parse(target, frame);
+      else {
+        if (interleave) parser.parse(other, others[Math.min(turn++, others.length - 1)]!);
+        parser.parse(target, frame);
+      }
     });
-    const f = new Framer(sink, 4096);
+    const f = new Framer(sink, maxPacketSize);
     let error: string | undefined;
     try {
       for (const r of reads) f.push(r);
@@ -193,9 +272,9 @@ export function framer(buf: Buffer): void {
       if (!(err instanceof MqttProtocolError)) throw err;
       error = err.message;
     }
-    return { frames: sink.frames, error };
+    return { frames: sink.frames, packets: JSON.stringify(target.packets), error };
   };
-  const whole = run([bytes]);
+  const whole = run([bytes], true);
   for (const fr of whole.frames) {
     let off = 1;
     let len = 0;
@@ -213,7 +292,7 @@ export function framer(buf: Buffer): void {
   const singles: Buffer[] = [];
   for (let i = 0; i < bytes.length; i++) singles.push(bytes.subarray(i, i + 1));
   for (const [name, reads] of [['stride', strided], ['byte by byte', singles]] as const) {
-    const other = run(reads);
+    const other = run(reads, false);
     if (!isDeepStrictEqual(whole, other)) throw new FuzzFinding(`framing read ${name} differs from one read: ${JSON.stringify({ whole, other })}`);
   }
 }
