@@ -100,6 +100,9 @@ export const endpointMachine = setup({
     recordListenerError: assign(({ context, event }) => ({
       attempts: context.attempts + 1,
       lastError: event.type === 'listener.failed' ? event.error : context.lastError,
+      // closed by the listener's exit: nobody reads a dead handle from the snapshot
+      handle: undefined,
+      port: undefined,
     })),
     dropHandle: assign({ handle: undefined, port: undefined }),
     markPaused: assign({ paused: true }),

@@ -7,7 +7,7 @@
  * crashes); the registry finds it as `rt.actor('discovery', '')` wherever it sits.
  */
 import { networkInterfaces } from 'node:os';
-import { fromPromise, type ActorRefFrom } from 'xstate';
+import { fromCallback, fromPromise, type ActorRefFrom } from 'xstate';
 import { z } from 'zod';
 import { discoveryMachine, discoveryStateName, type DiscoveryAgentLike, type DiscoveryEvent } from '../../actors/discovery/discovery.machine.js';
 import { parseEndpointUrl } from '../config/schema.js';
@@ -117,7 +117,11 @@ export class DiscoveryService implements Service {
   readonly dependsOn = ['endpoints'] as const;
   private rt!: Runtime;
   table!: DiscoveredTable;
-  private agent: Agent | undefined;
+  /**
+   * Agent closes under way (goodbye records). The `discovery` actor is the agent's only owner: its `agent` callback
+   * closes it on exit; `stop` waits for these.
+   */
+  private readonly closing = new Set<Promise<void>>();
   private restPort: number | undefined;
   private restWaiters: Array<() => void> = [];
 
@@ -148,8 +152,7 @@ export class DiscoveryService implements Service {
 
   async stop(): Promise<void> {
     // the actor was stopped with the tree (its agent closes: goodbye records); wait for the goodbyes to go out
-    await this.agent?.close();
-    this.agent = undefined;
+    await Promise.all([...this.closing]);
   }
 
   /** The REST API listens (src/api/routes/discovery): its port goes into the `_maps._tcp` record. */
@@ -253,12 +256,20 @@ export class DiscoveryService implements Service {
             await agent.close();
             throw new Error('start cancelled');
           }
-          this.agent = agent;
           log.info(
             { mdns: !!mdns, nats: target ? target.url.replace(/\/\/[^@/]*@/, '//') : undefined, services: ad.services.map((s) => `_${s.type}._tcp ${s.port}`) },
             'discovery running',
           );
           return agent;
+        }),
+        // the machine's agent session, plus: `stop` waits for the close it starts on exit
+        agent: fromCallback<DiscoveryEvent, { handle: DiscoveryAgentLike }>(({ input, sendBack }) => {
+          input.handle.onError((err) => sendBack({ type: 'agent.failed', error: err.message }));
+          return () => {
+            const p = input.handle.close().catch(() => {});
+            this.closing.add(p);
+            void p.finally(() => this.closing.delete(p));
+          };
         }),
       },
     });
