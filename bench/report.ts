@@ -13,6 +13,8 @@ export interface BenchReport {
   target: string;
   /** Whether the target was met; undefined when there is none. */
   met?: boolean;
+  /** The raw figures behind the rows, by name, for the summary table of `npm run bench` (bench/summary.ts). */
+  figures?: Record<string, number>;
 }
 
 export function fmt(n: number, digits = 0): string {

@@ -99,6 +99,7 @@ export async function run(): Promise<BenchReport> {
       ],
       target: `ratio >= ${TARGET_RATIO}`,
       met: ratio >= TARGET_RATIO && errors === 0,
+      figures: { broker: brokerRate, bare: plainRate },
     };
   } finally {
     await bare.close();

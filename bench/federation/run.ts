@@ -396,12 +396,14 @@ async function latency(sys: System, qos: Qos): Promise<{ p50: number; p99: numbe
   return { p50: q(0.5), p99: q(0.99), n: samples.length };
 }
 
-interface Row {
+export interface FederationRow {
   tput: Record<Qos, number>;
   lat: Record<Qos, { p50: number; p99: number; n: number }>;
 }
+type Row = FederationRow;
 
-export async function runFederationBench(): Promise<void> {
+/** Runs the comparison, prints its table and returns the figures per system (by its printed name). */
+export async function runFederationBench(): Promise<Array<[string, FederationRow]>> {
   const tmp = mkdtempSync(join(tmpdir(), 'switchyard-fedbench-'));
   const results: Array<[string, Row]> = [];
   const starters: Array<[string, () => Promise<System>]> = [
@@ -460,6 +462,7 @@ export async function runFederationBench(): Promise<void> {
       `Switchyard / Mosquitto bridge at QoS 1: throughput ${(sy.tput[1] / mq.tput[1]).toFixed(2)}x (target >= 1.0x), p99 ${(sy.lat[1].p99 / mq.lat[1].p99).toFixed(2)}x (target <= 1.5x)\n`,
     );
   }
+  return results;
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) await runFederationBench();

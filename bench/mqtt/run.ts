@@ -1,8 +1,11 @@
 /**
- * bench/mqtt: Switchyard, Aedes (its own process) and Debian's Mosquitto measured in one run with one load
- * generator (this process, raw sockets): QoS 0 and QoS 1 publisher→subscriber pairs, fan-out 1→100, latency
- * p50/p99 at a fixed 5 000 msg/s, and memory per idle connection over 5 000 connections. Not a test: numbers vary
- * with the machine. `npm run bench` runs it; `tsx bench/mqtt/run.ts` alone too.
+ * bench/mqtt: Switchyard, Aedes (its own process), Debian's Mosquitto and Debian's nats-server with its MQTT listener
+ * (JetStream on, as NATS's MQTT requires) measured in one run with one load generator (this process, raw sockets):
+ * QoS 0 and QoS 1 publisher→subscriber pairs (each pair its own topic), fan-out 1→100, latency p50/p99 at a fixed
+ * 5 000 msg/s, and memory per idle connection over 5 000 connections. Not a test: numbers vary with the machine.
+ * `npm run bench` runs it; `tsx bench/mqtt/run.ts` alone too. `BENCH_MQTT_BROKERS=switchyard,nats` and
+ * `BENCH_MQTT_SCENARIOS=qos0,qos1,fanout,latency,latency20k,memory` run some of them only; `BENCH_MQTT_PAIRS` (8)
+ * sets the number of publisher→subscriber pairs.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -10,12 +13,13 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { LoadClient, publishPacket } from './loadgen.js';
 import { freePort, stopProc, waitLine } from '../procs.js';
+import { startNats } from '../../test/federation/nats-server.js';
 import { inspectorOf, type Collector } from './inspector.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
 const DURATION = Number(process.env.BENCH_SECONDS ?? 3) * 1000;
 const WARMUP = 500;
-const PAIRS = 8;
+const PAIRS = Number(process.env.BENCH_MQTT_PAIRS ?? 8);
 /**
  * Node flags of both Node brokers: a 32 MiB young generation (the message path allocates many short-lived objects;
  * measured +25–30 % QoS 0 throughput for Switchyard). `npm start` uses 4 MiB instead, for a smaller idle footprint
@@ -28,7 +32,7 @@ interface Broker {
   name: string;
   port: number;
   pid: number;
-  proc: ChildProcess;
+  proc?: ChildProcess;
   /** Node brokers started for the memory scenario: a full GC over the inspector. */
   collector?: Collector;
   stop(): Promise<void>;
@@ -78,6 +82,16 @@ async function startMosquitto(tmp: string): Promise<Broker> {
     }
   }
   return { name: 'Mosquitto', port, pid: proc.pid!, proc, stop: stopProc(proc) };
+}
+
+/** nats-server with an MQTT listener (JetStream is required by it; a server name too). */
+async function startNatsMqtt(tmp: string): Promise<Broker> {
+  const port = await freePort();
+  const conf = join(tmp, `nats-${port}.conf`);
+  writeFileSync(conf, `server_name: bench\nmqtt {\n  listen: 127.0.0.1:${port}\n}\n`);
+  const nats = await startNats({ args: ['-c', conf] });
+  const pid = nats.pid()!;
+  return { name: 'NATS', port, pid, stop: () => nats.dispose() };
 }
 
 function mkdir(d: string): void {
@@ -172,22 +186,22 @@ async function fanout(port: number): Promise<number> {
 }
 
 /**
- * Latency at a fixed 5 000 msg/s: one warm-up round, then three rounds of one window each; the median round's p50 and
+ * Latency at a fixed rate (5 000 and 20 000 msg/s): one warm-up round, then three rounds of one window each; the median round's p50 and
  * p99. One round's p99 is at the mercy of a scheduler hiccup on a 2-core machine (it moves by several ms for every
  * broker, Mosquitto too).
  */
-async function latency(port: number): Promise<{ p50: number; p99: number; n: number }> {
+async function latency(port: number, rate: number): Promise<{ p50: number; p99: number; n: number }> {
   const rounds: Array<{ p50: number; p99: number; n: number }> = [];
-  await latencyRound(port); // warm-up round at this rate, not counted (the same for every broker)
+  await latencyRound(port, rate); // warm-up round at this rate, not counted (the same for every broker)
   for (let i = 0; i < 3; i++) {
-    rounds.push(await latencyRound(port));
+    rounds.push(await latencyRound(port, rate));
     await new Promise((r) => setTimeout(r, 300));
   }
   const mid = <K extends 'p50' | 'p99'>(k: K) => rounds.map((x) => x[k]).sort((a, b) => a - b)[1]!;
   return { p50: mid('p50'), p99: mid('p99'), n: rounds.reduce((a, x) => a + x.n, 0) };
 }
 
-async function latencyRound(port: number): Promise<{ p50: number; p99: number; n: number }> {
+async function latencyRound(port: number, RATE: number): Promise<{ p50: number; p99: number; n: number }> {
   const sub = await LoadClient.connect(port, 'lat-sub');
   await sub.subscribe('bench/lat', 0);
   const pub = await LoadClient.connect(port, 'lat-pub');
@@ -196,7 +210,6 @@ async function latencyRound(port: number): Promise<{ p50: number; p99: number; n
   sub.onPublish = (payload) => {
     if (recording) samples.push(performance.now() - payload.readDoubleLE(0));
   };
-  const RATE = 5000;
   const start = performance.now();
   let sent = 0;
   const payload = Buffer.alloc(64);
@@ -256,80 +269,106 @@ async function idleMemory(broker: Broker, n = 5000): Promise<{ settled: number; 
   return { settled: (settled - before) / n, raw: (raw - before) / n };
 }
 
-interface Row {
+export interface MqttRow {
   qos0: number;
   qos1: number;
   fanout: number;
   p50: number;
   p99: number;
+  p50at20k: number;
+  p99at20k: number;
   memPerConn: number;
   memRaw: number;
 }
 
-export async function runMqttBench(): Promise<void> {
+export const MQTT_BROKERS = ['Switchyard', 'Aedes', 'Mosquitto', 'NATS'] as const;
+const SCENARIOS = ['qos0', 'qos1', 'fanout', 'latency', 'latency20k', 'memory'] as const;
+
+/** Names from a comma-separated environment variable (all when unset), matched case-insensitively. */
+function picked<T extends string>(all: readonly T[], env: string | undefined): T[] {
+  if (!env) return [...all];
+  const want = env.toLowerCase().split(',').map((x) => x.trim());
+  return all.filter((x) => want.includes(x.toLowerCase()));
+}
+
+/** Runs the comparison, prints its table and returns the figures per broker (NaN for a scenario not run). */
+export async function runMqttBench(): Promise<Record<string, MqttRow>> {
   const tmp = mkdtempSync(join(tmpdir(), 'switchyard-bench-'));
-  const results: Record<string, Row> = {};
-  const starters: Array<[string, (inspect?: boolean) => Promise<Broker>]> = [
-    ['Switchyard', (inspect) => startSwitchyard(tmp, inspect)],
-    ['Aedes', (inspect) => startAedes(inspect)],
-    ['Mosquitto', () => startMosquitto(tmp)],
-  ];
+  const results: Record<string, MqttRow> = {};
+  const starters: Record<(typeof MQTT_BROKERS)[number], (inspect?: boolean) => Promise<Broker>> = {
+    Switchyard: (inspect) => startSwitchyard(tmp, inspect),
+    Aedes: (inspect) => startAedes(inspect),
+    Mosquitto: () => startMosquitto(tmp),
+    NATS: () => startNatsMqtt(tmp),
+  };
+  const brokers = picked(MQTT_BROKERS, process.env.BENCH_MQTT_BROKERS);
+  const scenarios = new Set(picked(SCENARIOS, process.env.BENCH_MQTT_SCENARIOS));
   try {
-    for (const [name, start] of starters) {
+    for (const name of brokers) {
+      const start = starters[name];
       process.stdout.write(`bench/mqtt: ${name} ...`);
-      const b = await start();
-      try {
-        const step = async <T>(label: string, f: () => Promise<T>): Promise<T> => {
-          process.stdout.write(` ${label}`);
-          const v = await f();
-          await new Promise((r) => setTimeout(r, 300)); // let the broker settle between scenarios
-          return v;
-        };
-        const qos0 = await step('qos0', () => pairs(b.port, 0));
-        const qos1 = await step('qos1', () => pairs(b.port, 1));
-        const fan = await step('fanout', () => fanout(b.port));
-        const lat = await step('latency', () => latency(b.port));
-        await b.stop();
+      const row: MqttRow = { qos0: NaN, qos1: NaN, fanout: NaN, p50: NaN, p99: NaN, p50at20k: NaN, p99at20k: NaN, memPerConn: NaN, memRaw: NaN };
+      const step = async <T>(label: string, f: () => Promise<T>): Promise<T> => {
+        process.stdout.write(` ${label}`);
+        const v = await f();
+        await new Promise((r) => setTimeout(r, 300)); // let the broker settle between scenarios
+        return v;
+      };
+      if ([...scenarios].some((x) => x !== 'memory')) {
+        const b = await start();
+        try {
+          if (scenarios.has('qos0')) row.qos0 = await step('qos0', () => pairs(b.port, 0));
+          if (scenarios.has('qos1')) row.qos1 = await step('qos1', () => pairs(b.port, 1));
+          if (scenarios.has('fanout')) row.fanout = await step('fanout', () => fanout(b.port));
+          if (scenarios.has('latency')) ({ p50: row.p50, p99: row.p99 } = await step('latency', () => latency(b.port, 5000)));
+          if (scenarios.has('latency20k')) ({ p50: row.p50at20k, p99: row.p99at20k } = await step('latency20k', () => latency(b.port, 20000)));
+        } finally {
+          await b.stop();
+        }
+      }
+      if (scenarios.has('memory')) {
         // memory on a fresh process, so garbage from the load scenarios does not blur the figure
         const fresh = await start(true);
-        let mem: { settled: number; raw: number };
         try {
-          mem = await step('memory', () => idleMemory(fresh));
+          const mem = await step('memory', () => idleMemory(fresh));
+          row.memPerConn = mem.settled;
+          row.memRaw = mem.raw;
         } finally {
           await fresh.stop();
         }
-        results[name] = { qos0, qos1, fanout: fan, p50: lat.p50, p99: lat.p99, memPerConn: mem.settled, memRaw: mem.raw };
-        process.stdout.write(' done\n');
-      } finally {
-        await b.stop();
       }
+      results[name] = row;
+      process.stdout.write(' done\n');
     }
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }
-  const sy = results.Switchyard!;
-  const ae = results.Aedes!;
-  const mo = results.Mosquitto!;
-  const k = (x: number) => `${Math.round(x).toLocaleString('en-US')}`;
-  const r = (a: number, b: number) => `${(a / b).toFixed(2)}×`;
+  const names = Object.keys(results);
+  const k = (x: number) => (Number.isNaN(x) ? '—' : `${Math.round(x).toLocaleString('en-US')}`);
+  const ms = (x: number) => (Number.isNaN(x) ? '—' : x.toFixed(3));
+  const kib = (x: number) => (Number.isNaN(x) ? '—' : (x / 1024).toFixed(2));
+  const figures: Array<[string, (r: MqttRow) => number, (x: number) => string]> = [
+    ['QoS 0 pairs (msg/s received)', (r) => r.qos0, k],
+    ['QoS 1 pairs (msg/s received)', (r) => r.qos1, k],
+    ['fan-out 1→100 (deliveries/s)', (r) => r.fanout, k],
+    ['latency p50 at 5 000 msg/s (ms, median of 3 rounds)', (r) => r.p50, ms],
+    ['latency p99 at 5 000 msg/s (ms, median of 3 rounds)', (r) => r.p99, ms],
+    ['latency p50 at 20 000 msg/s (ms, median of 3 rounds)', (r) => r.p50at20k, ms],
+    ['latency p99 at 20 000 msg/s (ms, median of 3 rounds)', (r) => r.p99at20k, ms],
+    ['memory per idle connection (KiB, 5 000 conns, after full GC)', (r) => r.memPerConn, kib],
+    ['same, 2 s after connecting, no GC (KiB)', (r) => r.memRaw, kib],
+  ];
   const lines = [
     '',
     `MQTT broker comparison (${PAIRS} pairs, 64-byte payloads, ${DURATION / 1000} s windows, one raw-socket load generator, node ${process.version})`,
     '',
-    '| scenario | Switchyard | Aedes | Mosquitto | Switchyard / Mosquitto | Switchyard / Aedes |',
-    '|---|---:|---:|---:|---:|---:|',
-    `| QoS 0 pairs (msg/s received) | ${k(sy.qos0)} | ${k(ae.qos0)} | ${k(mo.qos0)} | ${r(sy.qos0, mo.qos0)} | ${r(sy.qos0, ae.qos0)} |`,
-    `| QoS 1 pairs (msg/s received) | ${k(sy.qos1)} | ${k(ae.qos1)} | ${k(mo.qos1)} | ${r(sy.qos1, mo.qos1)} | ${r(sy.qos1, ae.qos1)} |`,
-    `| fan-out 1→100 (deliveries/s) | ${k(sy.fanout)} | ${k(ae.fanout)} | ${k(mo.fanout)} | ${r(sy.fanout, mo.fanout)} | ${r(sy.fanout, ae.fanout)} |`,
-    `| latency p50 at 5 000 msg/s (ms, median of 3 rounds) | ${sy.p50.toFixed(3)} | ${ae.p50.toFixed(3)} | ${mo.p50.toFixed(3)} | ${r(sy.p50, mo.p50)} | ${r(sy.p50, ae.p50)} |`,
-    `| latency p99 at 5 000 msg/s (ms, median of 3 rounds) | ${sy.p99.toFixed(3)} | ${ae.p99.toFixed(3)} | ${mo.p99.toFixed(3)} | ${r(sy.p99, mo.p99)} | ${r(sy.p99, ae.p99)} |`,
-    `| memory per idle connection (KiB, 5 000 conns, after full GC) | ${(sy.memPerConn / 1024).toFixed(2)} | ${(ae.memPerConn / 1024).toFixed(2)} | ${(mo.memPerConn / 1024).toFixed(2)} | ${r(sy.memPerConn, mo.memPerConn)} | ${r(sy.memPerConn, ae.memPerConn)} |`,
-    `| same, 2 s after connecting, no GC (KiB) | ${(sy.memRaw / 1024).toFixed(2)} | ${(ae.memRaw / 1024).toFixed(2)} | ${(mo.memRaw / 1024).toFixed(2)} | ${r(sy.memRaw, mo.memRaw)} | ${r(sy.memRaw, ae.memRaw)} |`,
-    '',
-    'Targets: throughput ≥ 1.0× Mosquitto and ≥ 1.5× Aedes; p99 ≤ 1.5× Mosquitto; ≤ 10 KiB per idle connection (the after-full-GC row).',
+    `| scenario | ${names.join(' | ')} |`,
+    `|---|${names.map(() => '---:').join('|')}|`,
+    ...figures.map(([label, f, show]) => `| ${label} | ${names.map((n) => show(f(results[n]!))).join(' | ')} |`),
     '',
   ];
   process.stdout.write(lines.join('\n'));
+  return results;
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
