@@ -236,7 +236,7 @@ function destinationTarget(rt: Runtime, name: string): CommandTarget<Destination
  */
 export async function controlDestination(rt: Runtime, name: string, requested: string): Promise<{ changed: boolean; state: string }> {
   const want = requested.trim().toLowerCase();
-  if (want !== 'paused' && want !== 'resumed') throw new ValidationError(`state must be paused or resumed, got "${requested}"`);
+  if (want !== 'paused' && want !== 'resumed') throw new ValidationError(`state must be paused or resumed, got "${requested.slice(0, 64)}"`);
   const target = destinationTarget(rt, name);
   const paused = want === 'paused';
   const { changed, snapshot } = await command((r) => rt.emit('actor.command', r), target, {
