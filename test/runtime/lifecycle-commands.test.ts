@@ -263,6 +263,28 @@ describe('lifecycle commands in process', () => {
     await waitUntil(async () => (await row(`subscription:${fullSub.key}`))?.state === 'active', 5000, 'room again once acknowledged');
   });
 
+  test('lifecycle - bad input to the command routes is a 4xx JSON status, never a 500', async () => {
+    await s.rt.engine!.publish('bad/input', { payload: 'x' });
+    const cases: Array<[string, string, unknown, number]> = [
+      ['PATCH', '/api/v1/server/destinations/%ZZ', { state: 'paused' }, 400],
+      ['PATCH', '/api/v1/server/destinations/bad%2Finput', {}, 400],
+      ['PATCH', '/api/v1/server/destinations/bad%2Finput', { state: 42 }, 400],
+      ['PATCH', '/api/v1/server/destinations/bad%2Finput', { state: 'x'.repeat(100_000) }, 400],
+      ['PATCH', '/api/v1/server/destinations/%24SYS%2Fserver', { state: 'paused' }, 404],
+      ['POST', '/api/v1/server/destinations/%E0%A4%A/purge', undefined, 400],
+      ['DELETE', `/api/v1/server/destinations/${'x'.repeat(5000)}`, undefined, 414],
+      ['PATCH', '/api/v1/server/subscriptions/%E0%7Cx', { state: 'paused' }, 400],
+      ['PATCH', '/api/v1/server/subscriptions/nope', { state: 'resumed' }, 404],
+      ['PATCH', '/api/v1/server/subscriptions/a%7Cb', { state: 'sideways' }, 400],
+    ];
+    for (const [method, url, payload, code] of cases) {
+      const r = await s.inject({ method: method as 'PATCH', url, ...(payload !== undefined ? { payload: payload as object } : {}) });
+      assert.equal(r.statusCode, code, `${method} ${url.slice(0, 60)}: ${r.body.slice(0, 200)}`);
+      assert.equal(typeof r.json().status, 'string');
+      assert.ok(r.body.length < 1000, 'the answer does not echo a huge input');
+    }
+  });
+
   test('lifecycle - a session whose expiry interval runs out ends its subscription actor as expired', async () => {
     const c = await connect('vis-expiring', { protocolVersion: 5, properties: { sessionExpiryInterval: 1 } });
     await c.subscribeAsync('exp/#', { qos: 1 });
