@@ -5,6 +5,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api } from '../lib/api.js';
 import { useApi } from '../lib/hooks.js';
 import { ErrorBox, Loaded, Page } from '../lib/components.js';
+import { CopyCurl } from '../lib/curl.js';
 import { href } from '../lib/router.js';
 import { Outcome, setParams, useAction } from '../lib/ui.js';
 
@@ -24,7 +25,7 @@ function Acl({ params }) {
     const f = new FormData(e.currentTarget);
     setParams('/acl', { ...Object.fromEntries(params), type: f.get('type'), key: f.get('key') });
   };
-  return html`<${Page} title="ACLs">
+  return html`<${Page} title="ACLs" curl="/api/v1/auth/permissions">
     <form class="filters" onSubmit=${open} aria-label="Resource">
       <label>Resource type<select name="type" value=${type}>${types.map((t) => html`<option>${t}</option>`)}</select></label>
       <label>Resource key<input name="key" value=${key} placeholder="a destination, / for the root" /></label>
@@ -81,7 +82,7 @@ function Editor({ type, resourceKey, perms, names, users, groups }) {
       </fieldset>
       <div class="actions">
         <button type="submit" disabled=${!principal || chosen.length === 0}>Add entry</button>
-        <button type="button" class="primary" disabled=${busy || !draft} onClick=${save}>Save ACL</button>
+        <span class="action"><button type="button" class="primary" disabled=${busy || !draft} onClick=${save}>Save ACL</button><${CopyCurl} path="/api/v1/auth/resources/acl" method="PUT" body=${{ resourceType: type, resourceKey, entries }} label=${`Save the ACL of ${type} ${resourceKey}`} /></span>
         <button type="button" disabled=${!draft} onClick=${() => setDraft(null)}>Discard changes</button>
       </div>
     </form>
@@ -119,6 +120,7 @@ function Check({ params, type, resourceKey, types, perms, users }) {
         ${permsFor(perms, type).map((p) => html`<option>${p.name}</option>`)}
       </select></label>
       <button type="submit">Check on ${type} ${resourceKey || '…'}</button>
+      ${ready ? html`<${CopyCurl} path="/api/v1/auth/acl/check" method="POST" body=${ask} label="the access check" />` : null}
     </form>
     <${ErrorBox} error=${error} />
     ${result && html`<dl class="facts" data-testid="decision">

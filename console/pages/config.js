@@ -13,7 +13,7 @@ const typeOf = (s) => s?.type ?? (s?.anyOf ? s.anyOf.map((x) => x.type ?? 'value
 function Config({ params }) {
   const [sections] = useApi('/api/v1/server/config');
   const name = params.get('section') ?? '';
-  return html`<${Page} title=${name ? `Config ${name}` : 'Config'}>
+  return html`<${Page} title=${name ? `Config ${name}` : 'Config'} curl=${name ? `/api/v1/server/config/${encodeURIComponent(name)}` : '/api/v1/server/config'}>
     <${Loaded} state=${sections}>${(list) => html`<nav aria-label="Config sections"><ul class="tabs">${list.map(
       (s) => html`<li><a href=${href('/config', { section: s })} aria-current=${s === name ? 'page' : undefined}>${s}</a></li>`,
     )}</ul></nav>`}<//>

@@ -30,7 +30,7 @@ function Detail({ id }) {
   const [conn] = useApi(`/api/v1/server/connections/${encodeURIComponent(id)}`, 5000);
   const { run, outcome, busy } = useAction();
   const s = conn.data?.endPointSummary;
-  return html`<${Page} title=${`Connection ${s?.clientId || id}`}>
+  return html`<${Page} title=${`Connection ${s?.clientId || id}`} curl=${`/api/v1/server/connections/${encodeURIComponent(id)}`}>
     <p><a href=${href('/connections')}>All connections</a></p>
     <${Outcome} outcome=${outcome} />
     <${Loaded} state=${conn}>${(c) => {

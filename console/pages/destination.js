@@ -5,9 +5,10 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { api } from '../lib/api.js';
 import { useApi, useThrottled } from '../lib/hooks.js';
 import { ErrorBox, Loaded, Page } from '../lib/components.js';
-import { fmtBytes, fmtNum } from '../lib/format.js';
+import { fmtBytes, fmtNum, fmtTime } from '../lib/format.js';
 import { href } from '../lib/router.js';
 import { liveStream } from '../lib/live.js';
+import { CopyCurl } from '../lib/curl.js';
 import { Outcome, fmtDuration, payloadText, setParams, toBase64, useAction } from '../lib/ui.js';
 
 export const page = { path: '/destination', label: 'Destination', nav: false, view: Destination };
@@ -16,15 +17,18 @@ const KEEP = 100;
 
 /** The subscription actor of a session's filter (src/runtime/subscriptions.service.ts: `<url-encoded session>|<filter>`). */
 export const subscriptionActor = (sessionId, filter) => `subscription:${encodeURIComponent(sessionId)}|${filter}`;
-/** The connection page of a session: MQTT sessions are `mqtt:<client id>`. */
-export const sessionHref = (sessionId) => href('/connection', { client: sessionId.replace(/^mqtt:/, '') });
+/** What holds a session: MQTT sessions (`mqtt:<client id>`) a connection, integration links (`link:<name>#<n>`) a link. */
+export function sessionHref(sessionId) {
+  const link = /^link:(.*)#\d+$/.exec(sessionId);
+  return link ? href('/integration', { name: link[1] }) : href('/connection', { client: sessionId.replace(/^mqtt:/, '') });
+}
 
 function Destination({ params }) {
   const name = params.get('name') ?? '';
   const live = params.get('live') === '1';
   const [detail, reload] = useApi(`/api/v1/server/destination/detail?destinationName=${encodeURIComponent(name)}`, 5000);
   const parent = name.includes('/') ? name.slice(0, name.lastIndexOf('/')) : '';
-  return html`<${Page} title=${`Destination ${name}`}>
+  return html`<${Page} title=${`Destination ${name}`} curl=${`/api/v1/server/destination/detail?destinationName=${encodeURIComponent(name)}`}>
     <p><a href=${href('/destinations', { prefix: parent })}>${parent ? `Namespace ${parent}` : 'Namespace root'}</a> · <a href=${href('/actor', { id: `destination:${name}` })}>Its actor</a></p>
     <${Loaded} state=${detail}>${(d) => html`
       <dl class="facts">
@@ -63,21 +67,26 @@ function Destination({ params }) {
 
 function Publish({ name, onDone }) {
   const { run, outcome, busy } = useAction(onDone);
-  const submit = (e) => {
-    e.preventDefault();
-    const f = new FormData(e.currentTarget);
+  const [body, setBody] = useState(null); // the request the form would send, for "copy as curl"
+  const request = (form) => {
+    const f = new FormData(form);
     const message = { payload: toBase64(String(f.get('payload'))), qualityOfService: Number(f.get('qos')) };
     if (f.get('contentType')) message.contentType = String(f.get('contentType'));
-    void run(`Publish to ${name}`, () => api('/api/v1/messaging/publish', { method: 'POST', body: { destinationName: name, message, retain: f.get('retain') === 'on' } }));
+    return { destinationName: name, message, retain: f.get('retain') === 'on' };
+  };
+  const submit = (e) => {
+    e.preventDefault();
+    const b = request(e.currentTarget);
+    void run(`Publish to ${name}`, () => api('/api/v1/messaging/publish', { method: 'POST', body: b }));
   };
   return html`<section aria-labelledby="h-publish"><h2 id="h-publish">Publish a message</h2>
-    <form class="stack" onSubmit=${submit}>
+    <form class="stack" onSubmit=${submit} onInput=${(e) => setBody(request(e.currentTarget))}>
       <label>Payload (text)<textarea name="payload" rows="3" spellcheck="false"></textarea></label>
       <div class="filters">
         <label>QoS<select name="qos"><option>0</option><option selected>1</option><option>2</option></select></label>
         <label>Content type<input name="contentType" placeholder="application/json" /></label>
         <label class="inline"><input type="checkbox" name="retain" /> Retain</label>
-        <button type="submit" class="primary" disabled=${busy}>Publish</button>
+        <span class="action"><button type="submit" class="primary" disabled=${busy}>Publish</button><${CopyCurl} path="/api/v1/messaging/publish" method="POST" body=${body ?? { destinationName: name, message: { payload: '', qualityOfService: 1 }, retain: false }} label=${`Publish to ${name}`} /></span>
       </div>
     </form>
     <${Outcome} outcome=${outcome} />
@@ -144,5 +153,5 @@ function Live({ name }) {
 const Messages = ({ list, caption }) => html`<div class="wrap"><table data-testid="messages">
   <caption>${caption}</caption>
   <thead><tr><th scope="col">Created</th><th scope="col">Topic</th><th scope="col">QoS</th><th scope="col">Payload</th></tr></thead>
-  <tbody>${list.map((m) => html`<tr><td>${new Date(m.creation).toLocaleString()}</td><td>${m.destinationName}</td><td>${m.qualityOfService}</td><td class="payload">${payloadText(m.payload)}</td></tr>`)}</tbody>
+  <tbody>${list.map((m) => html`<tr><td>${fmtTime(Date.parse(m.creation))}</td><td>${m.destinationName}</td><td>${m.qualityOfService}</td><td class="payload">${payloadText(m.payload)}</td></tr>`)}</tbody>
 </table></div>`;

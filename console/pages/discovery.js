@@ -3,6 +3,7 @@ import { html } from '../lib/html.js';
 import { api } from '../lib/api.js';
 import { useApi } from '../lib/hooks.js';
 import { Loaded, Page } from '../lib/components.js';
+import { CopyCurl } from '../lib/curl.js';
 import { href } from '../lib/router.js';
 import { Outcome, Paged, matches, pageParam, setParams, useAction } from '../lib/ui.js';
 
@@ -13,10 +14,10 @@ function Discovery({ params }) {
   const { run, outcome, busy } = useAction(reload);
   const q = params.get('q') ?? '';
   const act = (state, label) => run(`${label} discovery`, () => api('/api/v1/server/discovery', { method: 'PATCH', body: { state } }));
-  return html`<${Page} title="Discovery">
+  return html`<${Page} title="Discovery" curl="/api/v1/server/discovery">
     <div class="actions">
-      <button type="button" disabled=${busy} onClick=${() => act('started', 'Start')}>Start discovery</button>
-      <button type="button" disabled=${busy} onClick=${() => act('stopped', 'Stop')}>Stop discovery</button>
+      <span class="action"><button type="button" disabled=${busy} onClick=${() => act('started', 'Start')}>Start discovery</button><${CopyCurl} path="/api/v1/server/discovery" method="PATCH" body=${{ state: 'started' }} label="Start discovery" /></span>
+      <span class="action"><button type="button" disabled=${busy} onClick=${() => act('stopped', 'Stop')}>Stop discovery</button><${CopyCurl} path="/api/v1/server/discovery" method="PATCH" body=${{ state: 'stopped' }} label="Stop discovery" /></span>
     </div>
     <${Outcome} outcome=${outcome} />
     <form class="filters" role="search" onSubmit=${(e) => e.preventDefault()}>

@@ -18,7 +18,7 @@ function Group({ params }) {
   const { run, outcome, busy } = useAction(reload);
   const [uid, setUid] = useState('');
   const name = group.data?.name ?? id;
-  return html`<${Page} title=${`Group ${name}`}>
+  return html`<${Page} title=${`Group ${name}`} curl=${`/api/v1/auth/groups/${enc}`}>
     <p><a href=${href('/groups')}>All groups</a></p>
     <${Outcome} outcome=${outcome} />
     <${Loaded} state=${group}>${(g) => {

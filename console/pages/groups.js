@@ -1,8 +1,10 @@
 // Groups: the list with their members (50 a page), new groups, each linked to its detail.
 import { html } from '../lib/html.js';
+import { useState } from 'preact/hooks';
 import { api } from '../lib/api.js';
 import { useApi } from '../lib/hooks.js';
 import { Loaded, Page } from '../lib/components.js';
+import { CopyCurl } from '../lib/curl.js';
 import { href } from '../lib/router.js';
 import { Outcome, Paged, matches, pageParam, setParams, useAction } from '../lib/ui.js';
 
@@ -12,16 +14,17 @@ function Groups({ params }) {
   const [list, reload] = useApi('/api/v1/auth/groups');
   const { run, outcome, busy } = useAction(reload);
   const q = params.get('q') ?? '';
+  const [typed, setTyped] = useState('');
   const add = (e) => {
     e.preventDefault();
     const form = e.currentTarget;
     const name = String(new FormData(form).get('name'));
     void run(`Create group ${name}`, () => api('/api/v1/auth/groups', { method: 'POST', body: name })).then((r) => r && form.reset());
   };
-  return html`<${Page} title="Groups">
+  return html`<${Page} title="Groups" curl="/api/v1/auth/groups">
     <form class="filters" onSubmit=${add} aria-label="New group">
-      <label>New group name<input name="name" required autocomplete="off" /></label>
-      <button type="submit" class="primary" disabled=${busy}>Create group</button>
+      <label>New group name<input name="name" required autocomplete="off" onInput=${(e) => setTyped(e.currentTarget.value)} /></label>
+      <span class="action"><button type="submit" class="primary" disabled=${busy}>Create group</button><${CopyCurl} path="/api/v1/auth/groups" method="POST" body=${typed} label="Create group" /></span>
     </form>
     <${Outcome} outcome=${outcome} />
     <form class="filters" role="search" onSubmit=${(e) => e.preventDefault()}>

@@ -11,7 +11,7 @@ export const page = { path: '/hardware', label: 'Hardware', order: 86, view: Har
 function Hardware({ params }) {
   const [list, reload] = useApi('/api/v1/server/hardware', 5000);
   const { run, outcome, busy } = useAction(reload);
-  return html`<${Page} title="Hardware">
+  return html`<${Page} title="Hardware" curl="/api/v1/server/hardware">
     <div class="actions"><button type="button" disabled=${busy} onClick=${() => run('Scan', () => api('/api/v1/server/hardware/scan', { method: 'POST', body: {} }).then((found) => ({ status: Array.isArray(found) ? `${found.length} devices found` : 'done' })))}>Scan the buses</button></div>
     <${Outcome} outcome=${outcome} />
     <${Loaded} state=${list}>${(devices) =>

@@ -21,8 +21,8 @@ function Integration({ params }) {
   } catch {
     rates = [];
   }
-  return html`<${Page} title=${`Integration ${name}`}>
-    <p><a href=${href('/integrations')}>All integrations</a></p>
+  return html`<${Page} title=${`Integration ${name}`} curl=${`/api/v1/server/integration/${enc}/status`}>
+    <p><a href=${href('/integrations')}>All integrations</a> · <a href=${href('/actor', { id: `integration:${name}` })}>Its actor</a></p>
     <${Outcome} outcome=${outcome} />
     <${Loaded} state=${status}>${(s) => html`
       <dl class="facts">

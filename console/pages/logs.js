@@ -52,15 +52,14 @@ function Logs({ params }) {
   const min = LEVELS.find(([n]) => n === level)?.[1] ?? 20000;
   const needle = q.toLowerCase();
   const shown = entries.current.filter((e) => e.level >= min && (!needle || e.message.toLowerCase().includes(needle)));
-  return html`<${Page} title="Logs">
+  return html`<${Page} title="Logs" curl="/api/v1/server/log">
     <form class="filters" role="search" onSubmit=${(e) => e.preventDefault()}>
       <label>Lowest level<select value=${level} onChange=${(e) => setParams('/logs', { level: e.currentTarget.value, q })}>${LEVELS.map(([n]) => html`<option>${n}</option>`)}</select></label>
       <label>Text<input type="search" value=${q} onInput=${(e) => setParams('/logs', { level, q: e.currentTarget.value })} /></label>
       <button type="button" aria-pressed=${paused} onClick=${() => (setPaused(!paused), render())}>${paused ? 'Resume' : 'Pause'}</button>
     </form>
     <${ErrorBox} error=${live.error} />
-    <p class="notice" role="status" data-testid="log-state">${live.state === 'open' ? 'Live' : live.state === 'connecting' ? 'Connecting…' : 'Reconnecting…'}${paused ? ', paused' : ''}:
-      ${fmtNum(shown.length)} of ${fmtNum(entries.current.length)} entries${shown.length > SHOWN ? `, the newest ${SHOWN} shown` : ''}</p>
+    <p class="notice" role="status" data-testid="log-state">${`${live.state === 'open' ? 'Live' : live.state === 'connecting' ? 'Connecting…' : 'Reconnecting…'}${paused ? ', paused' : ''}: ${fmtNum(shown.length)} of ${fmtNum(entries.current.length)} entries${shown.length > SHOWN ? `, the newest ${SHOWN} shown` : ''}`}</p>
     <ol class="log" aria-label="Log entries, newest first" tabindex="0">
       ${shown.slice(-SHOWN).reverse().map((e) => html`<li key=${e.logNumber} class=${`log-${levelName(e.level)}`}>${e.message}</li>`)}
     </ol>

@@ -9,7 +9,7 @@ export const page = { path: '/lora', label: 'LoRa', order: 87, view: LoRa };
 
 function LoRa() {
   const [list] = useApi('/api/v1/device/lora', 5000);
-  return html`<${Page} title="LoRa">
+  return html`<${Page} title="LoRa" curl="/api/v1/device/lora">
     <${Loaded} state=${list}>${(radios) =>
       radios.length === 0
         ? html`<p class="notice">No LoRa radios are configured (LoRaDeviceManager, docs/lora.md).</p>`

@@ -33,7 +33,7 @@ function Models({ params }) {
     if (!file || !name) return;
     void run(`Upload model ${name}`, () => upload(name, file)).then((r) => r && form.reset());
   };
-  return html`<${Page} title="Models">
+  return html`<${Page} title="Models" curl="/api/v1/server/models">
     <form class="filters" onSubmit=${submit} aria-label="Upload a model">
       <label>Model file<input name="file" type="file" required /></label>
       <label>Name (default: the file's name)<input name="name" autocomplete="off" pattern="[^/]+" /></label>

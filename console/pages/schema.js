@@ -3,6 +3,7 @@ import { html } from '../lib/html.js';
 import { api } from '../lib/api.js';
 import { useApi } from '../lib/hooks.js';
 import { Loaded, Page } from '../lib/components.js';
+import { fmtTime } from '../lib/format.js';
 import { href } from '../lib/router.js';
 import { ConfirmButton, Json, Outcome, useAction } from '../lib/ui.js';
 import { contextHref } from './schemas.js';
@@ -16,7 +17,7 @@ function Schema({ params }) {
   const [map] = useApi('/api/v1/server/schemas/map');
   const { run, outcome, busy } = useAction();
   const contexts = Object.entries(map.data?.data ?? {}).filter(([, ids]) => ids.includes(id)).map(([c]) => c);
-  return html`<${Page} title=${`Schema ${id}`}>
+  return html`<${Page} title=${`Schema ${id}`} curl=${`/api/v1/server/schemas/${enc}`}>
     <p><a href=${href('/schemas')}>All schemas</a> · <a href=${`/api/v1/server/schemas/impl/${enc}`} download=${id}>Download the schema</a></p>
     <${Outcome} outcome=${outcome} />
     <${Loaded} state=${schema}>${(s) => {
@@ -25,7 +26,7 @@ function Schema({ params }) {
       <dl class="facts">
         <div><dt>Name</dt><dd>${s.name}</dd></div><div><dt>Format</dt><dd>${s.format}</dd></div><div><dt>Version</dt><dd>${s.versionId}</dd></div>
         <div><dt>Enforcement</dt><dd>${s.labels?.enforcement ?? 'reject'}</dd></div>
-        <div><dt>Created</dt><dd>${new Date(s.createdAt).toLocaleString()}</dd></div><div><dt>Modified</dt><dd>${new Date(s.modifiedAt).toLocaleString()}</dd></div>
+        <div><dt>Created</dt><dd>${fmtTime(Date.parse(s.createdAt))}</dd></div><div><dt>Modified</dt><dd>${fmtTime(Date.parse(s.modifiedAt))}</dd></div>
       </dl>
       <h2>Bound to</h2>
       ${contexts.length ? html`<ul>${contexts.map((c) => html`<li><a href=${contextHref(c)}>${c}</a></li>`)}</ul>` : html`<p class="notice">No context.</p>`}

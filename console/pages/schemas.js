@@ -4,6 +4,7 @@ import { html } from '../lib/html.js';
 import { api } from '../lib/api.js';
 import { useApi } from '../lib/hooks.js';
 import { Loaded, Page } from '../lib/components.js';
+import { fmtTime } from '../lib/format.js';
 import { href } from '../lib/router.js';
 import { Outcome, Paged, matches, pageParam, setParams, useAction } from '../lib/ui.js';
 
@@ -30,7 +31,7 @@ function Schemas({ params }) {
   };
   const bindings = Object.entries(map.data?.data ?? {});
   const contextsOf = (id) => bindings.filter(([, ids]) => ids.includes(id)).map(([c]) => c);
-  return html`<${Page} title="Schemas">
+  return html`<${Page} title="Schemas" curl="/api/v1/server/schemas">
     <form class="filters" role="search" onSubmit=${(e) => e.preventDefault()}>
       <label>Filter (id, name, format)<input type="search" value=${q} onInput=${(e) => setParams('/schemas', { q: e.currentTarget.value })} /></label>
     </form>
@@ -41,7 +42,7 @@ function Schemas({ params }) {
         <thead><tr><th scope="col">Id</th><th scope="col">Name</th><th scope="col">Format</th><th scope="col" class="num">Version</th><th scope="col">Bound to</th><th scope="col">Modified</th></tr></thead>
         <tbody>${rows.map(
           (s) => html`<tr><th scope="row"><a href=${href('/schema', { id: s.uniqueId })}>${s.uniqueId}</a></th><td>${s.name}</td><td>${s.format}</td><td class="num">${s.versionId}</td>
-            <td>${contextsOf(s.uniqueId).map((c, i) => html`${i ? ', ' : ''}<a href=${contextHref(c)}>${c}</a>`)}</td><td>${new Date(s.modifiedAt).toLocaleString()}</td></tr>`,
+            <td>${contextsOf(s.uniqueId).map((c, i) => html`${i ? ', ' : ''}<a href=${contextHref(c)}>${c}</a>`)}</td><td>${fmtTime(Date.parse(s.modifiedAt))}</td></tr>`,
         )}</tbody></table></div>`}<//>`;
     }}<//>
     <h2>Bindings</h2>

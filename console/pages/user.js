@@ -20,7 +20,7 @@ function User({ params }) {
   const [gid, setGid] = useState('');
   const name = user.data?.username ?? id;
   const member = (g) => user.data?.groupList.some((m) => m.uniqueId === g.uniqueId);
-  return html`<${Page} title=${`User ${name}`}>
+  return html`<${Page} title=${`User ${name}`} curl=${`/api/v1/auth/users/${enc}`}>
     <p><a href=${href('/users')}>All users</a> · <a href=${href('/acl', { identity: id })}>Check this user's access</a></p>
     <${Outcome} outcome=${outcome} />
     <${Loaded} state=${user}>${(u) => html`

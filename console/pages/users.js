@@ -19,7 +19,7 @@ function Users({ params }) {
     const username = String(f.get('username'));
     void run(`Create user ${username}`, () => api('/api/v1/auth/users', { method: 'POST', body: { username, password: String(f.get('password')) } })).then((r) => r && form.reset());
   };
-  return html`<${Page} title="Users">
+  return html`<${Page} title="Users" curl="/api/v1/auth/users">
     <form class="filters" onSubmit=${add} aria-label="New user">
       <label>New user name<input name="username" required autocomplete="off" /></label>
       <label>Password<input name="password" type="password" required autocomplete="new-password" /></label>

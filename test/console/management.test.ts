@@ -6,14 +6,16 @@ import { join } from 'node:path';
 import mqtt from 'mqtt';
 import type { Browser, Page } from 'playwright-core';
 import { CONFIG_DIR, adminPasswordOf, removeDir, spawnBroker, tempDir, type BrokerProcess } from '../helpers.js';
+import { PtyPair, Rn2483Sim } from '../lora/rn2483-sim.js';
 import { assertAccessible, assertClean, buildConsoleIfStale, goTo, launchChromium, login, watch } from './browser.js';
 
 /**
  * The console's management pages (issue 23, item 2: users, groups and ACLs, integrations, discovery, hardware, LoRa,
  * schemas, models, logs, config, and the destination and connection detail views) in Chromium against a broker in a
  * child process, started as the README starts it with a config folder that adds an integration link (to a closed
- * port on 127.0.0.1: it backs off, its outbox fills), an I²C device on a bus that does not exist and a LoRa radio on a
- * serial port that does not exist, so those pages list real objects with their real (failing) state.
+ * port on 127.0.0.1: it backs off, its outbox fills), an I²C device on a bus that does not exist, and a LoRa radio on
+ * a pseudo-terminal whose other end is the simulated RN2483 modem of test/lora (socat, stopped by pid), which hears a
+ * node; so those pages list real objects in their real states.
  *
  * The data is made through the REST API first (a user, a group, a schema, a model, messages); every page is checked
  * for that data, for no request anywhere but the broker on 127.0.0.1, no console error and no serious or critical
@@ -29,6 +31,8 @@ describe('console management pages', () => {
   const dirs: string[] = [];
   let base = '';
   let auth = '';
+  let pty: PtyPair | undefined;
+  let modem: Rn2483Sim | undefined;
   const admin = () => ({ username: 'admin', password: adminPasswordOf(dirs[0]!) });
 
   const rest = async (path: string, init: { method?: string; body?: unknown } = {}) => {
@@ -69,6 +73,10 @@ describe('console management pages', () => {
     backoff: { initial: 1000, max: 5000, jitter: 0.2 }
 `,
     );
+    pty = new PtyPair(tempDir('switchyard-console-mgmt-lora-'));
+    dirs.push(pty.dir);
+    await pty.start();
+    modem = await Rn2483Sim.open(pty.sim);
     writeFileSync(
       join(config, 'Devices.yaml'),
       `DeviceManager:
@@ -76,7 +84,7 @@ describe('console management pages', () => {
     - bus: 97
       devices: [{ name: weather, address: 0x76, driver: bme280, topic: sensors/weather }]
 LoRaDeviceManager:
-  data: [{ name: field-radio, serialConfig: { port: ${join(data, 'no-such-tty')} } }]
+  data: [{ name: field-radio, type: loraSerial, serialConfig: { port: ${pty.radio} }, address: 1 }]
 `,
     );
     broker = await spawnBroker({ SWITCHYARD_DATA_DIR: data, SWITCHYARD_CONFIG_DIR: config });
@@ -102,12 +110,16 @@ LoRaDeviceManager:
     for (const t of ['plant/line-1/temperature', 'plant/line-2/temperature']) {
       await rest('/api/v1/messaging/publish', { method: 'POST', body: { destinationName: t, message: { payload: Buffer.from('{"celsius":21.5}').toString('base64') }, retain: true } });
     }
+    // node 7 is heard: a RadioHead frame to radio address 1 (to, from, id, flags, payload)
+    await modem.inject(Buffer.concat([Buffer.from([1, 7, 0, 0]), Buffer.from('{"temperature":21.5}')]), -62, 9);
     browser = await launchChromium();
   });
 
   after(async () => {
     await browser?.close();
     await broker?.stop();
+    await modem?.close();
+    await pty?.stop();
     for (const d of dirs) removeDir(d);
   });
 
@@ -150,7 +162,7 @@ LoRaDeviceManager:
       // groups: a new one, and a list long enough to page
       await goTo(page, 'Groups');
       await page.getByLabel('New group name').fill('maintenance');
-      await page.getByRole('button', { name: 'Create group' }).click();
+      await page.getByRole('button', { name: 'Create group', exact: true }).click();
       await page.getByRole('link', { name: 'maintenance', exact: true }).waitFor();
       assert.ok(((await rest('/api/v1/auth/groups')) as Array<{ name: string }>).some((g) => g.name === 'maintenance'));
       for (let i = 0; i < 60; i += 10) {
@@ -177,7 +189,7 @@ LoRaDeviceManager:
       await page.getByRole('checkbox', { name: 'publish', exact: true }).check();
       await page.getByRole('button', { name: 'Add entry' }).click();
       await page.getByText('1 entries (changed, not saved)').waitFor();
-      await page.getByRole('button', { name: 'Save ACL' }).click();
+      await page.getByRole('button', { name: 'Save ACL', exact: true }).click();
       await page.getByRole('status').filter({ hasText: 'Save the ACL of Topic plant: ' }).waitFor();
       const saved = await rest('/api/v1/auth/resources/acl?resourceType=Topic&resourceKey=plant');
       assert.deepEqual(saved.entries.map((e: { effect: string; permissions: string[] }) => [e.effect, e.permissions]), [['DENY', ['publish']]]);
@@ -209,11 +221,14 @@ LoRaDeviceManager:
       const row = page.locator(`tr[data-link="${LINK}"]`);
       await row.locator('[data-testid=run-state]').filter({ hasText: /^Started$/ }).waitFor();
       await row.getByText(/^[1-9]\d* msg$/).first().waitFor(); // the outbox
-      await page.getByRole('button', { name: `Pause ${LINK}` }).click();
+      await page.getByRole('button', { name: `Pause ${LINK}`, exact: true }).click();
       await row.locator('[data-testid=run-state]').filter({ hasText: /^Paused$/ }).waitFor();
       assert.equal(await linkState(), 'Paused', 'the broker paused the link');
-      await page.getByRole('button', { name: `Resume ${LINK}` }).click();
+      await page.getByRole('button', { name: `Resume ${LINK}`, exact: true }).click();
       await row.locator('[data-testid=run-state]').filter({ hasText: /^Started$/ }).waitFor();
+      assert.equal(await linkState(), 'Started');
+      await page.getByRole('button', { name: `Copy as curl: Stop ${LINK}`, exact: true }).click(); // copied, not done
+      await row.locator('.curl-out code').filter({ hasText: `curl --fail-with-body -X PATCH -u 'admin' -H 'Content-Type: application/json' --data '{"state":"stopped"}' '${base}/api/v1/server/integration/${LINK}'` }).waitFor();
       assert.equal(await linkState(), 'Started');
       await assertAccessible(page, 'integrations (dark)');
       await row.getByRole('link', { name: LINK }).click();
@@ -230,8 +245,10 @@ LoRaDeviceManager:
       await page.getByRole('row').filter({ hasText: 'weather' }).getByRole('cell', { name: /^(Detected|Online|Polling|Error|Offline)$/ }).waitFor();
       await assertAccessible(page, 'hardware (dark)');
       await goTo(page, 'LoRa');
-      await page.getByRole('heading', { name: /field-radio (Opening|Online|Offline|Failed)/ }).waitFor();
-      await page.getByText('0 nodes heard').waitFor();
+      await page.getByRole('heading', { name: 'field-radio Online' }).waitFor();
+      await page.getByText('1 nodes heard').waitFor();
+      const node = page.getByRole('row').filter({ has: page.getByRole('rowheader', { name: '7', exact: true }) });
+      await node.getByRole('cell', { name: '-62 dBm' }).waitFor();
       await assertAccessible(page, 'LoRa (dark)');
 
       await goTo(page, 'Schemas');
@@ -371,7 +388,7 @@ LoRaDeviceManager:
       await open(page, '/groups', 'Groups');
       await page.getByRole('alert').filter({ hasText: 'needs the permission manage_authentication' }).waitFor(); // the list itself
       await page.getByLabel('New group name').fill('viewer-made');
-      await page.getByRole('button', { name: 'Create group' }).click();
+      await page.getByRole('button', { name: 'Create group', exact: true }).click();
       const alert = page.getByRole('alert').filter({ hasText: 'POST /api/v1/auth/groups' });
       await alert.waitFor();
       assert.match((await alert.textContent())!, /^Access denied: POST \/api\/v1\/auth\/groups needs the permission manage_authentication on Server .+\(HTTP 403\)$/);
