@@ -90,8 +90,8 @@ export interface EngineEvents {
    */
   onDurableSubscription(sub: Subscription, change: DurableChange): void;
   /**
-   * A durable subscription reached its cap (`maxDepth` messages or `maxBytes`; `full` true) or has room again
-   * (false). Edges only, so a subscription that stays full is reported once.
+   * A durable subscription reached its cap (`maxDepth` messages or `maxBytes`; `full` true) or is back down to half
+   * of it (false). Edges only, so a subscription that stays full is reported once.
    */
   onSubscriptionFull(sub: Subscription, full: boolean): void;
 }
@@ -541,9 +541,13 @@ export class Engine {
     }
   }
 
-  /** A durable subscription reported full has room again: report it (the edge `onSubscriptionFull` promises). */
+  /**
+   * A durable subscription reported full is back down to half its cap (messages and bytes): report it. Half, not
+   * just below, so a consumer working at its cap does not turn every acknowledgement and publish into a pair of
+   * lifecycle events (the queue high-water mark re-arms the same way).
+   */
   private noteRoom(sub: Subscription): void {
-    if (sub.full && (sub.closed || !sub.isFull())) {
+    if (sub.full && (sub.closed || (sub.held.size + sub.inFlight.size <= sub.maxDepth / 2 && sub.held.bytes + sub.inFlight.bytes <= sub.maxBytes / 2))) {
       sub.full = false;
       if (!sub.closed) this.events.onSubscriptionFull(sub, false);
     }
