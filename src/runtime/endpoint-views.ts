@@ -1,10 +1,10 @@
-import { parseEndpointUrl } from '../config/schema.js';
+import type { ListenerLike } from '../../actors/endpoints/endpoint.machine.js';
+import { parseEndpointUrl, type EndPointServerConfig } from '../config/schema.js';
 import { NotFoundError } from '../errors.js';
 import type { MqttBroker } from '../protocol/mqtt/broker.js';
-import type { MqttConnection } from '../protocol/mqtt/connection.js';
+import type { EndpointContext, EndpointStats, MqttConnection } from '../protocol/mqtt/connection.js';
 import { CloseReason, Reason } from '../protocol/mqtt/reason.js';
 import { isSerialEndpoint, serialDevicePath } from '../transport/serial-config.js';
-import type { EndpointEntry, EndpointState } from './endpoints.service.js';
 
 /**
  * The read-only views of the network endpoints and their connections (InterfaceInfoDTO, InterfaceStatusDTO,
@@ -17,6 +17,27 @@ export interface EndpointViewHost {
   state(entry: EndpointEntry): EndpointState;
   broker(): MqttBroker | undefined;
 }
+
+/** What an endpoint's rates are sampled with (endpoints.service.ts). */
+export interface RateSampler {
+  sample(values: number[]): number[];
+}
+
+export interface EndpointEntry {
+  name: string;
+  uniqueId: string;
+  config: EndPointServerConfig;
+  ctx: EndpointContext;
+  stats: EndpointStats;
+  /**
+   * The bound listener, read from the actor's snapshot (its only owner, which closes it on exit): undefined unless
+   * the endpoint is listening. A view, never a second handle.
+   */
+  readonly handle: ListenerLike | undefined;
+  rates: RateSampler;
+}
+
+export type EndpointState = 'Started' | 'Stopped' | 'Paused' | 'Failed' | 'Starting' | 'Stopping';
 
 export class EndpointViews {
   constructor(private readonly host: EndpointViewHost) {}

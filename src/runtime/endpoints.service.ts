@@ -16,7 +16,9 @@ import { bindListener } from '../transport/listener.js';
 import { bindSerialEndpoint } from '../transport/serial.js';
 import { isSerialEndpoint } from '../transport/serial-config.js';
 import { defineActorKind } from './actor-kind.js';
-import { EndpointViews } from './endpoint-views.js';
+import { EndpointViews, type EndpointEntry, type EndpointState } from './endpoint-views.js';
+
+export type { EndpointEntry, EndpointState };
 import type { Runtime, Service } from './runtime.js';
 
 const CONFIG_PREFIX = 'NetworkManager/endpoint/';
@@ -35,21 +37,7 @@ class RateSampler {
   }
 }
 
-export interface EndpointEntry {
-  name: string;
-  uniqueId: string;
-  config: EndPointServerConfig;
-  ctx: EndpointContext;
-  stats: EndpointStats;
-  /**
-   * The bound listener, read from the actor's snapshot (its only owner, which closes it on exit): undefined unless
-   * the endpoint is listening. A view, never a second handle.
-   */
-  readonly handle: ListenerLike | undefined;
-  rates: RateSampler;
-}
 
-export type EndpointState = 'Started' | 'Stopped' | 'Paused' | 'Failed' | 'Starting' | 'Stopping';
 
 function uuidFrom(text: string): string {
   const h = createHash('sha1').update(text).digest();

@@ -3,7 +3,17 @@ import { join } from 'node:path';
 import type { Runtime } from '../runtime/runtime.js';
 import { DESTINATION_TYPES, MODEL_PERMISSIONS, SERVER_PERMISSIONS } from './acl.js';
 import { passwordCredentials, randomPassword } from './passwords.js';
-import type { SecurityManager } from './service.js';
+import type { AclStore } from './acl.js';
+import type { Audit } from './audit.js';
+import type { Identities } from './identities.js';
+
+/** The parts of the SecurityManager the defaults need (typed here, so this module does not import service.ts). */
+export interface DefaultsHost {
+  readonly identities: Identities;
+  readonly acl: AclStore;
+  readonly audit: Audit;
+  readonly config: Runtime['config']['AuthManager'];
+}
 import { initialAdminPassword } from './admin-password.js';
 import { Permissions, type Permission } from './types.js';
 
@@ -42,7 +52,7 @@ const DEFAULTS_KEY = 'security-defaults';
  * when anonymous access is switched on); and the default ACLs. A store made by an older version is upgraded once
  * (upgradeDefaults); later boots change nothing.
  */
-export async function ensureDefaults(sm: SecurityManager, rt: Runtime): Promise<void> {
+export async function ensureDefaults(sm: DefaultsHost, rt: Runtime): Promise<void> {
   const ids = sm.identities;
   if (ids.userCount > 0) {
     await upgradeDefaults(sm, rt);
@@ -99,7 +109,7 @@ export async function ensureDefaults(sm: SecurityManager, rt: Runtime): Promise<
  * in). From version 3 on, a store without any ACL on `Model *` gets the model grants (admins use_model, train_model;
  * everyone use_model). Audited as `security.defaults_upgraded`.
  */
-async function upgradeDefaults(sm: SecurityManager, rt: Runtime): Promise<void> {
+async function upgradeDefaults(sm: DefaultsHost, rt: Runtime): Promise<void> {
   const done = await rt.store.getJson<{ version: number }>('instance', DEFAULTS_KEY);
   if (done && done.version >= DEFAULTS_VERSION) return;
   const ids = sm.identities;
