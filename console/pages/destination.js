@@ -120,7 +120,7 @@ function Retained({ name }) {
     <button type="button" onClick=${show} disabled=${state?.loading}>Show the retained message</button>
     <${ErrorBox} error=${state?.error} />
     ${state?.none ? html`<p class="notice" role="status">No retained message arrived within 2 s.</p>` : null}
-    ${state?.message ? html`<${Messages} list=${[state.message]} caption="Retained message" />` : null}
+    ${state?.message ? html`<${Messages} list=${[state.message]} caption="Retained message" testid="retained" />` : null}
   </section>`;
 }
 
@@ -150,7 +150,7 @@ function Live({ name }) {
     <${Messages} list=${list.current} caption=${`${list.current.length} messages received (newest first, the last ${KEEP} kept)`} />`;
 }
 
-const Messages = ({ list, caption }) => html`<div class="wrap"><table data-testid="messages">
+const Messages = ({ list, caption, testid = 'messages' }) => html`<div class="wrap"><table data-testid=${testid}>
   <caption>${caption}</caption>
   <thead><tr><th scope="col">Created</th><th scope="col">Topic</th><th scope="col">QoS</th><th scope="col">Payload</th></tr></thead>
   <tbody>${list.map((m) => html`<tr><td>${fmtTime(Date.parse(m.creation))}</td><td>${m.destinationName}</td><td>${m.qualityOfService}</td><td class="payload">${payloadText(m.payload)}</td></tr>`)}</tbody>

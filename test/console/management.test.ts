@@ -352,6 +352,18 @@ LoRaDeviceManager:
       // a publish from elsewhere arrives too
       await client.publishAsync('plant/line-1/temperature', '{"celsius":24}', { qos: 1 });
       await page.getByTestId('messages').getByRole('cell', { name: '{"celsius":24}' }).waitFor();
+      // a burst: the view keeps the last 100 and renders at most 10 times a second, however fast messages come
+      await page.evaluate(`(() => {
+        const w = window; w.__renders = []; 
+        new MutationObserver(() => w.__renders.push(performance.now())).observe(document.querySelector('[data-testid=messages] tbody'), { childList: true, subtree: true, characterData: true });
+      })()`);
+      for (let i = 0; i < 300; i++) client.publish('plant/line-1/temperature', `{"celsius":${30 + i / 100}}`, { qos: 0 });
+      await page.getByTestId('messages').getByRole('cell', { name: '{"celsius":32.99}' }).waitFor();
+      assert.equal(await page.getByTestId('messages').locator('tbody tr').count(), 100, 'the last 100 messages kept');
+      const renders = (await page.evaluate('window.__renders')) as number[];
+      const span = renders[renders.length - 1]! - renders[0]!;
+      process.stdout.write(`# live subscription: 300 messages shown in ${renders.length} renders over ${Math.round(span)} ms\n`);
+      assert.ok(renders.length <= Math.floor(span / 100) + 2, `at most 10 renders a second: ${renders.length} renders in ${Math.round(span)} ms`);
       await assertAccessible(page, 'destination with a live subscription');
 
       // the session's connection, its subscriptions, back to the destination
