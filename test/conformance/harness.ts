@@ -265,7 +265,9 @@ export function testName(c: Case): string {
  */
 export function runCases(group: string, cases: Case[]): void {
   for (const name of selectedBrokers()) {
-    describe(`conformance ${name} - ${group}`, () => {
+    // the tests of a broker run side by side (each uses client ids and topics of its own): most of their time is
+    // waiting (keep alive, expiry, will delay, the quiet period that shows a packet did not come)
+    describe(`conformance ${name} - ${group}`, { concurrency: 8 }, () => {
       let broker: RunningBroker;
       before(async () => {
         broker = name === 'switchyard' ? await startSwitchyard() : await startMosquitto();
