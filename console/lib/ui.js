@@ -4,6 +4,7 @@ import { useState } from 'preact/hooks';
 import { html } from './html.js';
 import { ErrorBox, Pager } from './components.js';
 import { href } from './router.js';
+import { CopyCurl } from './curl.js';
 
 /** Rows shown at a time: a list of 10 000 renders 50 rows, the rest are a page away. */
 export const PAGE_SIZE = 50;
@@ -82,10 +83,13 @@ export function payloadText(b64) {
 /** Text → standard Base64 (UTF-8), for publishing. */
 export const toBase64 = (text) => btoa(Array.from(new TextEncoder().encode(text), (b) => String.fromCharCode(b)).join(''));
 
-/** A destructive action takes two presses: the first turns the button into "Confirm …" (no blocking dialog). */
-export function ConfirmButton({ label, onConfirm, disabled }) {
+/**
+ * A destructive action takes two presses: the first turns the button into "Confirm …" (no blocking dialog).
+ * `curl` ({ path, method, body }): the same call offered as a curl command beside it.
+ */
+export function ConfirmButton({ label, onConfirm, disabled, curl }) {
   const [armed, setArmed] = useState(false);
-  return html`<button type="button" class=${armed ? 'danger' : ''} disabled=${disabled} onClick=${() => (armed ? (setArmed(false), onConfirm()) : setArmed(true))} onBlur=${() => setArmed(false)}>${armed ? `Confirm: ${label}` : label}</button>`;
+  return html`<span class="action"><button type="button" class=${armed ? 'danger' : ''} disabled=${disabled} onClick=${() => (armed ? (setArmed(false), onConfirm()) : setArmed(true))} onBlur=${() => setArmed(false)}>${armed ? `Confirm: ${label}` : label}</button>${curl ? html`<${CopyCurl} ...${curl} label=${label} />` : null}</span>`;
 }
 
 /** ACL entries of a principal (identities/{id}/acl, groups/{id}/acl), each linked to its resource's ACL editor. */

@@ -63,7 +63,7 @@ function Detail({ id }) {
             <td>${sessionId ? html`<a href=${href('/actor', { id: subscriptionActor(sessionId, sub.destinationName) })}>subscription</a>` : '–'}</td></tr>`;
         })}</tbody></table></div>`}
       <h2>Disconnect</h2>
-      <${ConfirmButton} label=${`Disconnect ${e.clientId || e.name}`} disabled=${busy} onConfirm=${() => run(`Disconnect ${e.clientId || e.name}`, () => api(`/api/v1/server/connections/${encodeURIComponent(id)}`, { method: 'DELETE' }))} />
+      <${ConfirmButton} label=${`Disconnect ${e.clientId || e.name}`} disabled=${busy} curl=${{ path: `/api/v1/server/connections/${encodeURIComponent(id)}`, method: 'DELETE' }} onConfirm=${() => run(`Disconnect ${e.clientId || e.name}`, () => api(`/api/v1/server/connections/${encodeURIComponent(id)}`, { method: 'DELETE' }))} />
       <details><summary>Protocol information as JSON</summary><${Json} value=${c.protocolInformation} label="Protocol information" /></details>`;
     }}<//>
   <//>`;

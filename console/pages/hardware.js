@@ -4,6 +4,7 @@ import { api } from '../lib/api.js';
 import { useApi } from '../lib/hooks.js';
 import { Loaded, Page, stateClass } from '../lib/components.js';
 import { href } from '../lib/router.js';
+import { CopyCurl } from '../lib/curl.js';
 import { Outcome, Paged, pageParam, useAction } from '../lib/ui.js';
 
 export const page = { path: '/hardware', label: 'Hardware', order: 86, view: Hardware };
@@ -12,7 +13,7 @@ function Hardware({ params }) {
   const [list, reload] = useApi('/api/v1/server/hardware', 5000);
   const { run, outcome, busy } = useAction(reload);
   return html`<${Page} title="Hardware" curl="/api/v1/server/hardware">
-    <div class="actions"><button type="button" disabled=${busy} onClick=${() => run('Scan', () => api('/api/v1/server/hardware/scan', { method: 'POST', body: {} }).then((found) => ({ status: Array.isArray(found) ? `${found.length} devices found` : 'done' })))}>Scan the buses</button></div>
+    <div class="actions"><button type="button" disabled=${busy} onClick=${() => run('Scan', () => api('/api/v1/server/hardware/scan', { method: 'POST', body: {} }).then((found) => ({ status: Array.isArray(found) ? `${found.length} devices found` : 'done' })))}>Scan the buses</button><${CopyCurl} path="/api/v1/server/hardware/scan" method="POST" body=${{}} label="Scan the buses" /></div>
     <${Outcome} outcome=${outcome} />
     <${Loaded} state=${list}>${(devices) =>
       devices.length === 0

@@ -51,7 +51,7 @@ function Models({ params }) {
         <tbody>${rows.map(
           (m) => html`<tr><th scope="row">${m}</th><td><div class="actions">
             <a href=${modelPath(m)} download=${m} aria-label=${`Download ${m}`}>Download</a>
-            <${ConfirmButton} label=${`Delete ${m}`} disabled=${busy} onConfirm=${() => run(`Delete model ${m}`, () => api(modelPath(m), { method: 'DELETE' }))} />
+            <${ConfirmButton} label=${`Delete ${m}`} disabled=${busy} curl=${{ path: modelPath(m), method: 'DELETE' }} onConfirm=${() => run(`Delete model ${m}`, () => api(modelPath(m), { method: 'DELETE' }))} />
           </div></td></tr>`,
         )}</tbody></table></div>`}<//>`;
     }}<//>

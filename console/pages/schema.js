@@ -35,7 +35,7 @@ function Schema({ params }) {
       <h2>Configuration</h2>
       <${Json} value=${config} label="The schema configuration" />
       <h2>Delete</h2>
-      <${ConfirmButton} label=${`Delete schema ${id}`} disabled=${busy} onConfirm=${() => run(`Delete schema ${id}`, () => api(`/api/v1/server/schemas/${enc}`, { method: 'DELETE' })).then((r) => r && (location.hash = href('/schemas')))} />`;
+      <${ConfirmButton} label=${`Delete schema ${id}`} disabled=${busy} curl=${{ path: `/api/v1/server/schemas/${enc}`, method: 'DELETE' }} onConfirm=${() => run(`Delete schema ${id}`, () => api(`/api/v1/server/schemas/${enc}`, { method: 'DELETE' })).then((r) => r && (location.hash = href('/schemas')))} />`;
     }}<//>
   <//>`;
 }

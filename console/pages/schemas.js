@@ -1,11 +1,13 @@
 // Schemas: the list (filtered, 50 a page), a new schema (its config as JSON and the context it applies to), and
 // the bindings (context → schema ids) from the schema map.
 import { html } from '../lib/html.js';
+import { useState } from 'preact/hooks';
 import { api } from '../lib/api.js';
 import { useApi } from '../lib/hooks.js';
 import { Loaded, Page } from '../lib/components.js';
 import { fmtTime } from '../lib/format.js';
 import { href } from '../lib/router.js';
+import { CopyCurl } from '../lib/curl.js';
 import { Outcome, Paged, matches, pageParam, setParams, useAction } from '../lib/ui.js';
 
 export const page = { path: '/schemas', label: 'Schemas', order: 90, view: Schemas };
@@ -24,10 +26,15 @@ function Schemas({ params }) {
   const [map, reloadMap] = useApi('/api/v1/server/schemas/map');
   const { run, outcome, busy } = useAction(() => Promise.all([reload(), reloadMap()]));
   const q = params.get('q') ?? '';
+  const [draft, setDraft] = useState({ context: '', schema: EXAMPLE });
+  const body = (form) => {
+    const f = new FormData(form);
+    return { context: String(f.get('context')), schema: String(f.get('schema')) };
+  };
   const add = (e) => {
     e.preventDefault();
-    const f = new FormData(e.currentTarget);
-    void run('Add schema', () => api('/api/v1/server/schemas', { method: 'POST', body: { context: String(f.get('context')), schema: String(f.get('schema')) } }).then((s) => ({ status: `${s.uniqueId} version ${s.versionId}` })));
+    const b = body(e.currentTarget);
+    void run('Add schema', () => api('/api/v1/server/schemas', { method: 'POST', body: b }).then((s) => ({ status: `${s.uniqueId} version ${s.versionId}` })));
   };
   const bindings = Object.entries(map.data?.data ?? {});
   const contextsOf = (id) => bindings.filter(([, ids]) => ids.includes(id)).map(([c]) => c);
@@ -53,10 +60,10 @@ function Schemas({ params }) {
       <thead><tr><th scope="col">Context (destination or filter)</th><th scope="col">Schemas</th></tr></thead>
       <tbody>${bindings.slice(0, 500).map(([c, ids]) => html`<tr><th scope="row"><a href=${contextHref(c)}>${c}</a></th><td>${ids.map((id, i) => html`${i ? ', ' : ''}<a href=${href('/schema', { id })}>${id}</a>`)}</td></tr>`)}</tbody></table></div>`}<//>
     <h2>Add a schema</h2>
-    <form class="stack" onSubmit=${add} aria-label="Add a schema">
+    <form class="stack" onSubmit=${add} onInput=${(e) => setDraft(body(e.currentTarget))} aria-label="Add a schema">
       <label>Context (destination name or topic filter)<input name="context" required placeholder="sensors/+/temperature" /></label>
       <label>Schema configuration (JSON: uniqueId, name, format, schema; docs/schemas.md)<textarea name="schema" rows="8" required spellcheck="false">${EXAMPLE}</textarea></label>
-      <div><button type="submit" class="primary" disabled=${busy}>Add schema</button></div>
+      <div class="action"><button type="submit" class="primary" disabled=${busy}>Add schema</button><${CopyCurl} path="/api/v1/server/schemas" method="POST" body=${draft} label="Add schema" /></div>
     </form>
     <${Outcome} outcome=${outcome} />
   <//>`;

@@ -6,6 +6,7 @@ import { api } from '../lib/api.js';
 import { useApi } from '../lib/hooks.js';
 import { Loaded, Page } from '../lib/components.js';
 import { href } from '../lib/router.js';
+import { CopyCurl } from '../lib/curl.js';
 import { AclEntries, ConfirmButton, Outcome, useAction } from '../lib/ui.js';
 
 export const page = { path: '/user', label: 'User', nav: false, view: User };
@@ -28,7 +29,7 @@ function User({ params }) {
       <h2>Groups</h2>
       <ul>${u.groupList.map(
         (g) => html`<li><a href=${href('/group', { id: g.uniqueId })}>${g.name}</a>
-          <button type="button" disabled=${busy} aria-label=${`Remove ${u.username} from ${g.name}`} onClick=${() => run(`Remove from ${g.name}`, () => api(`/api/v1/auth/groups/${encodeURIComponent(g.uniqueId)}/${enc}`, { method: 'DELETE' }))}>Remove</button></li>`,
+          <span class="action"><button type="button" disabled=${busy} aria-label=${`Remove ${u.username} from ${g.name}`} onClick=${() => run(`Remove from ${g.name}`, () => api(`/api/v1/auth/groups/${encodeURIComponent(g.uniqueId)}/${enc}`, { method: 'DELETE' }))}>Remove</button><${CopyCurl} path=${`/api/v1/auth/groups/${encodeURIComponent(g.uniqueId)}/${enc}`} method="DELETE" label=${`Remove ${u.username} from ${g.name}`} /></span></li>`,
       )}</ul>
       ${groups.data && html`<form class="filters" onSubmit=${(e) => (e.preventDefault(), gid && run('Add to group', () => api(`/api/v1/auth/groups/${encodeURIComponent(gid)}/${enc}`, { method: 'POST', body: {} })))}>
         <label>Add to group<select value=${gid} onChange=${(e) => setGid(e.currentTarget.value)}>
@@ -36,9 +37,10 @@ function User({ params }) {
           ${groups.data.filter((g) => !member(g)).map((g) => html`<option value=${g.uniqueId}>${g.name}</option>`)}
         </select></label>
         <button type="submit" disabled=${busy || !gid}>Add</button>
+        ${gid ? html`<${CopyCurl} path=${`/api/v1/auth/groups/${encodeURIComponent(gid)}/${enc}`} method="POST" body=${{}} label="Add to the group" />` : null}
       </form>`}
       <h2>Delete</h2>
-      <${ConfirmButton} label=${`Delete user ${u.username}`} disabled=${busy} onConfirm=${() => run(`Delete user ${u.username}`, () => api(`/api/v1/auth/users/${enc}`, { method: 'DELETE' })).then((r) => r && (location.hash = href('/users')))} />`}<//>
+      <${ConfirmButton} label=${`Delete user ${u.username}`} disabled=${busy} curl=${{ path: `/api/v1/auth/users/${enc}`, method: 'DELETE' }} onConfirm=${() => run(`Delete user ${u.username}`, () => api(`/api/v1/auth/users/${enc}`, { method: 'DELETE' })).then((r) => r && (location.hash = href('/users')))} />`}<//>
     <h2>Own ACL entries</h2>
     <${Loaded} state=${acl}>${(a) => html`<${AclEntries} entries=${a.entries} />`}<//>
   <//>`;

@@ -1,9 +1,11 @@
 // Users: the list (filtered, 50 a page), new users, each linked to its detail (groups, ACL entries).
 import { html } from '../lib/html.js';
+import { useState } from 'preact/hooks';
 import { api } from '../lib/api.js';
 import { useApi } from '../lib/hooks.js';
 import { Loaded, Page } from '../lib/components.js';
 import { href } from '../lib/router.js';
+import { CopyCurl } from '../lib/curl.js';
 import { Outcome, Paged, matches, pageParam, setParams, useAction } from '../lib/ui.js';
 
 export const page = { path: '/users', label: 'Users', order: 70, view: Users };
@@ -12,6 +14,7 @@ function Users({ params }) {
   const [list, reload] = useApi('/api/v1/auth/users');
   const { run, outcome, busy } = useAction(reload);
   const q = params.get('q') ?? '';
+  const [typed, setTyped] = useState('');
   const add = (e) => {
     e.preventDefault();
     const form = e.currentTarget;
@@ -21,9 +24,9 @@ function Users({ params }) {
   };
   return html`<${Page} title="Users" curl="/api/v1/auth/users">
     <form class="filters" onSubmit=${add} aria-label="New user">
-      <label>New user name<input name="username" required autocomplete="off" /></label>
+      <label>New user name<input name="username" required autocomplete="off" onInput=${(e) => setTyped(e.currentTarget.value)} /></label>
       <label>Password<input name="password" type="password" required autocomplete="new-password" /></label>
-      <button type="submit" class="primary" disabled=${busy}>Create user</button>
+      <span class="action"><button type="submit" class="primary" disabled=${busy}>Create user</button><${CopyCurl} path="/api/v1/auth/users" method="POST" body=${{ username: typed, password: 'NEW-PASSWORD' }} label="Create user (the password left for you to fill in)" /></span>
     </form>
     <${Outcome} outcome=${outcome} />
     <form class="filters" role="search" onSubmit=${(e) => e.preventDefault()}>

@@ -137,7 +137,7 @@ LoRaDeviceManager:
       await page.getByRole('link', { name: VIEWER.username }).waitFor();
       await page.getByLabel('New user name').fill('night-shift');
       await page.getByLabel('Password', { exact: true }).fill('night-shift-password-1');
-      await page.getByRole('button', { name: 'Create user' }).click();
+      await page.getByRole('button', { name: 'Create user', exact: true }).click();
       await page.getByRole('status').filter({ hasText: 'Create user night-shift: ' }).waitFor();
       await page.getByRole('link', { name: 'night-shift' }).waitFor();
       const users = (await rest('/api/v1/auth/users')) as Array<{ username: string; uniqueId: string }>;
@@ -151,7 +151,7 @@ LoRaDeviceManager:
       assert.match(page.url(), new RegExp(`#/user\\?id=${night.uniqueId}$`), 'the user has its own URL');
       await page.getByLabel('Add to group').selectOption({ label: 'line-operators' });
       await page.getByRole('button', { name: 'Add', exact: true }).click();
-      await page.getByRole('button', { name: 'Remove night-shift from line-operators' }).waitFor();
+      await page.getByRole('button', { name: 'Remove night-shift from line-operators', exact: true }).waitFor();
       await assertAccessible(page, 'user');
       await page.getByRole('link', { name: 'line-operators' }).first().click();
       await page.getByRole('heading', { level: 1, name: 'Group line-operators' }).waitFor();
@@ -257,7 +257,7 @@ LoRaDeviceManager:
       await assertAccessible(page, 'schemas (dark)');
       await page.getByLabel('Context (destination name or topic filter)').fill('plant/+/pressure');
       await page.getByLabel(/^Schema configuration/).fill(JSON.stringify({ uniqueId: 'line-pressure', name: 'Line pressure', format: 'json', schema: { type: 'number' } }));
-      await page.getByRole('button', { name: 'Add schema' }).click();
+      await page.getByRole('button', { name: 'Add schema', exact: true }).click();
       await page.getByRole('status').filter({ hasText: 'Add schema: line-pressure version 1' }).waitFor();
       await page.getByRole('rowheader', { name: 'plant/+/pressure' }).waitFor();
       await page.getByRole('link', { name: 'line-temperature' }).first().click();
@@ -272,8 +272,8 @@ LoRaDeviceManager:
       await page.getByRole('rowheader', { name: 'drift.bin' }).waitFor();
       const download = await page.evaluate(`fetch(document.querySelector('a[aria-label="Download anomaly-detector"]').href).then((r) => r.text())`);
       assert.equal(download, MODEL_BYTES.toString(), 'the download link gives the model');
-      await page.getByRole('button', { name: 'Delete drift.bin' }).click();
-      await page.getByRole('button', { name: 'Confirm: Delete drift.bin' }).click();
+      await page.getByRole('button', { name: 'Delete drift.bin', exact: true }).click();
+      await page.getByRole('button', { name: 'Confirm: Delete drift.bin', exact: true }).click();
       await page.getByRole('status').filter({ hasText: 'Delete model drift.bin: Success' }).waitFor();
       assert.deepEqual(await rest('/api/v1/server/models'), ['anomaly-detector']);
       await assertAccessible(page, 'models (dark)');
@@ -380,9 +380,9 @@ LoRaDeviceManager:
       await goTo(page, 'Connections');
       await page.getByRole('row').filter({ hasText: 'line-1-display' }).getByRole('link').click();
       await page.getByRole('heading', { level: 1, name: 'Connection line-1-display' }).waitFor();
-      await page.getByRole('button', { name: 'Disconnect line-1-display' }).click();
+      await page.getByRole('button', { name: 'Disconnect line-1-display', exact: true }).click();
       const closed = new Promise<void>((res) => client.once('close', () => res()));
-      await page.getByRole('button', { name: 'Confirm: Disconnect line-1-display' }).click();
+      await page.getByRole('button', { name: 'Confirm: Disconnect line-1-display', exact: true }).click();
       await page.getByRole('status').filter({ hasText: 'Disconnect line-1-display: ' }).waitFor();
       await closed;
       assertClean(w, base, [[401, '/api/v1/session']]);
