@@ -14,8 +14,10 @@
  *
  * The model says which messages the subscriber must get (QoS 1 at least once, QoS 2 exactly once) and which it must
  * never get (published while it had no subscription, or queued in a session that was discarded or expired); each run
- * ends by reconnecting, subscribing and waiting for a sentinel message, then comparing. Bounded: NUM_RUNS runs
- * (SWITCHYARD_MODEL_RUNS to change), at most MAX_COMMANDS commands each; the seed is printed on failure by fast-check.
+ * ends by reconnecting, subscribing and waiting for a sentinel message, then comparing. Both protocol versions: in
+ * MQTT 3.1.1 there are no reason codes or expiry intervals, a clean session 1 session ends with its connection, and
+ * a taken-over connection is closed without DISCONNECT. Bounded: NUM_RUNS runs per version (SWITCHYARD_MODEL_RUNS to
+ * change), at most MAX_COMMANDS commands each; the seed is printed on failure by fast-check.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -32,14 +34,17 @@ const EXPIRY = 300; // the subscriber's Session Expiry Interval, s: its session 
 
 type Packet = Record<string, any>;
 
-/** A bare MQTT 5 connection: parsed packets in arrival order, waits on them, and an optional hook per packet. */
+/** A bare MQTT connection (3.1.1 or 5): parsed packets in arrival order, waits on them, and an optional hook per packet. */
 class Conn {
   readonly packets: Packet[] = [];
   closed = false;
   private waiters: Array<() => void> = [];
   onPacket: (p: Packet) => void = () => undefined;
-  private constructor(readonly socket: Socket) {
-    const parser = mqttPacket.parser({ protocolVersion: 5 });
+  private constructor(
+    readonly socket: Socket,
+    readonly version: 4 | 5,
+  ) {
+    const parser = mqttPacket.parser({ protocolVersion: version });
     parser.on('packet', (p) => {
       this.packets.push(p as Packet);
       this.onPacket(p as Packet);
@@ -53,9 +58,9 @@ class Conn {
     });
     socket.on('error', () => undefined);
   }
-  static open(port: number): Promise<Conn> {
+  static open(port: number, version: 4 | 5): Promise<Conn> {
     return new Promise((resolve, reject) => {
-      const s = connect(port, '127.0.0.1', () => resolve(new Conn(s)));
+      const s = connect(port, '127.0.0.1', () => resolve(new Conn(s, version)));
       s.once('error', reject);
     });
   }
@@ -65,7 +70,7 @@ class Conn {
     for (const f of w) f();
   }
   send(p: Packet): void {
-    this.socket.write(mqttPacket.generate(p as never, { protocolVersion: 5 }));
+    this.socket.write(mqttPacket.generate(p as never, { protocolVersion: this.version }));
   }
   /** Waits for a packet matching `pred` (removed from the list). */
   async next(what: string, pred: (p: Packet) => boolean): Promise<Packet> {
@@ -110,12 +115,14 @@ class Subscriber {
   constructor(
     readonly port: number,
     readonly clientId: string,
+    readonly version: 4 | 5,
   ) {}
 
   async connect(cleanStart: boolean): Promise<{ conn: Conn; connack: Packet }> {
-    const conn = await Conn.open(this.port);
+    const conn = await Conn.open(this.port, this.version);
     conn.onPacket = (p) => this.handle(conn, p);
-    conn.send({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 5, clean: cleanStart, clientId: this.clientId, keepalive: 0, properties: { sessionExpiryInterval: EXPIRY } });
+    const v5 = this.version === 5;
+    conn.send({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: this.version, clean: cleanStart, clientId: this.clientId, keepalive: 0, ...(v5 ? { properties: { sessionExpiryInterval: EXPIRY } } : {}) });
     const connack = await conn.next('CONNACK', (p) => p.cmd === 'connack');
     if (cleanStart) this.q2.clear(); // Clean Start 1 discards the client's session state too [MQTT-3.1.2-4]
     return { conn, connack };
@@ -124,9 +131,9 @@ class Subscriber {
   private handle(conn: Conn, p: Packet): void {
     if (p.cmd === 'publish') {
       const payload = (p.payload as Buffer).toString();
-      if (p.qos === 1) conn.send({ cmd: 'puback', messageId: p.messageId, reasonCode: 0 });
+      if (p.qos === 1) conn.send({ cmd: 'puback', messageId: p.messageId });
       if (p.qos === 2) {
-        conn.send({ cmd: 'pubrec', messageId: p.messageId, reasonCode: 0 });
+        conn.send({ cmd: 'pubrec', messageId: p.messageId });
         if (this.q2.has(p.messageId)) return; // the same QoS 2 message again, before its PUBREL
         this.q2.add(p.messageId);
       }
@@ -136,7 +143,7 @@ class Subscriber {
       for (const f of w) f();
     } else if (p.cmd === 'pubrel') {
       this.q2.delete(p.messageId);
-      conn.send({ cmd: 'pubcomp', messageId: p.messageId, reasonCode: 0 });
+      conn.send({ cmd: 'pubcomp', messageId: p.messageId });
     }
   }
 
@@ -167,6 +174,11 @@ interface Model {
   /** Its session holds the subscription. */
   subscribed: boolean;
   online: boolean;
+  /**
+   * MQTT 3.1.1: the subscriber's connection has clean session 1, so its session ends with the connection (3.1.1
+   * §3.1.2.4); in MQTT 5 the Session Expiry Interval decides that (EXPIRY unless a DISCONNECT changes it).
+   */
+  cleanConn: boolean;
   /** Messages the subscriber must get, with their QoS (1: at least once, 2: exactly once). */
   expected: Map<string, 1 | 2>;
   /** Messages it must never get. */
@@ -192,6 +204,7 @@ interface Model {
 }
 
 interface Real {
+  version: 4 | 5;
   sub: Subscriber;
   pub: Conn;
   topic: string;
@@ -253,10 +266,10 @@ class Release implements fc.AsyncCommand<Model, Real> {
   constructor(readonly id: number) {}
   check = (): boolean => true;
   async run(m: Model, r: Real): Promise<void> {
-    r.pub.send({ cmd: 'pubrel', messageId: this.id, reasonCode: 0 });
+    r.pub.send({ cmd: 'pubrel', messageId: this.id });
     const comp = await r.pub.next(`PUBCOMP ${this.id}`, (p) => p.cmd === 'pubcomp' && p.messageId === this.id);
-    // 5 §3.7.2.1: 0x92 Packet Identifier not found for a PUBREL the receiver has no state for
-    assert.equal(comp.reasonCode ?? 0, m.inbound2.has(this.id) || m.released2.has(this.id) ? 0 : 0x92, `PUBCOMP ${this.id} reason`);
+    // 5 §3.7.2.1: 0x92 Packet Identifier not found for a PUBREL the receiver has no state for (3.1.1: PUBCOMP, no code)
+    if (r.version === 5) assert.equal(comp.reasonCode ?? 0, m.inbound2.has(this.id) || m.released2.has(this.id) ? 0 : 0x92, `PUBCOMP ${this.id} reason`);
     if (m.inbound2.delete(this.id)) m.released2.add(this.id);
   }
   toString = (): string => `PUBREL ${this.id}`;
@@ -284,10 +297,14 @@ class Disconnect implements fc.AsyncCommand<Model, Real> {
     unsettle(m);
     await drain(m, r);
     const conn = r.sub.conn!;
-    conn.send({ cmd: 'disconnect', reasonCode: 0, ...(this.expiry !== undefined ? { properties: { sessionExpiryInterval: this.expiry } } : {}) });
+    conn.send({ cmd: 'disconnect', ...(r.version === 5 ? { reasonCode: 0 } : {}), ...(this.expiry !== undefined ? { properties: { sessionExpiryInterval: this.expiry } } : {}) });
     await conn.waitClosed();
     r.sub.conn = undefined;
     m.online = false;
+    if (r.version === 4 && m.cleanConn) {
+      m.session = false;
+      m.subscribed = false;
+    }
     if (this.expiry !== undefined) {
       // a short interval: wait it out, with margin for a loaded machine (the broker expires sessions on a timer)
       if (this.expiry > 0) await new Promise((res) => setTimeout(res, this.expiry! * 1000 + 1500));
@@ -305,8 +322,9 @@ class Reconnect implements fc.AsyncCommand<Model, Real> {
     unsettle(m);
     const { conn, connack } = await r.sub.connect(this.cleanStart);
     r.sub.conn = conn;
-    assert.equal(connack.reasonCode, 0);
+    assert.equal(connack.reasonCode ?? connack.returnCode, 0);
     assert.equal(connack.sessionPresent, !this.cleanStart && m.session, 'CONNACK session present [MQTT-3.2.2-2, MQTT-3.2.2-3]');
+    m.cleanConn = this.cleanStart;
     if (this.cleanStart || !m.session) {
       // what the old session held is gone with it
       for (const p of m.expected.keys()) if (!r.sub.received.has(p)) m.forbidden.add(p);
@@ -320,16 +338,21 @@ class Reconnect implements fc.AsyncCommand<Model, Real> {
 }
 
 class Takeover implements fc.AsyncCommand<Model, Real> {
-  check = (m: Readonly<Model>): boolean => m.online;
+  // 3.1.1: only a clean session 0 connection is taken over here (whether a clean session 1 session is "present" to a
+  // clean session 0 takeover is read differently by brokers)
+  check = (m: Readonly<Model>): boolean => m.online && !m.cleanConn;
   async run(m: Model, r: Real): Promise<void> {
     const old = r.sub.conn!;
     const { conn, connack } = await r.sub.connect(false);
     r.sub.conn = conn;
-    assert.equal(connack.reasonCode, 0);
+    assert.equal(connack.reasonCode ?? connack.returnCode, 0);
     assert.equal(connack.sessionPresent, true, 'takeover resumes the session');
-    const d = await old.next('DISCONNECT on the old connection', (p) => p.cmd === 'disconnect');
-    assert.equal(d.reasonCode, 0x8e, 'Session taken over');
-    await old.waitClosed();
+    if (r.version === 5) {
+      const d = await old.next('DISCONNECT on the old connection', (p) => p.cmd === 'disconnect');
+      assert.equal(d.reasonCode, 0x8e, 'Session taken over');
+    }
+    await old.waitClosed(); // [MQTT-3.1.4-2] (3.1.1: closed without a DISCONNECT, which a 3.1.1 server never sends)
+    if (r.version === 4) assert.equal(old.packets.filter((p) => p.cmd === 'disconnect').length, 0);
   }
   toString = (): string => 'takeover';
 }
@@ -347,75 +370,78 @@ describe('model - MQTT session state machine', () => {
     await s.close();
   });
 
-  test(`model - QoS 1/2 exchanges, packet identifier reuse, takeover and expiry agree with the reference model (${NUM_RUNS} runs, up to ${MAX_COMMANDS} commands each)`, async () => {
-    let run = 0;
-    let commandsRun = 0;
-    const byKind = new Map<string, number>();
-    const commands = [
-      fc.constant(new Publish1()),
-      fc.integer({ min: 1, max: 3 }).map((id) => new Publish2(id)),
-      fc.integer({ min: 1, max: 3 }).map((id) => new Release(id)),
-      fc.constant(new Subscribe()),
-      fc.constantFrom<undefined | 0>(undefined, undefined, 0).map((e) => new Disconnect(e)),
-      fc.constant(new Disconnect(1)),
-      fc.boolean().map((clean) => new Reconnect(clean)),
-      fc.constant(new Takeover()),
-    ];
-    await fc.assert(
-      fc.asyncProperty(fc.commands(commands, { maxCommands: MAX_COMMANDS, size: 'large' }), async (cmds) => {
-        const id = `model-${process.pid}-${run++}`;
-        const sub = new Subscriber(port, `${id}-sub`);
-        const pub = await Conn.open(port);
-        open.add(pub);
-        pub.send({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 5, clean: true, clientId: `${id}-pub`, keepalive: 0 });
-        await pub.next('CONNACK', (p) => p.cmd === 'connack');
-        // the run starts with the subscriber online and subscribed, in a new session
-        const first = await sub.connect(true);
-        sub.conn = first.conn;
-        const m: Model = { session: true, subscribed: false, online: true, expected: new Map(), forbidden: new Set(), inbound2: new Map(), either: new Set(), released2: new Set(), waitedExpiry: run % 5 !== 1, next: 0 };
-        const r: Real = { sub, pub, topic: `model/${id}`, log: [] };
-        await new Subscribe().run(m, r);
-        const wrapped = [...cmds].map((c) => ({
-          check: (mm: Readonly<Model>) => c.check(mm),
-          run: async (mm: Model, rr: Real) => {
-            commandsRun++;
-            const kind = c.toString().replace(/ \(id \d\)| \d$/, '');
-            byKind.set(kind, (byKind.get(kind) ?? 0) + 1);
-            await c.run(mm, rr);
-          },
-          toString: () => c.toString(),
-        }));
-        try {
-          await fc.asyncModelRun(() => ({ model: m, real: r }), wrapped);
-          // release what the publisher left unreleased, then get the subscriber online and subscribed, and wait for a
-          // sentinel published after everything else: whatever was wrongly kept has arrived by then
-          for (const pid of [...m.inbound2.keys()]) await new Release(pid).run(m, r);
-          if (!m.online) await new Reconnect(false).run(m, r);
-          if (!m.subscribed) await new Subscribe().run(m, r);
-          await new Publish1().run(m, r);
-          const sentinel = `m${m.next - 1}`;
-          await sub.await([...m.expected.keys(), sentinel]);
-          for (const [payload, qos] of m.expected) {
-            const n = sub.received.get(payload) ?? 0;
-            if (qos === 2) assert.equal(n, 1, `QoS 2 message ${payload} received ${n} times (exactly once) [MQTT-4.3.3]`);
-            else assert.ok(n >= 1, `QoS 1 message ${payload} received`);
+  for (const version of [5, 4] as const) {
+    const name = version === 5 ? 'MQTT 5' : 'MQTT 3.1.1';
+    const expiry = version === 5 ? ', expiry' : ', clean session';
+    test(`model - ${name}: QoS 1/2 exchanges, packet identifier reuse, takeover${expiry} agree with the reference model (${NUM_RUNS} runs, up to ${MAX_COMMANDS} commands each)`, async () => {
+      let run = 0;
+      let commandsRun = 0;
+      const byKind = new Map<string, number>();
+      const commands = [
+        fc.constant(new Publish1()),
+        fc.integer({ min: 1, max: 3 }).map((id) => new Publish2(id)),
+        fc.integer({ min: 1, max: 3 }).map((id) => new Release(id)),
+        fc.constant(new Subscribe()),
+        ...(version === 5 ? [fc.constantFrom<undefined | 0>(undefined, undefined, 0).map((e) => new Disconnect(e)), fc.constant(new Disconnect(1))] : [fc.constant(new Disconnect(undefined))]),
+        fc.boolean().map((clean) => new Reconnect(clean)),
+        fc.constant(new Takeover()),
+      ];
+      await fc.assert(
+        fc.asyncProperty(fc.commands(commands, { maxCommands: MAX_COMMANDS, size: 'large' }), async (cmds) => {
+          const id = `model${version}-${process.pid}-${run++}`;
+          const sub = new Subscriber(port, `${id}-sub`, version);
+          const pub = await Conn.open(port, version);
+          open.add(pub);
+          pub.send({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: version, clean: true, clientId: `${id}-pub`, keepalive: 0 });
+          await pub.next('CONNACK', (p) => p.cmd === 'connack');
+          // the run starts with the subscriber online and subscribed, in a new session
+          const first = await sub.connect(true);
+          sub.conn = first.conn;
+          const m: Model = { session: true, subscribed: false, online: true, cleanConn: true, expected: new Map(), forbidden: new Set(), inbound2: new Map(), either: new Set(), released2: new Set(), waitedExpiry: run % 5 !== 1, next: 0 };
+          const r: Real = { version, sub, pub, topic: `model/${id}`, log: [] };
+          await new Subscribe().run(m, r);
+          const wrapped = [...cmds].map((c) => ({
+            check: (mm: Readonly<Model>) => c.check(mm),
+            run: async (mm: Model, rr: Real) => {
+              commandsRun++;
+              const kind = c.toString().replace(/ \(id \d\)| \d$/, '');
+              byKind.set(kind, (byKind.get(kind) ?? 0) + 1);
+              await c.run(mm, rr);
+            },
+            toString: () => c.toString(),
+          }));
+          try {
+            await fc.asyncModelRun(() => ({ model: m, real: r }), wrapped);
+            // release what the publisher left unreleased, then get the subscriber online and subscribed, and wait for a
+            // sentinel published after everything else: whatever was wrongly kept has arrived by then
+            for (const pid of [...m.inbound2.keys()]) await new Release(pid).run(m, r);
+            if (!m.online) await new Reconnect(false).run(m, r);
+            if (!m.subscribed) await new Subscribe().run(m, r);
+            await new Publish1().run(m, r);
+            const sentinel = `m${m.next - 1}`;
+            await sub.await([...m.expected.keys(), sentinel]);
+            for (const [payload, qos] of m.expected) {
+              const n = sub.received.get(payload) ?? 0;
+              if (qos === 2) assert.equal(n, 1, `QoS 2 message ${payload} received ${n} times (exactly once) [MQTT-4.3.3]`);
+              else assert.ok(n >= 1, `QoS 1 message ${payload} received`);
+            }
+            for (const payload of m.either) assert.ok((sub.received.get(payload) ?? 0) <= 1, `QoS 2 message ${payload} received more than once`);
+            const wrong = [...m.forbidden].filter((p) => sub.received.has(p));
+            assert.deepEqual(wrong, [], 'messages the model says must never arrive');
+          } finally {
+            // end the subscriber's session (clean session / Clean Start 1, expiry 0 on DISCONNECT) so runs leave nothing
+            sub.conn?.destroy();
+            const { conn } = await sub.connect(true);
+            conn.send({ cmd: 'disconnect', ...(version === 5 ? { reasonCode: 0, properties: { sessionExpiryInterval: 0 } } : {}) });
+            await conn.waitClosed().catch(() => conn.destroy());
+            pub.destroy();
+            open.delete(pub);
           }
-          for (const payload of m.either) assert.ok((sub.received.get(payload) ?? 0) <= 1, `QoS 2 message ${payload} received more than once`);
-          const wrong = [...m.forbidden].filter((p) => sub.received.has(p));
-          assert.deepEqual(wrong, [], 'messages the model says must never arrive');
-        } finally {
-          // end the subscriber's session (Clean Start 1, expiry 0 on DISCONNECT) so runs leave nothing behind
-          sub.conn?.destroy();
-          const { conn } = await sub.connect(true);
-          conn.send({ cmd: 'disconnect', reasonCode: 0, properties: { sessionExpiryInterval: 0 } });
-          await conn.waitClosed().catch(() => conn.destroy());
-          pub.destroy();
-          open.delete(pub);
-        }
-      }),
-      { numRuns: NUM_RUNS },
-    );
-    console.log(`# model: ${run} runs (numRuns ${NUM_RUNS}), ${commandsRun} commands run: ${[...byKind].map(([k, n]) => `${k} ${n}`).join(', ')}`);
-    assert.equal(run >= NUM_RUNS, true);
-  });
+        }),
+        { numRuns: NUM_RUNS },
+      );
+      console.log(`# model ${name}: ${run} runs (numRuns ${NUM_RUNS}), ${commandsRun} commands run: ${[...byKind].map(([k, n]) => `${k} ${n}`).join(', ')}`);
+      assert.equal(run >= NUM_RUNS, true);
+    });
+  }
 });
