@@ -2,8 +2,8 @@
  * An independent client: a slice of MQTT conformance driven by Debian's python3-paho-mqtt (1.6.1), whose parser and
  * state machine share no code with ours or with mqtt.js, against a Switchyard broker listening on a random port of
  * 127.0.0.1. Each scenario runs ./paho_client.py in a python3 process that prints what paho observed as JSON; the
- * assertions are here. Scenarios: connect (3.1.1 and 5), QoS 1 and QoS 2 flows, retained messages, wills, session
- * resume (clean session 0 / Session Expiry Interval), topic aliases (MQTT 5).
+ * assertions are here. Scenarios: connect (3.1.1 and 5; and MQTT 3.1, protocol level 3), QoS 1 and QoS 2 flows,
+ * retained messages, wills, session resume (clean session 0 / Session Expiry Interval), topic aliases (MQTT 5).
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -83,6 +83,16 @@ describe('paho-python', () => {
     assert.equal(empty.rc, 0);
     assert.equal(typeof empty.properties.AssignedClientIdentifier, 'string');
     assert.ok((empty.properties.AssignedClientIdentifier as string).length > 0);
+  });
+
+  test('paho-python - MQTT 3.1 (protocol level 3): CONNACK 0, a QoS 1 round trip, a clean session 0 session resumed with its queued messages, no session-present bit (3.1 has none)', async () => {
+    const r = await paho('connect-31');
+    assert.deepEqual([r.first.rc, r.first.sessionPresent], [0, false]);
+    assert.deepEqual(r.granted, [1]);
+    assert.equal(r.own, true);
+    assert.deepEqual(r.ownMessage, [{ topic: 'paho/v31', payload: 'own', qos: 1, retain: false }]);
+    assert.deepEqual([r.resumed.rc, r.resumed.sessionPresent], [0, false], 'the CONNACK of 3.1 has no session-present bit');
+    assert.deepEqual(payloads(r.queued), ['queued0', 'queued1'], 'the session was resumed all the same');
   });
 
   for (const v of ['311', '5'] as const) {

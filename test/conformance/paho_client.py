@@ -30,7 +30,7 @@ WAIT = 10.0  # seconds for anything that should happen; generous for a loaded CI
 class Client:
     """A paho client on its network thread, with what it observed kept for the report."""
 
-    def __init__(self, client_id, v5, clean=True, expiry=None, will=None, topic_alias_maximum=None):
+    def __init__(self, client_id, v5, clean=True, expiry=None, will=None, topic_alias_maximum=None, v31=False):
         self.v5 = v5
         self.clean = clean
         self.expiry = expiry
@@ -38,7 +38,7 @@ class Client:
         if v5:
             self.c = mqtt.Client(client_id=client_id, protocol=mqtt.MQTTv5)
         else:
-            self.c = mqtt.Client(client_id=client_id, clean_session=clean, protocol=mqtt.MQTTv311)
+            self.c = mqtt.Client(client_id=client_id, clean_session=clean, protocol=mqtt.MQTTv31 if v31 else mqtt.MQTTv311)
         if will is not None:
             self.c.will_set(will["topic"], will["payload"], qos=will.get("qos", 0), retain=will.get("retain", False))
         self.messages = queue.Queue()
@@ -187,6 +187,31 @@ def connect(v5):
     empty = b.connect()
     b.disconnect()
     return {"connack": first, "emptyClientId": empty}
+
+
+def connect31():
+    """MQTT 3.1 (protocol level 3, "MQIsdp"): connect, a QoS 1 round trip, a session resumed with clean session 0;
+    3.1's CONNACK has no session-present bit (its first byte is reserved, 0)."""
+    topic = "paho/v31"
+    a = Client("paho-v31", False, clean=False, v31=True)
+    first = a.connect()
+    granted = a.subscribe(topic, 1)
+    own = a.publish(topic, "own", qos=1)
+    own_msg = a.receive(1)
+    a.disconnect()
+    pub = Client("paho-v31-pub", False)
+    pub.connect()
+    for i in range(2):
+        pub.publish(topic, "queued%d" % i, qos=1)
+    pub.disconnect()
+    b = Client("paho-v31", False, clean=False, v31=True)
+    resumed = b.connect()
+    queued = b.receive(2)
+    b.disconnect()
+    c = Client("paho-v31", False, clean=True, v31=True)
+    c.connect()
+    c.disconnect()
+    return {"first": first, "granted": granted, "own": own, "ownMessage": own_msg, "resumed": resumed, "queued": queued}
 
 
 def qos_flow(v5, qos):
@@ -342,6 +367,7 @@ def topic_alias(v5):
 SCENARIOS = {
     "connect-311": lambda: connect(False),
     "connect-5": lambda: connect(True),
+    "connect-31": connect31,
     "qos1-311": lambda: qos_flow(False, 1),
     "qos1-5": lambda: qos_flow(True, 1),
     "qos2-311": lambda: qos_flow(False, 2),
