@@ -143,6 +143,7 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   await app.register((await import('./routes/lora/lora.routes.js')).loraRoutes, ctx); // LoRaDeviceApi
   await app.register((await import('./routes/discovery/discovery.routes.js')).discoveryRoutes, ctx); // DiscoveryManagementApi
   await app.register((await import('./routes/integrations/integrations.routes.js')).integrationRoutes, ctx); // IntegrationManagementApi (#48–54)
+  await app.register((await import('./routes/cluster/cluster.routes.js')).clusterRoutes, ctx); // GET /api/v1/server/cluster (Switchyard extension, docs/cluster.md)
   await app.register((await import('./routes/console/console.routes.js')).consoleRoutes, ctx); // the web console at /console/ (docs/console.md)
   await app.ready();
   return app as unknown as FastifyInstance;

@@ -201,8 +201,11 @@ export class Membership {
   private connected = false;
   private readonly nodes = new Map<string, Known>();
   private watching = false;
+  private watchGen = 0;
+  private watcher?: { stop(): void };
   private stopped = false;
   private timer?: NodeJS.Timeout;
+  private isolateTimer?: NodeJS.Timeout;
   private ticking?: Promise<void>;
   private tableFullWarned = false;
 
@@ -233,6 +236,7 @@ export class Membership {
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
+    clearTimeout(this.isolateTimer);
     await this.ticking?.catch(() => {});
     if (this.kv && this.lease && this.stateValue === ClusterState.Member) {
       try {
@@ -299,6 +303,11 @@ export class Membership {
     return this.cfg.heartbeatSeconds * 1000;
   }
 
+  /** A lease write may take this long (JetStream replicates it before it answers). */
+  private get writeTimeout(): number {
+    return Math.max(2000, this.hbMs);
+  }
+
   private async run(): Promise<void> {
     const log = this.hooks.log;
     // 1. connect (the client then reconnects by itself, to any of the servers)
@@ -313,6 +322,9 @@ export class Membership {
           reconnectTimeWait: Math.min(1000, this.hbMs),
           pingInterval: Math.max(1000, this.hbMs),
           maxPingOut: 2,
+          // only the configured servers: a node told to use one server loses NATS when that server goes, instead of
+          // following the cluster's gossip to servers the operator did not list (docs/cluster.md "Partitions")
+          ignoreClusterUpdates: true,
           timeout: Math.max(2000, this.hbMs),
           ...(this.cfg.user !== undefined ? { user: this.cfg.user } : {}),
           ...(this.cfg.password !== undefined ? { pass: this.cfg.password } : {}),
@@ -424,9 +436,17 @@ export class Membership {
       if (s.type === 'disconnect') {
         this.connected = false;
         this.lastError = `NATS connection to ${s.server} lost`;
-        if (this.lease && this.stateValue !== ClusterState.Refused) this.isolate(`NATS connection lost (${s.server}); reconnecting`);
+        // isolated unless the client is back within a heartbeat (it fails over to another listed server at once)
+        const server = s.server;
+        clearTimeout(this.isolateTimer);
+        this.isolateTimer = setTimeout(() => {
+          if (!this.connected && !this.stopped && this.lease && this.stateValue !== ClusterState.Refused) this.isolate(`NATS connection lost (${server}); reconnecting`);
+        }, this.hbMs);
+        this.isolateTimer.unref();
       } else if (s.type === 'reconnect') {
         this.connected = true;
+        clearTimeout(this.isolateTimer);
+        this.restartWatch();
         this.hooks.log.info({ server: s.server }, 'cluster: NATS connection back');
         this.schedule(0); // write the lease at once: Member again as soon as JetStream takes it
       }
@@ -465,7 +485,7 @@ export class Membership {
     if (!this.connected) return; // Isolated already (the status watcher); the client reconnects
     const lease: Lease = { ...this.lease, restAddress: this.hooks.restAddress(), lastHeartbeat: new Date().toISOString(), state: 'live' };
     try {
-      this.revision = await this.kv.update(this.nodeId, JSON.stringify(lease), this.revision, this.hbMs);
+      this.revision = await this.kv.update(this.nodeId, JSON.stringify(lease), this.revision, this.writeTimeout);
       this.lease = lease;
       this.lastWriteOk = Date.now();
       this.lastError = undefined;
@@ -476,11 +496,13 @@ export class Membership {
         await this.leaseConflict();
       } else {
         this.lastError = messageOf(err);
-        if (Date.now() - this.lastWriteOk > 2 * this.hbMs) this.isolate(`JetStream does not take this node's lease (NATS quorum lost?): ${this.lastError}`);
+        // a blip (a JetStream leader election) is not isolation: two heartbeats and half a lease without a write are
+        if (Date.now() - this.lastWriteOk > Math.max(2 * this.hbMs, (this.cfg.leaseSeconds * 1000) / 2)) this.isolate(`JetStream does not take this node's lease (NATS quorum lost?): ${this.lastError}`);
       }
     }
     if (this.stateValue === ClusterState.Member) {
       if (!this.watching) await this.startWatch();
+      await this.refreshQuiet();
       await this.judgeLapses();
     }
   }
@@ -513,7 +535,7 @@ export class Membership {
       const lease: Lease = { ...cur, epoch, state: 'live', started: now, lastHeartbeat: now, restAddress: this.hooks.restAddress(), serverName: this.hooks.serverName };
       delete lease.goneAt;
       delete lease.declaredBy;
-      this.revision = await kv.update(this.nodeId, JSON.stringify(lease), entry.revision, this.hbMs);
+      this.revision = await kv.update(this.nodeId, JSON.stringify(lease), entry.revision, this.writeTimeout);
       this.lease = lease;
       this.lastWriteOk = Date.now();
       this.identity.epochs[this.epochKey] = epoch;
@@ -538,8 +560,14 @@ export class Membership {
   private async startWatch(): Promise<void> {
     if (this.watching || !this.kv) return;
     this.watching = true;
+    const gen = ++this.watchGen;
     try {
       const it = await this.kv.watch();
+      if (gen !== this.watchGen) {
+        it.stop();
+        return;
+      }
+      this.watcher = it;
       void (async () => {
         try {
           for await (const e of it) {
@@ -553,12 +581,39 @@ export class Membership {
             this.observe(key, lease, e.revision, e.isUpdate ? Date.now() : Math.min(Date.now(), e.created.getTime()), !e.isUpdate);
           }
         } finally {
-          this.watching = false; // the next heartbeat starts it again
+          if (gen === this.watchGen) {
+            this.watching = false; // the next heartbeat starts it again
+            this.watcher = undefined;
+          }
         }
       })();
     } catch (err) {
-      this.watching = false;
+      if (gen === this.watchGen) this.watching = false;
       this.lastError = messageOf(err);
+    }
+  }
+
+  /** Drops the watcher (after a reconnect its consumer may have lived on the server that went); the next heartbeat starts another. */
+  private restartWatch(): void {
+    this.watchGen++;
+    this.watcher?.stop();
+    this.watcher = undefined;
+    this.watching = false;
+  }
+
+  /**
+   * Reads the leases the watch has not shown changing for two heartbeats (a watcher being re-created after a server
+   * went, a slow consumer): the heartbeat ages shown stay true, and a lapse is judged on what the bucket holds.
+   */
+  private async refreshQuiet(): Promise<void> {
+    const now = Date.now();
+    let reads = 0;
+    for (const [key, k] of this.nodes) {
+      if (key === this.nodeId || k.lease.state !== 'live' || now - k.seenAt <= 2 * this.hbMs) continue;
+      if (++reads > 32) return; // the rest at the next heartbeats
+      const e = await this.kv!.get(key).catch(() => null);
+      const cur = e ? parseLease(e) : undefined;
+      if (e && cur && cur.nodeId === key) this.observe(key, cur, e.revision, Date.now());
     }
   }
 
@@ -592,18 +647,20 @@ export class Membership {
         this.hooks.onRestarted(key, before.epoch, lease.epoch);
       } else log.info({ nodeId: key, epoch: lease.epoch }, `cluster: node ${key} is back (epoch ${lease.epoch})`);
     } else if (lease.state === 'gone' && before.state !== 'gone') {
-      this.reportGone(known, false);
+      this.reportGone(known);
     } else if (lease.state === 'left' && before.state === 'live') {
       log.info({ nodeId: key, epoch: lease.epoch }, `cluster: node ${key} left (epoch ${lease.epoch})`);
       this.hooks.onLeft(key, lease.epoch);
     }
   }
 
-  private reportGone(k: Known, declaredHere: boolean): void {
+  private reportGone(k: Known): void {
     if (k.goneEpoch === k.lease.epoch) return; // once per lapse
     k.goneEpoch = k.lease.epoch;
     k.goneReported++;
     const l = k.lease;
+    // the compare-and-set that stored this record was this node's (its watch may show it before the write answers)
+    const declaredHere = l.declaredBy === this.nodeId;
     const silent = Math.round((Date.now() - k.seenAt) / 100) / 10;
     this.hooks.log.warn(
       { nodeId: l.nodeId, epoch: l.epoch, declaredBy: l.declaredBy, declaredHere },
@@ -622,11 +679,11 @@ export class Membership {
       k.claiming = true;
       const gone: Lease = { ...k.lease, state: 'gone', goneAt: new Date().toISOString(), declaredBy: this.nodeId };
       try {
-        const rev = await kv.update(key, JSON.stringify(gone), k.revision, this.hbMs);
+        const rev = await kv.update(key, JSON.stringify(gone), k.revision, this.writeTimeout);
         if (rev > k.revision) {
           k.lease = gone;
           k.revision = rev;
-          this.reportGone(k, true);
+          this.reportGone(k);
         }
       } catch (err) {
         if (wrongSequence(err)) {

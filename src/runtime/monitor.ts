@@ -103,6 +103,9 @@ export function subsystemStatus(rt: Runtime, extra: SubSystemStatus[] = []): Sub
   // the discovery manager's own line (MAPS: OK, WARN "No bound networks: …", STOPPED or DISABLED)
   const discovery = rt.service('discovery');
   if (discovery) list.push(discovery.subsystemStatus());
+  // the cluster's line when Cluster.enabled (membership state, unreachable nodes)
+  const cluster = rt.service('cluster')?.subsystemStatus();
+  if (cluster) list.push(cluster);
   return [...list, ...extra];
 }
 

@@ -3,7 +3,11 @@ import { z } from 'zod';
 import type { ApiContext } from '../../context.js';
 import { readiness } from './readiness.js';
 
-const ProbeAnswer = z.object({ status: z.string(), reasons: z.array(z.string()).optional() });
+const ProbeAnswer = z.object({
+  status: z.string(),
+  reasons: z.array(z.string()).optional(),
+  unreachableNodes: z.array(z.string()).optional().describe('Cluster.enabled: nodes of the cluster this broker cannot reach (gone, or lease lapsed); they do not make this broker unready'),
+});
 
 /**
  * Kubernetes-style probes, unauthenticated and never cached (docs/operations.md):
@@ -33,8 +37,10 @@ export const probeRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
     async (_req, reply) => {
       reply.header('cache-control', 'no-store');
       const r = readiness(ctx.rt);
-      if (r.ready) return { status: 'Ready' };
-      return reply.code(503).send({ status: `Not ready: ${r.reasons.join('; ')}`, reasons: r.reasons });
+      const unreachable = ctx.rt.service('cluster')?.unreachable() ?? [];
+      const nodes = unreachable.length ? { unreachableNodes: unreachable } : {};
+      if (r.ready) return { status: 'Ready', ...nodes };
+      return reply.code(503).send({ status: `Not ready: ${r.reasons.join('; ')}`, reasons: r.reasons, ...nodes });
     },
   );
 };

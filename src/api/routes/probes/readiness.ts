@@ -14,6 +14,7 @@ export interface Readiness {
  * - the store is not open;
  * - a supervisor has failed (its restart budget is spent; read through the monitor's view of the tree);
  * - a configured endpoint that should listen does not (bind failed and retrying, or still binding).
+ * - Cluster.enabled and this node is not a cluster member (docs/cluster.md).
  * An endpoint stopped on purpose (PATCH .../interface/{name} `stopped`, or `autoStart: false`) does not count.
  */
 export function readiness(rt: Runtime): Readiness {
@@ -42,6 +43,8 @@ export function readiness(rt: Runtime): Readiness {
       const why = snap?.context?.lastError;
       reasons.push(`endpoint "${entry.name}" (${entry.config.url}) is not listening${state === 'Starting' && !why ? ' yet (binding)' : ''}${why ? `: ${why}` : ''}`);
     }
+    // Cluster.enabled: not a member (connecting, isolated from NATS or its quorum, or the nodeId held elsewhere)
+    reasons.push(...(rt.service('cluster')?.readinessReasons() ?? []));
   }
   return { ready: reasons.length === 0, reasons };
 }

@@ -81,6 +81,12 @@ export const serverRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) 
       if (failed.length) reply.header('x-switchyard-failed-subtrees', failed.map((f) => `${f.subtree}=${f.state}`).join(', '));
       const stalled = rt.service('integrations')?.stalledNames() ?? []; // Started, not Established for longer than the backoff cap
       if (stalled.length) reply.header('x-switchyard-stalled-integrations', stalled.map(encodeURIComponent).join(', '));
+      // Cluster.enabled: this node's membership when it is not a member, and the nodes it cannot reach (docs/cluster.md)
+      const cluster = rt.service('cluster');
+      const notMember = cluster?.readinessReasons() ?? [];
+      if (notMember.length) reply.header('x-switchyard-cluster', notMember.join('; ').replace(/[^\x20-\x7e]/g, '?'));
+      const unreachable = cluster?.unreachable() ?? [];
+      if (unreachable.length) reply.header('x-switchyard-cluster-unreachable', unreachable.join(', '));
       return healthOf(statusList(ctx)).status;
     },
   );
