@@ -111,8 +111,7 @@ export class RestSessions {
    * taken back from what was kept). `login` is the caller's login session: a persistent one gets the durable session.
    */
   get(id: string, login?: Pick<SessionRecord, 'sessionId' | 'uniqueId' | 'username' | 'persistent' | 'engineSessionId'>): RestSession {
-    const engine = this.rt.engine;
-    if (!engine) throw new Error('messaging engine is not running');
+    const engine = this.rt.requireEngine(); // 503 while the server restarts, never a 500
     let s = this.sessions.get(id);
     if (!s || s.engine !== engine) {
       const keeper = login?.persistent ? restSessionsOf(this.rt) : undefined;

@@ -12,6 +12,7 @@ import type { Config } from '../config/schema.js';
 import { createLogs, type Logs } from '../log.js';
 import { Store, type InstanceRecord } from '../store/store.js';
 import { openSecurity, type SecurityService } from '../security/types.js';
+import { ServiceUnavailableError } from '../errors.js';
 import type { Engine, EngineStats } from '../engine/index.js';
 
 /** The supervisors under the root, in start order (DESIGN.md, actor tree). */
@@ -375,6 +376,22 @@ export class Runtime {
     this.log.info('server stopped');
     await this.store.close();
     await this.logs.close();
+  }
+
+  /**
+   * The messaging engine, or the one answer for "not running" (ServiceUnavailableError, 503): between boot and stop
+   * it is there; during a restart or shutdown a request that needs it is asked to come back.
+   */
+  requireEngine(): Engine {
+    if (this.engine === undefined || this.engine.isClosed) throw new ServiceUnavailableError('The messaging engine is not running (the server is starting, restarting or stopping); try again');
+    return this.engine;
+  }
+
+  /** A registered service that is running, or ServiceUnavailableError (503) naming it: the locators use this. */
+  requireService<K extends keyof RuntimeServices>(name: K, what: string, running: (s: RuntimeServices[K]) => boolean = () => true): RuntimeServices[K] {
+    const s = this.service(name);
+    if (!s || !running(s)) throw new ServiceUnavailableError(`${what} is not running (the server is starting, restarting or stopping); try again`);
+    return s;
   }
 
   engineStats(): EngineTotals {

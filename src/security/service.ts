@@ -1,5 +1,5 @@
 import { createHmac, randomBytes } from 'node:crypto';
-import { BrokerError, ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../errors.js';
+import { BrokerError, ConflictError, ForbiddenError, NotFoundError, ServiceUnavailableError, ValidationError } from '../errors.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
 import { AclStore, DESTINATION_TYPES, describeEntry, explainDecision, SERVER_PERMISSIONS, type AclEntry, type Decision, type Subject } from './acl.js';
 import { Audit } from './audit.js';
@@ -692,5 +692,5 @@ export function securityService(): SecurityManagerService {
 export function securityOf(rt: Runtime): SecurityManager {
   const manager = rt.service('security')?.manager;
   if (manager !== undefined) return manager;
-  throw new BrokerError('The security service is not running', 503);
+  throw new ServiceUnavailableError('The security service is not running (the server is starting); try again');
 }

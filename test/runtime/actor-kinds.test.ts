@@ -9,6 +9,7 @@ import { actorKinds } from '../../src/runtime/actor-kind.js';
 import { endpointKind, endpointsOf } from '../../src/runtime/endpoints.service.js';
 import { integrationKind, integrationsOf } from '../../src/links/integrations.service.js';
 import { Runtime } from '../../src/runtime/runtime.js';
+import { securityOf } from '../../src/security/service.js';
 import { registerServices } from '../../src/compose.js';
 import type { CommandRecord } from '../../src/runtime/events.js';
 import { CONFIG_DIR, MQTT_TEST_ENV, removeDir, startServer, tempDir, type TestServer } from '../helpers.js';
@@ -78,7 +79,7 @@ test('actor kinds - "not running" is one 503 everywhere: locators and commands b
   const rt = await Runtime.create({ configDir: CONFIG_DIR, env: MQTT_TEST_ENV, stdoutLogs: false, overrides: { MessageDaemon: { dataDirectory: dataDir } } });
   try {
     registerServices(rt);
-    for (const f of [() => endpointsOf(rt), () => integrationsOf(rt)]) {
+    for (const f of [() => endpointsOf(rt), () => integrationsOf(rt), () => rt.requireEngine(), () => securityOf(rt)]) {
       assert.throws(f, (e: Error & { statusCode?: number }) => e.statusCode === 503 && e.name === 'ServiceUnavailableError' && /not running/.test(e.message));
     }
     await assert.rejects(endpointKind.command(rt, 'MQTT Interface', 'paused'), (e: Error & { statusCode?: number }) => e.statusCode === 503 && /The server is created; ask again when it is running/.test(e.message));

@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Engine } from '../../../engine/index.js';
 import { parseFilterParam } from '../../../engine/selector/selector.js';
-import { BrokerError, NotFoundError, ValidationError } from '../../../errors.js';
+import { NotFoundError, ServiceUnavailableError, ValidationError } from '../../../errors.js';
 import { ResponseCache } from '../../cache.js';
 import type { ApiContext } from '../../context.js';
 import { ErrorResponses } from '../../schemas.js';
@@ -85,7 +85,7 @@ function intParam(name: string, raw: string | undefined, dflt: number): number {
 
 function engineOf(ctx: ApiContext): Engine {
   const engine = ctx.rt.engine;
-  if (engine === undefined) throw new BrokerError('The messaging engine is not running (the server is starting or restarting); try again', 503);
+  if (engine === undefined) throw new ServiceUnavailableError('The messaging engine is not running (the server is starting or restarting); try again');
   return engine;
 }
 

@@ -114,8 +114,7 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
       },
     },
     async (req, reply) => {
-      const engine = rt.engine;
-      if (!engine) throw new ConflictError('The messaging engine is not running (server restarting)');
+      const engine = rt.requireEngine(); // 503 while the server restarts
       const { destinationName, message, retain } = req.body;
       // $SYS belongs to the server on every path (MQTT refuses it too): never published, never retained by a client
       if (destinationName.startsWith('$SYS')) throw new ForbiddenError(`Access denied: ${destinationName} is a $SYS topic; only the server publishes there`);

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { PushSink } from '../../../engine/index.js';
-import { ConflictError, ForbiddenError } from '../../../errors.js';
+import { ForbiddenError } from '../../../errors.js';
 import type { ApiContext } from '../../context.js';
 import { messageSelector, toDto } from '../../message-dto.js';
 import { ErrorResponses, StatusResponse } from '../../schemas.js';
@@ -66,8 +66,7 @@ export const sseRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) => 
     async (req, reply) => {
       const q = req.query;
       const selector = messageSelector(q.filter);
-      const engine = rt.engine;
-      if (!engine) throw new ConflictError('The messaging engine is not running (server restarting)');
+      const engine = rt.requireEngine(); // 503 while the server restarts
       const token = tokens.consume(req.params.token, 'messaging');
       if (token.destination !== q.destinationName) {
         throw new ForbiddenError(`Token was issued for destination ${token.destination}, not ${q.destinationName}`);

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { parseFilterParam, type CompiledSelector } from '../../../engine/selector/selector.js';
-import { BrokerError, NotFoundError, ValidationError } from '../../../errors.js';
+import { NotFoundError, ServiceUnavailableError, ValidationError } from '../../../errors.js';
 import { SCHEMA_FORMATS, normaliseFormat } from '../../../schemas/formats.js';
 import type { SchemaRegistry, SchemaVersion } from '../../../schemas/registry.js';
 import { schemaRegistryOf } from '../../../schemas/schemas.service.js';
@@ -41,7 +41,7 @@ const idParam = z.object({ schemaId: z.string() });
 
 function registryOf(ctx: ApiContext): SchemaRegistry {
   const reg = schemaRegistryOf(ctx.rt);
-  if (!reg) throw new BrokerError('The schema registry is not running (the server is starting); try again', 503);
+  if (!reg) throw new ServiceUnavailableError('The schema registry is not running (the server is starting); try again');
   return reg;
 }
 

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { NotFoundError } from '../../../errors.js';
+import { NotFoundError, ServiceUnavailableError } from '../../../errors.js';
 import type { ActorTransition } from '../../../runtime/events.js';
 import { actorDetail, actorPage, parentOf } from '../../../runtime/inspector.js';
 import { actorTree } from '../../../runtime/monitor.js';
@@ -65,7 +65,7 @@ export const actorRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
   const { rt, tokens } = ctx;
   const root = () => {
     const r = rt.rootActor;
-    if (!r) throw new NotFoundError('The server actor is not running');
+    if (!r) throw new ServiceUnavailableError('The server actor is not running (the server is starting or stopping); try again');
     return r;
   };
 
