@@ -38,16 +38,17 @@ interface Broker {
   stop(): Promise<void>;
 }
 
-async function startSwitchyard(tmp: string, inspect = false): Promise<Broker> {
+/** `flags` and `env`: Node flags (default NODE_FLAGS) and environment of the broker (bench/young-gen.ts). */
+export async function startSwitchyard(tmp: string, inspect = false, flags = NODE_FLAGS, env: Record<string, string> = {}): Promise<Broker> {
   const configDir = join(tmp, 'sy-config');
   const dataDir = join(tmp, 'sy-data');
   mkdir(configDir);
   for (const f of readdirSync(join(ROOT, 'config'))) if (f.endsWith('.yaml') && f !== 'AuthManager.yaml') copyFileSync(join(ROOT, 'config', f), join(configDir, f));
   writeFileSync(join(configDir, 'AuthManager.yaml'), 'AuthManager:\n  authenticationEnabled: false\n');
   const port = await freePort();
-  const proc = spawn(process.execPath, [...NODE_FLAGS, ...(inspect ? ['--inspect=127.0.0.1:0'] : []), '--import', 'tsx', join(ROOT, 'src/main.ts')], {
+  const proc = spawn(process.execPath, [...flags, ...(inspect ? ['--inspect=127.0.0.1:0'] : []), '--import', 'tsx', join(ROOT, 'src/main.ts')], {
     cwd: ROOT,
-    env: { ...process.env, SWITCHYARD_CONFIG_DIR: configDir, SWITCHYARD_DATA_DIR: dataDir, SWITCHYARD_REST_PORT: '0', SWITCHYARD_REST_HOST: '127.0.0.1', SWITCHYARD_MQTT_PORT: String(port), SWITCHYARD_MQTT_WS_PORT: '0', SWITCHYARD_MQTT_HOST: '127.0.0.1', SWITCHYARD_LOG_LEVEL: 'warn' },
+    env: { ...process.env, ...env, SWITCHYARD_CONFIG_DIR: configDir, SWITCHYARD_DATA_DIR: dataDir, SWITCHYARD_REST_PORT: '0', SWITCHYARD_REST_HOST: '127.0.0.1', SWITCHYARD_MQTT_PORT: String(port), SWITCHYARD_MQTT_WS_PORT: '0', SWITCHYARD_MQTT_HOST: '127.0.0.1', SWITCHYARD_LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const collector = inspect ? inspectorOf(proc) : undefined;
@@ -190,20 +191,20 @@ async function fanout(port: number): Promise<number> {
  * p99. One round's p99 is at the mercy of a scheduler hiccup on a 2-core machine (it moves by several ms for every
  * broker, Mosquitto too).
  */
-async function latency(port: number, rate: number): Promise<{ p50: number; p99: number; n: number }> {
+export async function latency(port: number, rate: number, qos: 0 | 1 = 0): Promise<{ p50: number; p99: number; n: number }> {
   const rounds: Array<{ p50: number; p99: number; n: number }> = [];
-  await latencyRound(port, rate); // warm-up round at this rate, not counted (the same for every broker)
+  await latencyRound(port, rate, qos); // warm-up round at this rate, not counted (the same for every broker)
   for (let i = 0; i < 3; i++) {
-    rounds.push(await latencyRound(port, rate));
+    rounds.push(await latencyRound(port, rate, qos));
     await new Promise((r) => setTimeout(r, 300));
   }
   const mid = <K extends 'p50' | 'p99'>(k: K) => rounds.map((x) => x[k]).sort((a, b) => a - b)[1]!;
   return { p50: mid('p50'), p99: mid('p99'), n: rounds.reduce((a, x) => a + x.n, 0) };
 }
 
-async function latencyRound(port: number, RATE: number): Promise<{ p50: number; p99: number; n: number }> {
+async function latencyRound(port: number, RATE: number, qos: 0 | 1): Promise<{ p50: number; p99: number; n: number }> {
   const sub = await LoadClient.connect(port, 'lat-sub');
-  await sub.subscribe('bench/lat', 0);
+  await sub.subscribe('bench/lat', qos);
   const pub = await LoadClient.connect(port, 'lat-pub');
   const samples: number[] = [];
   let recording = false;
@@ -212,13 +213,15 @@ async function latencyRound(port: number, RATE: number): Promise<{ p50: number; 
   };
   const start = performance.now();
   let sent = 0;
+  let pid = 0;
   const payload = Buffer.alloc(64);
   const timer = setInterval(() => {
     const due = Math.floor(((performance.now() - start) / 1000) * RATE);
     const bufs: Buffer[] = [];
     while (sent < due) {
       payload.writeDoubleLE(performance.now(), 0);
-      bufs.push(publishPacket('bench/lat', payload, 0));
+      pid = pid === 65535 ? 1 : pid + 1;
+      bufs.push(publishPacket('bench/lat', payload, qos, pid));
       sent++;
     }
     if (bufs.length) pub.socket.write(bufs.length === 1 ? bufs[0]! : Buffer.concat(bufs));
