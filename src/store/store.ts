@@ -3,8 +3,11 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClassicLevel } from 'classic-level';
 
-/** The kinds of record kept; one sublevel each (DESIGN.md, store). */
-export const SUBLEVELS = ['instance', 'users', 'groups', 'acl', 'sessions', 'mqttSessions', 'restSessions', 'retained', 'messages', 'schemas', 'config', 'secrets', 'lockouts'] as const;
+/**
+ * The kinds of record kept; one sublevel each (DESIGN.md, store). Retained messages are not a sublevel of their own:
+ * the engine keeps them in `messages` under `r!` with the queued and held messages (src/engine/engine-store.ts).
+ */
+export const SUBLEVELS = ['instance', 'users', 'groups', 'acl', 'sessions', 'mqttSessions', 'restSessions', 'messages', 'schemas', 'config', 'secrets', 'lockouts'] as const;
 export type SublevelName = (typeof SUBLEVELS)[number];
 
 export interface InstanceRecord {
