@@ -24,7 +24,8 @@
  * Paused destinations accept publishes (queue messages and retained messages are stored as usual) and hold
  * delivery until resumed: a paused queue does not dispatch, a paused topic keeps new messages (up to
  * `maxPausedHold`, counted as delayed; QoS >= 1 ones written to the store under `h!`, so publish resolves once they
- * are durable) and routes them in publish order on resume. Messages already handed to a subscription are not held
+ * are durable; beyond it QoS 0 is dropped and QoS >= 1 refused with QUOTA_EXCEEDED) and routes them in publish
+ * order on resume. Messages already handed to a subscription are not held
  * back. The paused flag is written too (`pd!`), so a restart keeps the destination paused with its hold.
  *
  * Paused subscriptions (`pauseSubscription`) keep taking copies into their buffer, within their own caps and
@@ -112,7 +113,7 @@ export interface EngineOptions {
    * kind of subscription. Default 8 MiB (DestinationManager.maxQueuedBytes).
    */
   defaultMaxBytes?: number;
-  /** Messages a paused topic keeps for delivery on resume; beyond that they are dropped. Default 100 000. */
+  /** Messages a paused topic keeps for delivery on resume; beyond that QoS 0 is dropped, QoS >= 1 refused. Default 100 000. */
   maxPausedHold?: number;
   /** Name prefixes that make a destination a Queue. Default `queue/` and `/queue/`. */
   queuePrefixes?: string[];
@@ -337,7 +338,8 @@ export class Engine {
       return Promise.reject(err);
     }
     if (opts?.origin !== undefined) msg.origin = opts.origin;
-    if (msg.qos !== 0 && this.fullSubs.size !== 0 && !dest.isQueue && this.wouldOverflow(dest, msg, now)) {
+    // flow control: a full refuseWhenFull subscription, or a paused topic whose hold is full, refuses QoS >= 1
+    if (msg.qos !== 0 && !dest.isQueue && (dest.paused ? dest.held.length >= this.maxPausedHold : this.fullSubs.size !== 0 && this.wouldOverflow(dest, msg, now))) {
       this.totals.totalRefusedMessages++;
       return QUOTA_EXCEEDED;
     }
@@ -406,6 +408,7 @@ export class Engine {
     }
   }
 
+  /** Keep a paused topic's message (a QoS >= 1 one was refused by publish when the hold is full; QoS 0 is dropped). */
   private holdPaused(dest: Destination, msg: Message): void {
     if (dest.held.length >= this.maxPausedHold) {
       dest.counters.dropped++;

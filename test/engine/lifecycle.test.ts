@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Engine } from '../../src/engine/engine.js';
+import { Engine, QUOTA_EXCEEDED } from '../../src/engine/engine.js';
 import { memoryEngineStore } from '../../src/engine/engine-store.js';
 import type { Subscription } from '../../src/engine/index.js';
 import { pullSink, pushSink, texts } from './helpers.js';
@@ -127,4 +127,22 @@ test('engine lifecycle - a durable subscription reports full and room again as e
   for (const r of sink.got) sub.ack(r.msg.id);
   e.closeSession('f', { expired: true });
   assert.deepEqual(changes, ['f/#:created', 'f/#:hibernated', 'f/#:full', 'f/#:attached', 'f/#:room', 'f/#:expired']);
+});
+
+test('engine lifecycle - a paused topic whose hold is full refuses QoS 1 publishes (never acknowledged and dropped) and drops QoS 0', async () => {
+  const e = new Engine({ store: memoryEngineStore(), maxPausedHold: 2 });
+  await e.recover();
+  const sink = pushSink();
+  e.subscribe({ sessionId: 'r', filter: 'cap/t', qos: 1, sink });
+  e.createDestination('cap/t', 'Topic' as never);
+  await e.pauseDestination('cap/t');
+  await e.publish('cap/t', qos1('a'));
+  await e.publish('cap/t', qos1('b'));
+  assert.equal(e.publish('cap/t', qos1('c')), QUOTA_EXCEEDED);
+  await e.publish('cap/t', { payload: Buffer.from('q0'), qos: 0 });
+  assert.equal(e.destinationDto('cap/t').delayedMessages, 2);
+  await e.resumeDestination('cap/t');
+  assert.deepEqual(texts(sink.got), ['a', 'b']);
+  await e.publish('cap/t', qos1('d'));
+  assert.deepEqual(texts(sink.got), ['a', 'b', 'd']);
 });

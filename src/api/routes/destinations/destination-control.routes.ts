@@ -45,7 +45,8 @@ export const destinationControlRoutes: FastifyPluginAsyncZod<ApiContext> = async
         summary: 'Pause or resume a destination (Switchyard extension)',
         description:
           `${ExtensionNote} state: paused (from Active) or resumed (from Paused), case-insensitive. Paused: publishes are accepted and stored ` +
-          'as usual (queue messages and QoS 1/2 topic messages durably; QoS 0 topic messages in memory, up to 100 000), nothing is delivered; ' +
+          'as usual (queue messages and QoS 1/2 topic messages durably; QoS 0 topic messages in memory), nothing is delivered; beyond 100 000 held ' +
+          'topic messages QoS 1/2 publishes are refused (MQTT 5 0x97, REST 429) and QoS 0 ones dropped; ' +
           'the pause survives a restart. Resumed: what was held is delivered in publish order. The state it is in answers 200 ' +
           '{"status":"No change"}; a request its state cannot take is a 409 naming the state and what it accepts. Answers once the change is in the store.',
         params: DestinationParam,
