@@ -510,7 +510,6 @@ export const publishCases: Case[] = [
       // a PUBREL for a packet identifier the server does not know: PUBCOMP 0x92
       r.send({ cmd: 'pubrel', messageId: 999 });
       await r.next('pubcomp');
-      for (const b of r.received) assert.ok(b.length <= 20 || r.received.length > 1, 'packets of at most 20 bytes');
       for (const p of r.packets) assert.ok(p.length + 2 <= 20, `${p.cmd} of ${p.length + 2} bytes`);
     },
   },
