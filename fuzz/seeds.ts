@@ -18,7 +18,7 @@ const body = (b: Buffer): Buffer => {
 };
 const PROPS = { userProperties: { a: 'b', c: ['d', 'e'] }, contentType: 'text/plain', responseTopic: 'r/t', correlationData: Buffer.from('c'), payloadFormatIndicator: true, messageExpiryInterval: 30 };
 
-const seeds: Record<string, Buffer[]> = { publish: [], ack: [], properties: [], framer: [] };
+const seeds: Record<string, Buffer[]> = { publish: [], ack: [], properties: [], framer: [], scanner: [] };
 for (const v of [4, 5] as const) {
   for (const qos of [0, 1, 2] as const) {
     const p = gen({ cmd: 'publish', topic: qos === 2 ? 'a/ü/c' : 'a/b', payload: Buffer.from('hello'), qos, messageId: 7, retain: qos === 1, dup: false, ...(v === 5 ? { properties: qos === 0 ? PROPS : { topicAlias: 3 } } : {}) }, v);
@@ -59,6 +59,16 @@ for (const v of [4, 5] as const) {
     gen({ cmd: 'disconnect' }, v),
   ]);
   seeds.framer!.push(Buffer.concat([Buffer.from([(v === 5 ? 1 : 0) | (2 << 1)]), stream]));
+}
+// the bridge's scanner: what a remote broker sends its client, stride 5, maximum packet sizes 4096 and 64
+for (const v of [4, 5] as const) {
+  const stream = Buffer.concat([
+    gen({ cmd: 'connack', sessionPresent: true, ...(v === 5 ? { reasonCode: 0, properties: { topicAliasMaximum: 10 } } : { returnCode: 0 }) }, v),
+    gen({ cmd: 'suback', messageId: 1, granted: [1] }, v),
+    gen({ cmd: 'publish', topic: 'fed/a', payload: Buffer.alloc(100, 1), qos: 1, messageId: 9, retain: false, dup: false }, v),
+    gen({ cmd: 'pingresp' }, v),
+  ]);
+  seeds.scanner!.push(Buffer.concat([Buffer.from([4]), stream]), Buffer.concat([Buffer.from([4 | (4 << 4)]), stream]));
 }
 for (const [target, list] of Object.entries(seeds)) {
   const dir = join(ROOT, target);

@@ -13,6 +13,7 @@ import mqttPacket from 'mqtt-packet';
 import { decodeAck, decodePublish, encodeAck, encodePublish, Framer, PacketType, type FrameSink } from '../src/protocol/mqtt/codec.js';
 import { PacketParser, type ParserSettings, type ParseTarget } from '../src/protocol/mqtt/parser.js';
 import { MqttProtocolError } from '../src/protocol/mqtt/reason.js';
+import { MqttPacketScanner } from '../src/links/mqtt-guard.js';
 
 export class FuzzFinding extends Error {
   override name = 'FuzzFinding';
@@ -297,5 +298,51 @@ export function framer(buf: Buffer): void {
   }
 }
 
-export const TARGETS = { publish, ack, properties, framer } as const;
+/** What a limit verdict says: none, a malformed length, or a packet of N bytes over the limit. */
+function verdict(reason: string | undefined): string {
+  if (reason === undefined) return 'ok';
+  if (/malformed|longer than 4 bytes/.test(reason)) return 'malformed length';
+  const m = /packet of (\d+) bytes/.exec(reason);
+  return m ? `too large: ${m[1]}` : `other: ${reason}`;
+}
+
+/**
+ * The bridge's inbound scanner (`MqttPacketScanner`, src/links/mqtt-guard.ts), which follows the fixed headers of what
+ * a remote broker sends where we are the client. Byte 0: bits 0-3 a stride of 1..16 bytes, bits 4-6 the maximum
+ * packet size (MAX_SIZES). Oracles: the same verdict whatever the reads; and the same verdict as the server's
+ * `Framer` on the same bytes (both follow MQTT fixed headers with the same limit), with the packets the scanner counted
+ * (it counts a packet at its header) at most one ahead of the frames the framer completed.
+ */
+export function scanner(buf: Buffer): void {
+  if (buf.length < 1) return;
+  const stride = (buf[0]! & 0x0f) + 1;
+  const maxPacketSize = MAX_SIZES[(buf[0]! >> 4) & 7]!;
+  const bytes = buf.subarray(1);
+  const scan = (reads: Buffer[]): { verdict: string; packets: number } => {
+    const sc = new MqttPacketScanner({ maxPacketSize, maxPings: Number.MAX_SAFE_INTEGER });
+    for (const r of reads) {
+      const why = sc.scan(r);
+      if (why !== undefined) return { verdict: verdict(why), packets: sc.packets };
+    }
+    return { verdict: 'ok', packets: sc.packets };
+  };
+  const whole = scan([bytes]);
+  const reads: Buffer[] = [];
+  for (let i = 0; i < bytes.length; i += stride) reads.push(bytes.subarray(i, i + stride));
+  const split = scan(reads);
+  if (!isDeepStrictEqual(whole, split)) throw new FuzzFinding(`scanner: one read ${JSON.stringify(whole)}, reads of ${stride} ${JSON.stringify(split)}`);
+  const sink = new Collect(() => undefined);
+  let framed = 'ok';
+  try {
+    new Framer(sink, maxPacketSize).push(bytes);
+  } catch (err) {
+    if (!(err instanceof MqttProtocolError)) throw err;
+    framed = verdict(err.message);
+  }
+  if (framed !== whole.verdict) throw new FuzzFinding(`scanner says ${whole.verdict}, the server's framer ${framed}`);
+  const n = sink.frames.length;
+  if (whole.packets < n || whole.packets > n + 1) throw new FuzzFinding(`scanner counted ${whole.packets} packets, the framer completed ${n}`);
+}
+
+export const TARGETS = { publish, ack, properties, framer, scanner } as const;
 export type TargetName = keyof typeof TARGETS;

@@ -3,7 +3,7 @@
  * `npm run fuzz`: coverage-guided fuzzing of the MQTT decoders with jsfuzz (fuzz/targets.ts), each target time-boxed.
  *
  *   npm run fuzz                         every target, 60 s each (FUZZ_SECONDS or --seconds N to change)
- *   npm run fuzz -- --seconds 10 ack     only the named targets (publish, ack, properties, framer)
+ *   npm run fuzz -- --seconds 10 ack     only the named targets (publish, ack, properties, framer, scanner)
  *   npm run fuzz -- --save               also keep the inputs that found new coverage in fuzz/corpus/<target>/
  *                                        (at most CORPUS_CAP files per target, smallest first)
  *
@@ -24,10 +24,10 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
-const TARGETS = ['publish', 'ack', 'properties', 'framer'];
+const TARGETS = ['publish', 'ack', 'properties', 'framer', 'scanner'];
 const CORPUS_CAP = 48;
 /** Our files whose coverage is reported (relative to the repo). */
-const OURS = ['src/protocol/mqtt/codec.ts', 'src/protocol/mqtt/parser.ts'];
+const OURS = ['src/protocol/mqtt/codec.ts', 'src/protocol/mqtt/parser.ts', 'src/links/mqtt-guard.ts'];
 
 const args = process.argv.slice(2);
 let seconds = Number(process.env.FUZZ_SECONDS ?? 60);
@@ -57,7 +57,7 @@ mkdirSync(OUT, { recursive: true });
 // the repo's package.json says "type": "module"; jsfuzz's require hook needs CommonJS .js files
 writeFileSync(join(OUT, 'package.json'), '{"type":"commonjs"}\n');
 await build({
-  entryPoints: ['fuzz/targets.ts', 'src/protocol/mqtt/codec.ts', 'src/protocol/mqtt/parser.ts', 'src/protocol/mqtt/reason.ts'].map((f) => join(ROOT, f)),
+  entryPoints: ['fuzz/targets.ts', 'src/protocol/mqtt/codec.ts', 'src/protocol/mqtt/parser.ts', 'src/protocol/mqtt/reason.ts', 'src/links/mqtt-guard.ts'].map((f) => join(ROOT, f)),
   absWorkingDir: ROOT,
   outbase: ROOT,
   outdir: OUT,
