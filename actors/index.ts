@@ -1,4 +1,5 @@
 import type { AnyStateMachine } from 'xstate';
+import { clusterMachine } from './cluster/cluster.machine.js';
 import { endpointMachine } from './endpoints/endpoint.machine.js';
 import { integrationMachine } from './integrations/integration.machine.js';
 import { destinationMachine } from './destinations/destination.machine.js';
@@ -25,4 +26,5 @@ export const allMachines: AnyStateMachine[] = [
   discoveryMachine,
   deviceMachine,
   loraMachine,
+  clusterMachine,
 ];

@@ -3,15 +3,37 @@
  * otherwise nothing at all (no NATS connection, no file, no status line). It gives the views the REST API, /health
  * and /readyz read, and the runtime events the session work builds on (docs/cluster.md).
  */
+import { fromCallback } from 'xstate';
+import { clusterMachine, clusterStateName, type ClusterEvent, type ClusterInput } from '../../actors/cluster/cluster.machine.js';
+import { defineActorKind } from '../runtime/actor-kind.js';
 import type { SubSystemStatus } from '../runtime/monitor.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
-import { ClusterState, Membership, type ClusterView, type GoneNode } from './membership.js';
+import { ClusterState, loadIdentity, Membership, type ClusterView, type GoneNode } from './membership.js';
 
 declare module '../runtime/runtime.js' {
   interface RuntimeServices {
     cluster: ClusterService;
   }
 }
+
+declare module '../runtime/registry.js' {
+  interface ActorKinds {
+    cluster: typeof clusterMachine;
+  }
+}
+
+/**
+ * The cluster kind (src/runtime/actor-kind.ts): the singleton `cluster` under the `integrations` supervisor (it is
+ * this broker's NATS connection for the cluster, as the links are for federation); nothing commands it over REST.
+ */
+export const clusterKind = defineActorKind({
+  kind: 'cluster',
+  machine: clusterMachine,
+  supervisor: 'integrations',
+  noun: 'Cluster membership',
+  singletonLabel: 'The cluster membership',
+  stateName: (snap) => (snap.status !== 'active' ? 'Stopped' : clusterStateName(snap.value)),
+});
 
 declare module '../runtime/events.js' {
   interface RuntimeEvents {
@@ -35,40 +57,75 @@ export interface ClusterOff {
 
 export class ClusterService implements Service {
   readonly name = 'cluster';
+  private rt?: Runtime;
+  /** The membership of the live `cluster` actor (the actor owns it; the service reads it for the views). */
   private membership?: Membership;
   private restAddress = '';
+  /** Memberships stopping (their lease written as left, the connection closed); `stop` waits for them. */
+  private readonly closing = new Set<Promise<void>>();
 
   async start(rt: Runtime): Promise<void> {
+    this.rt = rt;
+    const cfg = rt.config.Cluster;
+    if (cfg.enabled) this.restAddress ||= cfg.restAddress ?? '';
+  }
+
+  /** Spawns the `cluster` actor (only when Cluster.enabled): it joins in the background, the broker serves meanwhile. */
+  async running(rt: Runtime): Promise<void> {
     const cfg = rt.config.Cluster;
     if (!cfg.enabled) return;
-    this.restAddress = cfg.restAddress ?? '';
-    const log = rt.log.child({ service: 'cluster' });
-    this.membership = new Membership(cfg, {
-      log,
-      dataDirectory: rt.config.MessageDaemon.dataDirectory,
-      serverName: rt.serverName,
-      restAddress: () => this.restAddress,
-      onGone: (g) => rt.emit('cluster.node.gone', g),
-      onLeft: (id, epoch) => rt.emit('cluster.node.left', id, epoch),
-      onRestarted: (id, from, to) => rt.emit('cluster.node.restarted', id, from, to),
-      onState: (state, reason) => rt.emit('cluster.state', state, reason),
-      onRejoined: (epoch) => rt.emit('cluster.rejoined', epoch),
+    const input: ClusterInput = { nodeId: cfg.nodeId ?? loadIdentity(rt.config.MessageDaemon.dataDirectory).nodeId, clusterName: cfg.clusterName };
+    clusterKind.spawn(rt, '', { logic: clusterMachine.provide({ actors: { membership: this.membershipLogic(rt) } }), input });
+  }
+
+  /** The `membership` callback: creates the Membership, reports its states to the actor, stops it on exit. */
+  private membershipLogic(rt: Runtime) {
+    return fromCallback<ClusterEvent, ClusterInput>(({ sendBack }) => {
+      const cfg = rt.config.Cluster;
+      const log = rt.log.child({ actor: 'cluster' });
+      const m: Membership = new Membership(cfg, {
+        log,
+        dataDirectory: rt.config.MessageDaemon.dataDirectory,
+        serverName: rt.serverName,
+        restAddress: () => this.restAddress,
+        onGone: (g) => rt.emit('cluster.node.gone', g),
+        onLeft: (id, epoch) => rt.emit('cluster.node.left', id, epoch),
+        onRestarted: (id, from, to) => rt.emit('cluster.node.restarted', id, from, to),
+        onState: (state, reason) => {
+          rt.emit('cluster.state', state, reason);
+          if (state === ClusterState.Member) sendBack({ type: 'membership.member', epoch: m.epoch });
+          else if (state === ClusterState.Isolated) sendBack({ type: 'membership.isolated', reason });
+          else if (state === ClusterState.Refused) sendBack({ type: 'membership.refused', reason });
+          else if (state === ClusterState.Connecting) sendBack({ type: 'membership.connecting', reason });
+        },
+        onRejoined: (epoch) => {
+          rt.emit('cluster.rejoined', epoch);
+          sendBack({ type: 'membership.member', epoch });
+        },
+      });
+      this.membership = m;
+      m.start();
+      return () => {
+        // the views keep reading it (Stopped) until the next one replaces it
+        const done = m.stop().catch((err) => log.warn({ err }, 'cluster: stopping the membership failed'));
+        this.closing.add(done);
+        void done.finally(() => this.closing.delete(done));
+      };
     });
-    this.membership.start(); // in the background: the broker serves its clients while it joins
   }
 
   async stop(): Promise<void> {
-    await this.membership?.stop();
-    this.membership = undefined;
+    // the actor was stopped with the tree (its membership writes the lease as left); wait for that
+    await Promise.all([...this.closing]);
   }
 
   get enabled(): boolean {
-    return this.membership !== undefined;
+    return this.rt?.config.Cluster.enabled === true;
   }
 
   /** The REST API's bound address (from the listening server), unless Cluster.restAddress names one. */
   setRestAddress(url: string): void {
-    if (!this.membership || this.restAddress) return;
+    if (!this.enabled || this.restAddress) return;
     this.restAddress = url;
   }
 

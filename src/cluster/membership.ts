@@ -223,6 +223,10 @@ export class Membership {
     return this.stateValue;
   }
 
+  get epoch(): number {
+    return this.lease?.epoch ?? 0;
+  }
+
   get reason(): string | undefined {
     return this.stateValue === ClusterState.Member ? undefined : this.reasonText;
   }
