@@ -12,8 +12,8 @@ import { Activations, PASSIVATE_AFTER_MS, PASSIVATE_SWEEP_MS, type VirtualActorK
  * Subscription actors are virtual (src/runtime/virtual-actors.ts): every durable subscription (a persistent
  * session's) has the identity `subscription:<key>` (`<url-encoded session>|<filter>`), listed from the engine's
  * subscription table, and a `subscription` machine runs under the `subscriptions` supervisor only once a registry
- * lookup (a command, an inspection) activates it, as do the lifecycle events that need a machine: reaching its cap
- * (`full`), and being paused (a command, or found paused after a restart). Its state is the engine's record
+ * lookup (a command, an inspection) activates it, as do the lifecycle events that need a machine: an online
+ * subscription reaching its cap (`full`), and being paused (a command, or found paused after a restart). Its state is the engine's record
  * (`paused`, `hibernating`, `full`) plus the number of hibernations kept here; the sweep passivates an activated
  * actor back at rest (`active` or `hibernated`) and idle for PASSIVATE_AFTER_MS. Non-durable subscriptions live
  * exactly as long as their connection and have no actor.
@@ -152,13 +152,16 @@ export function subscriptionsService(): Service {
           return;
         }
         if (ref !== undefined && change !== 'created') ref.send({ type: `subscription.${change}` });
-        else if (ref === undefined && change === 'created' && (sub.paused || sub.full)) activate(sub.key); // made again paused (a restart)
+        else if (ref === undefined && change === 'created' && sub.paused) activate(sub.key); // made again paused (a restart)
       };
       const onFull = (sub: Subscription, full: boolean) => {
         if (!sub.durable || sub.closed) return;
         const ref = live(sub.key);
         if (ref !== undefined) ref.send({ type: full ? 'subscription.full' : 'subscription.room' });
-        else if (full) activate(sub.key); // flow control reached: a lifecycle event that needs a machine
+        // flow control reached by an online subscription: a lifecycle event that needs a machine. An offline one's
+        // state stays `hibernated` (the more telling one; `full` is in its context), so a broadcast that fills the
+        // queues of 100 000 offline sessions at once activates nothing.
+        else if (full && !sub.hibernating) activate(sub.key);
       };
       rt.on('subscription.changed', listener);
       rt.on('subscription.full', onFull);
@@ -172,7 +175,7 @@ export function subscriptionsService(): Service {
         sup = current;
         activations.clear();
         if (sup === undefined) return;
-        for (const sub of rt.engine?.durableSubscriptions() ?? []) if (sub.paused || sub.full) activate(sub.key);
+        for (const sub of rt.engine?.durableSubscriptions() ?? []) if (sub.paused || (sub.full && !sub.hibernating)) activate(sub.key);
       };
       let rootSub: RootSubscription | undefined = rt.rootActor?.subscribe({ next: watch, error: () => {} });
       watch();

@@ -245,6 +245,7 @@ describe('lifecycle commands in process', () => {
     const pub = await connect('vis-writer', { clean: true, protocolVersion: 5 });
     for (let i = 0; i < 2; i++) await pub.publishAsync('vis/full', `f${i}`, { qos: 1 });
     await waitUntil(async () => (await row(`subscription:${fullSub.key}`))?.state === 'hibernated', 5000, 'hibernated, the more telling state');
+    assert.equal((await row(`subscription:${fullSub.key}`))?.status, 'passive', 'an offline subscription filling up activates nothing');
     const detail = (await s.inject(`/api/v1/server/actors/${encodeURIComponent(`subscription:${fullSub.key}`)}`)).json();
     assert.deepEqual([detail.context.full, detail.context.policy], [true, 'refuse'], 'full, with the policy that applies');
     // online, holding its maximum (its client gives no credit): the flow-control event activated it, state full
