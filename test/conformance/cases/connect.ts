@@ -294,6 +294,9 @@ export const connectCases: Case[] = [
     covers: ['MQTT-3.1.2-25'],
     async run(t) {
       const topic = t.topic();
+      // the CONNACK too: to a client allowing 20 bytes
+      const [, small] = await t.connect(5, { properties: { maximumPacketSize: 20 } });
+      assert.ok(small.length + 2 <= 20, `CONNACK of ${small.length + 2} bytes`);
       const [r, ack] = await t.connect(5, { properties: { maximumPacketSize: 128 } });
       assert.ok(ack.length + 2 <= 128);
       await t.sub(r, topic, 1);

@@ -168,12 +168,15 @@ export const controlCases: Case[] = [
   {
     id: 'MQTT-3.14.4-3',
     v: 5,
-    title: 'DISCONNECT 0x00 discards the will; DISCONNECT 0x04 (with will) publishes it',
+    title: 'DISCONNECT 0x00 discards the will, also in its short forms E0 00 and E0 01 00; DISCONNECT 0x04 (with will) publishes it',
     async run(t) {
-      const a = await withWill(t, 5);
-      a.c.send({ cmd: 'disconnect', reasonCode: 0 });
-      await a.c.waitClosed();
-      await t.none(a.w, 'publish', 400);
+      for (const d of [undefined, bytes(0xe0, 0), bytes(0xe0, 1, 0)]) {
+        const a = await withWill(t, 5);
+        if (d === undefined) a.c.send({ cmd: 'disconnect', reasonCode: 0 });
+        else a.c.write(d);
+        await a.c.waitClosed();
+        await t.none(a.w, 'publish', 400);
+      }
       const b = await withWill(t, 5);
       b.c.send({ cmd: 'disconnect', reasonCode: 0x04 });
       await b.c.waitClosed();
