@@ -185,6 +185,9 @@ describe('cluster - membership over a 3-node NATS cluster', { timeout: 240000 },
     const epoch = (await view(e)).epoch;
     await nats.stop(0, 'SIGKILL');
     await waitUntil(async () => (await view(e)).state === 'Isolated', 10000, 'delta isolated');
+    // the membership is the actor `cluster`: listed by the actor API in its state
+    const actors = (await (await get(e, '/api/v1/server/actors?kind=cluster')).json()) as { items: Array<{ systemId: string; state: string; parent: string | null }> };
+    assert.deepEqual(actors.items.map((r) => [r.systemId, r.state]), [['cluster', 'isolated']]);
     const r = await get(e, '/readyz');
     assert.equal(r.status, 503);
     assert.match(((await r.json()) as { status: string }).status, /cluster: Isolated: NATS connection lost/);
@@ -205,5 +208,11 @@ describe('cluster - membership over a 3-node NATS cluster', { timeout: 240000 },
     assert.match(e.p!.stdout(), /was declared gone by (alpha|beta|gamma) while it was isolated; rejoined with epoch/);
     for (const x of [a, b]) await waitUntil(async () => node(await view(x), 'delta')?.state === 'live' && node(await view(x), 'delta')?.epoch === epoch + 1, 20000, `${x.nodeId} sees delta back`);
     assert.equal(node(await view(a), 'delta')!.goneReported, 1);
+
+    // a clean stop writes the lease as left: the others see it at once, with no lapse reported
+    assert.equal(await e.p!.stop('SIGTERM'), 0);
+    for (const x of [a, b]) await waitUntil(async () => node(await view(x), 'delta')?.state === 'left', 10000, `${x.nodeId} sees delta left`);
+    assert.equal(node(await view(a), 'delta')!.goneReported, 1);
+    assert.deepEqual((await view(a)).unreachable, []);
   });
 });
