@@ -238,8 +238,9 @@ export const subscribeCases: Case[] = [
     await t.none(s, 'publish');
   }, { 5: { covers: ['MQTT-3.11.3-1', 'MQTT-3.11.3-2'] } }),
   // topic names and filters
-  ...both({ 4: 'MQTT-4.7.1-2', 5: 'MQTT-4.7.1-1' }, "a filter with # not last or not a whole level (a/#/b, a#): the SUBSCRIBE is refused (closed), nothing subscribed", async (t, v) => {
+  ...both({ 4: 'MQTT-4.7.1-2', 5: 'MQTT-4.7.1-1' }, "a filter with # not last or not a whole level (a/#/b, a#; #/x in UNSUBSCRIBE): the packet is refused (closed)", async (t, v) => {
     for (const f of ['a/#/b', 'a#']) await refusedPacket(t, v, subscribeBytes(v, `${t.topic()}/${f}`), ['suback']);
+    await refusedPacket(t, v, unsubscribeBytes(v, `${t.topic()}/#/x`), ['unsuback']);
   }),
   ...both({ 4: 'MQTT-4.7.1-3', 5: 'MQTT-4.7.1-2' }, 'a filter with + not a whole level (a+/b): the SUBSCRIBE is refused (closed)', async (t, v) => {
     await refusedPacket(t, v, subscribeBytes(v, `${t.topic()}/a+/b`), ['suback']);
