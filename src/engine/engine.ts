@@ -622,12 +622,14 @@ export class Engine {
 
   /**
    * One member of the group gets the message: the next member (round-robin) that takes it right away, else the
-   * next one with room to hold it.
+   * next one with room to hold it (a paused member only when every member with room is paused: the others take its
+   * share while it is paused).
    */
   private offerGroup(group: SharedGroup, dest: Destination, msg: Message): boolean {
     const members = group.members;
     const n = members.length;
     let fallback = -1;
+    let pausedFallback = -1;
     for (let k = 0; k < n; k++) {
       const i = (group.rr + k) % n;
       const s = members[i]!;
@@ -642,8 +644,12 @@ export class Engine {
           return true;
         }
       }
-      if (fallback < 0 && s.sink !== undefined && !s.isFull()) fallback = i;
+      if (s.sink !== undefined && (s.paused ? pausedFallback < 0 : fallback < 0) && !s.isFull()) {
+        if (s.paused) pausedFallback = i;
+        else fallback = i;
+      }
     }
+    if (fallback < 0) fallback = pausedFallback;
     if (fallback < 0) {
       for (let k = 0; k < n; k++) {
         const s = members[(group.rr + k) % n]!;

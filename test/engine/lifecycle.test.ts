@@ -146,3 +146,20 @@ test('engine lifecycle - a paused topic whose hold is full refuses QoS 1 publish
   await e.publish('cap/t', qos1('d'));
   assert.deepEqual(texts(sink.got), ['a', 'b', 'd']);
 });
+
+test('engine lifecycle - a paused member of a shared group: the other members take its share; with all paused it holds it', async () => {
+  const e = new Engine();
+  await e.recover();
+  const a = pushSink();
+  const b = pushSink();
+  e.subscribe({ sessionId: 'a', filter: '$share/g/work/#', qos: 1, sink: a });
+  e.subscribe({ sessionId: 'b', filter: '$share/g/work/#', qos: 1, sink: b });
+  await e.pauseSubscription('a', '$share/g/work/#');
+  for (let i = 0; i < 4; i++) await e.publish('work/x', qos1(`w${i}`));
+  assert.deepEqual([texts(a.got), texts(b.got)], [[], ['w0', 'w1', 'w2', 'w3']]);
+  await e.pauseSubscription('b', '$share/g/work/#');
+  await e.publish('work/x', qos1('held'));
+  await e.resumeSubscription('a', '$share/g/work/#');
+  await e.resumeSubscription('b', '$share/g/work/#');
+  assert.deepEqual([...texts(a.got), ...texts(b.got)].filter((t) => t === 'held'), ['held'], 'kept by a paused member, delivered once on resume');
+});
