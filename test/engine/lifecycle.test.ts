@@ -151,12 +151,16 @@ test('engine lifecycle - a paused member of a shared group: the other members ta
   const e = new Engine();
   await e.recover();
   const a = pushSink();
-  const b = pushSink();
+  const b = pushSink(0); // no credit now: b holds what it is given
   e.subscribe({ sessionId: 'a', filter: '$share/g/work/#', qos: 1, sink: a });
-  e.subscribe({ sessionId: 'b', filter: '$share/g/work/#', qos: 1, sink: b });
+  const subB = e.subscribe({ sessionId: 'b', filter: '$share/g/work/#', qos: 1, sink: b });
   await e.pauseSubscription('a', '$share/g/work/#');
   for (let i = 0; i < 4; i++) await e.publish('work/x', qos1(`w${i}`));
-  assert.deepEqual([texts(a.got), texts(b.got)], [[], ['w0', 'w1', 'w2', 'w3']]);
+  b.credit = 100;
+  subB.resume();
+  await e.resumeSubscription('a', '$share/g/work/#');
+  assert.deepEqual([texts(a.got), texts(b.got)], [[], ['w0', 'w1', 'w2', 'w3']], 'the member with room held them all, none for the paused one');
+  await e.pauseSubscription('a', '$share/g/work/#');
   await e.pauseSubscription('b', '$share/g/work/#');
   await e.publish('work/x', qos1('held'));
   await e.resumeSubscription('a', '$share/g/work/#');
