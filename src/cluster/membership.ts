@@ -390,15 +390,25 @@ export class Membership {
     const entry = await kv.get(this.nodeId);
     const prev = entry ? parseLease(entry) : undefined;
     if (entry && prev && prev.holder !== this.identity.holder && prev.state === 'live') {
-      const age = Date.now() - entry.created.getTime();
-      if (age <= this.cfg.leaseSeconds * 1000) {
-        const why = `node id ${this.nodeId} is held by another process (server ${prev.serverName || '?'}, ${prev.restAddress || 'no REST address'}, epoch ${prev.epoch}, last heartbeat ${Math.round(age / 100) / 10} s ago); this broker does not join (configure another Cluster.nodeId)`;
-        this.setState(ClusterState.Refused, why);
-        this.hooks.log.error({ nodeId: this.nodeId, holder: prev.serverName, epoch: prev.epoch }, `cluster: ${why}`);
-        await this.nc?.close().catch(() => {});
-        this.connected = false;
-        return;
+      // another process's live lease: held if it is rewritten within a lease (watched here on this node's clock, so
+      // no clock needs to agree with the server's); taken over only when it stays silent for a whole lease
+      const since = Date.now();
+      this.setState(ClusterState.Connecting, `node id ${this.nodeId} has a lease of another process (server ${prev.serverName || '?'}); waiting up to ${this.cfg.leaseSeconds} s to see whether it is held`);
+      while (!this.stopped && Date.now() - since <= this.cfg.leaseSeconds * 1000) {
+        await sleep(Math.min(this.hbMs, 1000));
+        const now = await kv.get(this.nodeId);
+        if (now && now.revision !== entry.revision) {
+          const cur = parseLease(now);
+          if (cur && cur.holder === this.identity.holder) return; // ours after all: look again
+          const why = `node id ${this.nodeId} is held by another process (server ${cur?.serverName || '?'}, ${cur?.restAddress || 'no REST address'}, epoch ${cur?.epoch ?? '?'}); this broker does not join (configure another Cluster.nodeId)`;
+          this.setState(ClusterState.Refused, why);
+          this.hooks.log.error({ nodeId: this.nodeId, holder: cur?.serverName, epoch: cur?.epoch }, `cluster: ${why}`);
+          await this.nc?.close().catch(() => {});
+          this.connected = false;
+          return;
+        }
       }
+      if (this.stopped) return;
     }
     const epoch = Math.max(prev?.epoch ?? 0, this.identity.epochs[this.epochKey] ?? 0) + 1;
     const now = new Date().toISOString();
@@ -582,7 +592,9 @@ export class Membership {
               continue;
             }
             if (lease.nodeId !== key) continue;
-            this.observe(key, lease, e.revision, e.isUpdate ? Date.now() : Math.min(Date.now(), e.created.getTime()), !e.isUpdate);
+            // a lease seen for the first time gets a whole lease from now (the server's timestamps are not compared with
+            // this node's clock): a node that died before this one started is judged one lease after it started
+            this.observe(key, lease, e.revision, Date.now(), !e.isUpdate);
           }
         } finally {
           if (gen === this.watchGen) {
@@ -611,14 +623,14 @@ export class Membership {
    */
   private async refreshQuiet(): Promise<void> {
     const now = Date.now();
-    let reads = 0;
-    for (const [key, k] of this.nodes) {
-      if (key === this.nodeId || k.lease.state !== 'live' || now - k.seenAt <= 2 * this.hbMs) continue;
-      if (++reads > 32) return; // the rest at the next heartbeats
-      const e = await this.kv!.get(key).catch(() => null);
-      const cur = e ? parseLease(e) : undefined;
-      if (e && cur && cur.nodeId === key) this.observe(key, cur, e.revision, Date.now());
-    }
+    const quiet = [...this.nodes].filter(([key, k]) => key !== this.nodeId && k.lease.state === 'live' && now - k.seenAt > 2 * this.hbMs).slice(0, 32); // the rest at the next heartbeats
+    await Promise.all(
+      quiet.map(async ([key]) => {
+        const e = await this.kv!.get(key).catch(() => null);
+        const cur = e ? parseLease(e) : undefined;
+        if (e && cur && cur.nodeId === key) this.observe(key, cur, e.revision, Date.now());
+      }),
+    );
   }
 
   /** A lease seen (watch, a read after a refused write, or this node's own write). */
@@ -673,32 +685,34 @@ export class Membership {
     this.hooks.onGone({ nodeId: l.nodeId, epoch: l.epoch, serverName: l.serverName, restAddress: l.restAddress, lastHeartbeat: l.lastHeartbeat, declaredBy: l.declaredBy ?? '', declaredHere });
   }
 
-  /** Declares gone, with compare-and-set, every node this node has not seen write for a whole lease. */
+  /** Declares gone, with compare-and-set, every node this node has not seen write for a whole lease (in parallel: one slow write does not hold up the heartbeat). */
   private async judgeLapses(): Promise<void> {
     const kv = this.kv!;
     const now = Date.now();
-    for (const [key, k] of this.nodes) {
-      if (key === this.nodeId || k.lease.state !== 'live' || k.claiming || now - k.seenAt <= this.cfg.leaseSeconds * 1000) continue;
-      if (this.stateValue !== ClusterState.Member) return;
-      k.claiming = true;
-      const gone: Lease = { ...k.lease, state: 'gone', goneAt: new Date().toISOString(), declaredBy: this.nodeId };
-      try {
-        const rev = await kv.update(key, JSON.stringify(gone), k.revision, this.writeTimeout);
-        if (rev > k.revision) {
-          k.lease = gone;
-          k.revision = rev;
-          this.reportGone(k);
+    const lapsed = [...this.nodes].filter(([key, k]) => key !== this.nodeId && k.lease.state === 'live' && !k.claiming && now - k.seenAt > this.cfg.leaseSeconds * 1000);
+    await Promise.all(
+      lapsed.map(async ([key, k]) => {
+        if (this.stateValue !== ClusterState.Member) return;
+        k.claiming = true;
+        const gone: Lease = { ...k.lease, state: 'gone', goneAt: new Date().toISOString(), declaredBy: this.nodeId };
+        try {
+          const rev = await kv.update(key, JSON.stringify(gone), k.revision, this.writeTimeout);
+          if (rev > k.revision) {
+            k.lease = gone;
+            k.revision = rev;
+            this.reportGone(k);
+          }
+        } catch (err) {
+          if (wrongSequence(err)) {
+            // it wrote meanwhile (alive after all), or another node declared it first: read which
+            const e = await kv.get(key).catch(() => null);
+            const cur = e ? parseLease(e) : undefined;
+            if (e && cur) this.observe(key, cur, e.revision, Date.now());
+          } else this.lastError = messageOf(err); // JetStream unavailable: judged again at the next heartbeat
+        } finally {
+          k.claiming = false;
         }
-      } catch (err) {
-        if (wrongSequence(err)) {
-          // it wrote meanwhile (alive after all), or another node declared it first: read which
-          const e = await kv.get(key).catch(() => null);
-          const cur = e ? parseLease(e) : undefined;
-          if (e && cur) this.observe(key, cur, e.revision, Date.now());
-        } else this.lastError = messageOf(err); // JetStream unavailable: judged again at the next heartbeat
-      } finally {
-        k.claiming = false;
-      }
-    }
+      }),
+    );
   }
 }
