@@ -22,7 +22,7 @@ export const BUNDLES = ['main.js', 'elk.js'];
 const LAZY = ['/console/elk.js'];
 
 /**
- * `import { PAGES } from 'console:pages'`: every console/pages/*.js (each exports `page = { path, label, order,
+ * `import { PAGES } from 'console:pages'`: every console/pages/*.js (each exports `page = { path, label, group, order,
  * view }`), ordered by `order` then path, so a new page is a new file and no list elsewhere changes.
  */
 const pagesPlugin = {

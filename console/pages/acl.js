@@ -9,7 +9,7 @@ import { CopyCurl } from '../lib/curl.js';
 import { href } from '../lib/router.js';
 import { Outcome, setParams, useAction } from '../lib/ui.js';
 
-export const page = { path: '/acl', label: 'ACLs', order: 72, view: Acl };
+export const page = { path: '/acl', label: 'ACLs', group: 'Security', order: 72, view: Acl };
 
 function Acl({ params }) {
   const [perms] = useApi('/api/v1/auth/permissions');

@@ -10,7 +10,7 @@ import { fmtClock, fmtNum } from '../lib/format.js';
 import { href } from '../lib/router.js';
 import { Statechart, activePaths, firedTransitions } from '../lib/statechart.js';
 
-export const page = { path: '/actor', label: 'Actor', nav: false, view: Actor };
+export const page = { path: '/actor', label: 'Actor', group: 'Actors', nav: false, view: Actor };
 
 /** Transitions kept for the timeline (the API gives the last 50; live ones are added). */
 const TIMELINE = 200;

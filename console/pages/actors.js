@@ -5,7 +5,7 @@ import { Loaded, Page, Pager } from '../lib/components.js';
 import { fmtNum } from '../lib/format.js';
 import { href } from '../lib/router.js';
 
-export const page = { path: '/actors', label: 'Actors', order: 50, view: Actors };
+export const page = { path: '/actors', label: 'Actors', group: 'Actors', order: 50, view: Actors };
 
 const ACTOR_PAGE = 50;
 

@@ -5,7 +5,7 @@ import { Loaded, Page } from '../lib/components.js';
 import { href } from '../lib/router.js';
 import { Json } from '../lib/ui.js';
 
-export const page = { path: '/config', label: 'Config', order: 96, view: Config };
+export const page = { path: '/config', label: 'Config', group: 'Operations', order: 96, view: Config };
 
 const show = (v) => (v === undefined ? '–' : typeof v === 'object' ? JSON.stringify(v) : String(v));
 const typeOf = (s) => s?.type ?? (s?.anyOf ? s.anyOf.map((x) => x.type ?? 'value').join(' | ') : s?.enum ? s.enum.join(' | ') : '–');

@@ -10,7 +10,7 @@ import { ConfirmButton, Json, Outcome, useAction } from '../lib/ui.js';
 import { subscriptionActor } from './destination.js';
 import { contextHref } from './schemas.js';
 
-export const page = { path: '/connection', label: 'Connection', nav: false, view: Connection };
+export const page = { path: '/connection', label: 'Connection', group: 'Messaging', nav: false, view: Connection };
 
 function Connection({ params }) {
   const client = params.get('client');

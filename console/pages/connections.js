@@ -5,7 +5,7 @@ import { Loaded, Page } from '../lib/components.js';
 import { fmtBytes, fmtTime } from '../lib/format.js';
 import { href } from '../lib/router.js';
 
-export const page = { path: '/connections', label: 'Connections', order: 30, view: Connections };
+export const page = { path: '/connections', label: 'Connections', group: 'Messaging', order: 30, view: Connections };
 
 function Connections({ params }) {
   const [list] = useApi('/api/v1/server/connections', 5000);

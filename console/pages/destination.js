@@ -11,7 +11,7 @@ import { liveStream } from '../lib/live.js';
 import { CopyCurl } from '../lib/curl.js';
 import { Outcome, fmtDuration, payloadText, setParams, toBase64, useAction } from '../lib/ui.js';
 
-export const page = { path: '/destination', label: 'Destination', nav: false, view: Destination };
+export const page = { path: '/destination', label: 'Destination', group: 'Messaging', nav: false, view: Destination };
 
 const KEEP = 100;
 

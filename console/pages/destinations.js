@@ -5,7 +5,7 @@ import { Loaded, Page, Pager } from '../lib/components.js';
 import { fmtNum } from '../lib/format.js';
 import { href } from '../lib/router.js';
 
-export const page = { path: '/destinations', label: 'Destinations', order: 40, view: Destinations };
+export const page = { path: '/destinations', label: 'Destinations', group: 'Messaging', order: 40, view: Destinations };
 
 const DEST_PAGE = 50;
 

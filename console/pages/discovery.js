@@ -7,7 +7,7 @@ import { CopyCurl } from '../lib/curl.js';
 import { href } from '../lib/router.js';
 import { Outcome, Paged, matches, pageParam, setParams, useAction } from '../lib/ui.js';
 
-export const page = { path: '/discovery', label: 'Discovery', order: 85, view: Discovery };
+export const page = { path: '/discovery', label: 'Discovery', group: 'Integrations & devices', order: 85, view: Discovery };
 
 function Discovery({ params }) {
   const [list, reload] = useApi('/api/v1/server/discovery', 5000);

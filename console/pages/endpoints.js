@@ -7,7 +7,7 @@ import { ErrorBox, Loaded, Page, stateClass } from '../lib/components.js';
 import { href } from '../lib/router.js';
 import { CopyCurl } from '../lib/curl.js';
 
-export const page = { path: '/endpoints', label: 'Endpoints', order: 20, view: Endpoints };
+export const page = { path: '/endpoints', label: 'Endpoints', group: 'Messaging', order: 20, view: Endpoints };
 
 const ACTIONS = [
   { state: 'stopped', label: 'Stop', from: ['Started', 'Paused'] },

@@ -8,7 +8,7 @@ import { href } from '../lib/router.js';
 import { CopyCurl } from '../lib/curl.js';
 import { AclEntries, ConfirmButton, Outcome, Paged, pageParam, useAction } from '../lib/ui.js';
 
-export const page = { path: '/group', label: 'Group', nav: false, view: Group };
+export const page = { path: '/group', label: 'Group', group: 'Security', nav: false, view: Group };
 
 function Group({ params }) {
   const id = params.get('id') ?? '';

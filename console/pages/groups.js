@@ -8,7 +8,7 @@ import { CopyCurl } from '../lib/curl.js';
 import { href } from '../lib/router.js';
 import { Outcome, Paged, matches, pageParam, setParams, useAction } from '../lib/ui.js';
 
-export const page = { path: '/groups', label: 'Groups', order: 71, view: Groups };
+export const page = { path: '/groups', label: 'Groups', group: 'Security', order: 71, view: Groups };
 
 function Groups({ params }) {
   const [list, reload] = useApi('/api/v1/auth/groups');

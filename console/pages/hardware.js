@@ -7,7 +7,7 @@ import { href } from '../lib/router.js';
 import { CopyCurl } from '../lib/curl.js';
 import { Outcome, Paged, pageParam, useAction } from '../lib/ui.js';
 
-export const page = { path: '/hardware', label: 'Hardware', order: 86, view: Hardware };
+export const page = { path: '/hardware', label: 'Hardware', group: 'Integrations & devices', order: 86, view: Hardware };
 
 function Hardware({ params }) {
   const [list, reload] = useApi('/api/v1/server/hardware', 5000);

@@ -7,7 +7,7 @@ import { href } from '../lib/router.js';
 import { Json, Outcome, useAction } from '../lib/ui.js';
 import { LinkActions, sinceSend } from './integrations.js';
 
-export const page = { path: '/integration', label: 'Integration', nav: false, view: Integration };
+export const page = { path: '/integration', label: 'Integration', group: 'Integrations & devices', nav: false, view: Integration };
 
 function Integration({ params }) {
   const name = params.get('name') ?? '';

@@ -9,7 +9,7 @@ import { CopyCurl } from '../lib/curl.js';
 import { href } from '../lib/router.js';
 import { Outcome, fmtDuration, useAction } from '../lib/ui.js';
 
-export const page = { path: '/integrations', label: 'Integrations', order: 80, view: Integrations };
+export const page = { path: '/integrations', label: 'Integrations', group: 'Integrations & devices', order: 80, view: Integrations };
 
 export const LINK_ACTIONS = [
   { state: 'paused', label: 'Pause', from: ['Started'] },

@@ -8,7 +8,7 @@ import { fmtNum } from '../lib/format.js';
 import { liveStream } from '../lib/live.js';
 import { setParams } from '../lib/ui.js';
 
-export const page = { path: '/logs', label: 'Logs', order: 95, view: Logs };
+export const page = { path: '/logs', label: 'Logs', group: 'Operations', order: 95, view: Logs };
 
 const KEEP = 2000;
 const SHOWN = 500;

@@ -5,7 +5,7 @@ import { Loaded, Page, stateClass } from '../lib/components.js';
 import { fmtBytes, fmtNum, fmtTime } from '../lib/format.js';
 import { href } from '../lib/router.js';
 
-export const page = { path: '/lora', label: 'LoRa', order: 87, view: LoRa };
+export const page = { path: '/lora', label: 'LoRa', group: 'Integrations & devices', order: 87, view: LoRa };
 
 function LoRa() {
   const [list] = useApi('/api/v1/device/lora', 5000);

@@ -7,7 +7,7 @@ import { fmtNum } from '../lib/format.js';
 import { href } from '../lib/router.js';
 import { Statechart } from '../lib/statechart.js';
 
-export const page = { path: '/machines', label: 'Machines', order: 60, view: Machines };
+export const page = { path: '/machines', label: 'Machines', group: 'Actors', order: 60, view: Machines };
 
 const NO_STATE = new Set();
 

@@ -6,7 +6,7 @@ import { Loaded, Page } from '../lib/components.js';
 import { href } from '../lib/router.js';
 import { ConfirmButton, Outcome, Paged, matches, pageParam, setParams, useAction } from '../lib/ui.js';
 
-export const page = { path: '/models', label: 'Models', order: 91, view: Models };
+export const page = { path: '/models', label: 'Models', group: 'Data', order: 91, view: Models };
 
 const modelPath = (name) => `/api/v1/server/models/${encodeURIComponent(name)}`;
 

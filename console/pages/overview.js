@@ -4,7 +4,7 @@ import { useApi } from '../lib/hooks.js';
 import { ErrorBox, Loaded, Page, stateClass } from '../lib/components.js';
 import { fmtCount, fmtRate } from '../lib/format.js';
 
-export const page = { path: '/overview', label: 'Overview', order: 10, view: Overview };
+export const page = { path: '/overview', label: 'Overview', group: 'Messaging', order: 10, view: Overview };
 
 function Overview() {
   const [health] = useApi('/health', 5000);

@@ -8,7 +8,7 @@ import { href } from '../lib/router.js';
 import { ConfirmButton, Json, Outcome, useAction } from '../lib/ui.js';
 import { contextHref } from './schemas.js';
 
-export const page = { path: '/schema', label: 'Schema', nav: false, view: Schema };
+export const page = { path: '/schema', label: 'Schema', group: 'Data', nav: false, view: Schema };
 
 function Schema({ params }) {
   const id = params.get('id') ?? '';

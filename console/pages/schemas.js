@@ -10,7 +10,7 @@ import { href } from '../lib/router.js';
 import { CopyCurl } from '../lib/curl.js';
 import { Outcome, Paged, matches, pageParam, setParams, useAction } from '../lib/ui.js';
 
-export const page = { path: '/schemas', label: 'Schemas', order: 90, view: Schemas };
+export const page = { path: '/schemas', label: 'Schemas', group: 'Data', order: 90, view: Schemas };
 
 const EXAMPLE = '{\n  "uniqueId": "temperature",\n  "name": "Temperature reading",\n  "format": "json",\n  "schema": { "type": "object", "properties": { "celsius": { "type": "number" } } }\n}';
 

@@ -9,7 +9,7 @@ import { href } from '../lib/router.js';
 import { CopyCurl } from '../lib/curl.js';
 import { AclEntries, ConfirmButton, Outcome, useAction } from '../lib/ui.js';
 
-export const page = { path: '/user', label: 'User', nav: false, view: User };
+export const page = { path: '/user', label: 'User', group: 'Security', nav: false, view: User };
 
 function User({ params }) {
   const id = params.get('id') ?? '';

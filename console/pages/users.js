@@ -8,7 +8,7 @@ import { href } from '../lib/router.js';
 import { CopyCurl } from '../lib/curl.js';
 import { Outcome, Paged, matches, pageParam, setParams, useAction } from '../lib/ui.js';
 
-export const page = { path: '/users', label: 'Users', order: 70, view: Users };
+export const page = { path: '/users', label: 'Users', group: 'Security', order: 70, view: Users };
 
 function Users({ params }) {
   const [list, reload] = useApi('/api/v1/auth/users');
