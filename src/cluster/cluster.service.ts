@@ -5,6 +5,7 @@
  */
 import { fromCallback } from 'xstate';
 import { clusterMachine, clusterStateName, type ClusterEvent, type ClusterInput } from '../../actors/cluster/cluster.machine.js';
+import { NotFoundError } from '../errors.js';
 import { defineActorKind } from '../runtime/actor-kind.js';
 import type { SubSystemStatus } from '../runtime/monitor.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
@@ -127,6 +128,12 @@ export class ClusterService implements Service {
   setRestAddress(url: string): void {
     if (!this.enabled || this.restAddress) return;
     this.restAddress = url;
+  }
+
+  /** DELETE /api/v1/server/cluster/nodes/{nodeId}: a gone or left node removed from the bucket. */
+  async forget(nodeId: string): Promise<void> {
+    if (!this.membership) throw new NotFoundError('The cluster is not enabled (Cluster.enabled)');
+    await this.membership.forget(nodeId);
   }
 
   view(): ClusterView | ClusterOff {

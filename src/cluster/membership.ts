@@ -28,6 +28,7 @@ import { jetstream, JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstr
 import { Kvm, type KV, type KvEntry } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
+import { ConflictError, NotFoundError, ServiceUnavailableError } from '../errors.js';
 import type { ClusterConfig } from './config.js';
 
 export const ClusterState = {
@@ -253,6 +254,26 @@ export class Membership {
     }
     this.setState(ClusterState.Stopped, 'stopped');
     await this.nc?.close().catch(() => {});
+  }
+
+  /**
+   * Removes a gone or left node's lease from the bucket (a node taken out of service for good), with compare-and-set
+   * on the revision this broker saw: every member drops it from its table when the watch shows the delete. A live
+   * node is refused (409): it would write its lease again at its next heartbeat.
+   */
+  async forget(nodeId: string): Promise<void> {
+    const k = this.nodes.get(nodeId);
+    if (!k) throw new NotFoundError(`Cluster node not found: ${nodeId}`);
+    if (!this.kv || this.stateValue !== ClusterState.Member) throw new ServiceUnavailableError(`This broker is not a cluster member (${this.stateValue}); ask a member`);
+    if (k.lease.state === 'live') throw new ConflictError(`Cluster node ${nodeId} is live (epoch ${k.lease.epoch}); only a gone or left node can be forgotten`);
+    try {
+      await this.kv.delete(nodeId, { previousSeq: k.revision });
+    } catch (err) {
+      if (wrongSequence(err)) throw new ConflictError(`Cluster node ${nodeId} changed meanwhile; look again`);
+      throw new ServiceUnavailableError(`JetStream did not take the delete: ${messageOf(err)}`);
+    }
+    if (this.nodes.get(nodeId) === k) this.nodes.delete(nodeId);
+    this.hooks.log.info({ nodeId, epoch: k.lease.epoch }, `cluster: node ${nodeId} forgotten (its lease removed from the bucket)`);
   }
 
   view(now = Date.now()): ClusterView {

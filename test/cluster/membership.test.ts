@@ -214,5 +214,16 @@ describe('cluster - membership over a 3-node NATS cluster', { timeout: 240000 },
     for (const x of [a, b]) await waitUntil(async () => node(await view(x), 'delta')?.state === 'left', 10000, `${x.nodeId} sees delta left`);
     assert.equal(node(await view(a), 'delta')!.goneReported, 1);
     assert.deepEqual((await view(a)).unreachable, []);
+
+    // a node out of service for good is forgotten (its lease removed); a live one is refused
+    const del = (x: Broker, id: string) => fetch(`http://127.0.0.1:${x.p!.port}/api/v1/server/cluster/nodes/${id}`, { method: 'DELETE', headers: x.p!.auth() });
+    const live = await del(a, 'beta');
+    assert.equal(live.status, 409);
+    assert.match(((await live.json()) as { status: string }).status, /beta is live/);
+    assert.equal((await del(a, 'nobody')).status, 404);
+    assert.equal((await del(a, 'bad.id')).status, 400);
+    const ok = await del(a, 'delta');
+    assert.equal(ok.status, 200, await ok.text());
+    for (const x of [a, b]) await waitUntil(async () => node(await view(x), 'delta') === undefined, 10000, `${x.nodeId} forgot delta`);
   });
 });

@@ -60,6 +60,7 @@ const NO_LIFECYCLE_ANYWHERE = [
   'DELETE /api/v1/server/schemas/{schemaId}',
   'POST /api/v1/server/models/{modelName}',
   'DELETE /api/v1/server/models/{modelName}',
+  'DELETE /api/v1/server/cluster/nodes/{nodeId}', // removes a gone node's lease from the bucket; the cluster actor's state is its own
 ];
 /** Lifecycle routes whose request needs hardware: exercised by their own area's test. */
 const EXERCISED_ELSEWHERE: Record<string, string> = { 'POST /api/v1/server/hardware/scan': 'test/devices/devices.test.ts (simulated I²C bus)' };

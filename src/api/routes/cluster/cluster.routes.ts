@@ -2,7 +2,8 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { ApiContext } from '../../context.js';
-import { ErrorResponses } from '../../schemas.js';
+import { ErrorResponses, StatusResponse } from '../../schemas.js';
+import { NotFoundError } from '../../../errors.js';
 
 const ClusterNodeDTO = z.object({
   nodeId: z.string(),
@@ -66,6 +67,27 @@ export const clusterRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx)
     async (_req, reply) => {
       reply.header('cache-control', 'no-store');
       return rt.service('cluster')?.view() ?? { enabled: false as const };
+    },
+  );
+
+  app.delete(
+    '/api/v1/server/cluster/nodes/:nodeId',
+    {
+      config: { permission: { permission: 'manage_config' } },
+      schema: {
+        tags: ['Server Management'],
+        summary: 'Forget a gone or left node (Switchyard extension)',
+        description:
+          "Removes the node's lease from the cluster bucket (a node taken out of service for good), so it is no longer listed or reported unreachable. 409 for a live node, 404 for an unknown one or when the cluster is off, 503 when this broker is not a member.",
+        params: z.object({ nodeId: z.string().min(1).max(64).regex(/^[A-Za-z0-9_-]+$/, "a node id: letters, digits, '_' and '-'") }),
+        response: { 200: StatusResponse, ...ErrorResponses, 409: StatusResponse, 503: StatusResponse },
+      },
+    },
+    async (req) => {
+      const svc = rt.service('cluster');
+      if (!svc) throw new NotFoundError('The cluster is not enabled (Cluster.enabled)');
+      await svc.forget(req.params.nodeId);
+      return { status: 'Success' };
     },
   );
 };
