@@ -32,18 +32,27 @@ const reports: Array<[string, () => Promise<BenchReport>]> = [
   ['console', consoleBench],
 ];
 
-for (const [name, run] of reports) {
+/** A bench that fails is reported and the others still run (the summary shows '—' for what it would have given). */
+async function attempt<T>(name: string, f: () => Promise<T>): Promise<T | undefined> {
   process.stdout.write(`\n=== bench: ${name} ===\n`);
-  const r = await run();
+  try {
+    return await f();
+  } catch (err) {
+    process.stdout.write(`\nbench ${name} FAILED: ${(err as Error)?.stack ?? String(err)}\n`);
+    process.exitCode = 1;
+    return undefined;
+  }
+}
+
+for (const [name, run] of reports) {
+  const r = await attempt(name, run);
+  if (r === undefined) continue;
   printReport(r);
   if (name === 'rest-publish' && r.figures) summary.rest = { broker: r.figures.broker!, bare: r.figures.bare! };
   if (name === 'sse-fanout' && r.figures) summary.sse = { deliveries: r.figures.deliveries!, offered: r.figures.offered! };
 }
-process.stdout.write('\n=== bench: mqtt ===\n');
-summary.mqtt = await runMqttBench();
-process.stdout.write('\n=== bench: federation ===\n');
-summary.federation = await runFederationBench();
-process.stdout.write('\n=== bench: footprint ===\n');
-await runFootprintBench();
+summary.mqtt = await attempt('mqtt', runMqttBench);
+summary.federation = await attempt('federation', runFederationBench);
+await attempt('footprint', runFootprintBench);
 process.stdout.write(`\n=== summary (load average at start: ${load}; node ${process.version}) ===\n`);
 process.stdout.write(formatSummary(summary));
