@@ -1,4 +1,4 @@
-import { assign, fromCallback, fromPromise, raise, setup } from 'xstate';
+import { assign, enqueueActions, fromCallback, fromPromise, raise, setup } from 'xstate';
 import { backoffDelay as sharedBackoff } from '../shared/backoff.js';
 
 /**
@@ -18,10 +18,26 @@ import { backoffDelay as sharedBackoff } from '../shared/backoff.js';
  * `degraded`, which makes the integrations subsystem WARN and `/health` Warning, naming the link.
  *
  * The machine holds lifecycle only; its I/O is supplied with `machine.provide` by the link manager
- * (src/links/link-manager.ts): `connectTransport` (promise: open the transport), `establishLinks` (promise: the pull
- * receives and the push outboxes), `linkFlow` (callback: lives exactly as long as `established`; reports
- * `transport.lost`; on exit the push outboxes stop sending) and the `closeTransport` action. No message is an event here.
+ * (src/links/link-manager.ts): `connectTransport` (promise: open the transport, resolves with it), `establishLinks`
+ * (promise: the pull receives and the push outboxes on that transport), `linkFlow` (callback: lives exactly as long as
+ * `established`; reports `transport.lost`; on exit the push outboxes stop sending), the `closeTransport` action (the
+ * manager's bookkeeping when a connection ends) and `transportHolder`. No message is an event here.
+ *
+ * One owner: the open transport is held by `transportHolder`, a callback invoked for as long as `started` lasts. It is
+ * handed the transport when connecting succeeds, closes it when the link goes Delayed, and closes whatever it holds
+ * when `started` is left (stop, pause) or the actor itself is stopped. The context keeps a reference for the
+ * establishing and flowing steps to use; nobody else keeps one.
  */
+/** What the holder closes: an open link transport. */
+export interface LinkTransportLike {
+  close(): Promise<void>;
+}
+
+function isTransport(x: unknown): x is LinkTransportLike {
+  return typeof x === 'object' && x !== null && typeof (x as { close?: unknown }).close === 'function';
+}
+
+export type TransportHolderEvent = { type: 'transport.hold'; transport: LinkTransportLike } | { type: 'transport.release' };
 export interface IntegrationInput {
   name: string;
   /** Start right away (otherwise wait for `integration.start`). */
@@ -33,6 +49,8 @@ export interface IntegrationInput {
 }
 
 export interface IntegrationContext extends IntegrationInput {
+  /** The open transport while connected (held, and closed, by `transportHolder`). */
+  transport?: LinkTransportLike;
   /** Failed attempts since the link was last established. */
   attempts: number;
   lastError?: string;
@@ -66,13 +84,28 @@ export const integrationMachine = setup({
     input: {} as IntegrationInput,
   },
   actors: {
+    // resolves with the open transport, typed void so fakes that resolve with nothing fit (keepTransport checks it)
     connectTransport: fromPromise<void, { name: string }>(async () => {
       throw new Error('connectTransport is supplied by the link manager');
     }),
-    establishLinks: fromPromise<void, { name: string }>(async () => {
+    establishLinks: fromPromise<void, { name: string; transport?: LinkTransportLike }>(async () => {
       throw new Error('establishLinks is supplied by the link manager');
     }),
-    linkFlow: fromCallback<IntegrationEvent, { name: string }>(() => () => {}),
+    linkFlow: fromCallback<IntegrationEvent, { name: string; transport?: LinkTransportLike }>(() => () => {}),
+    transportHolder: fromCallback<TransportHolderEvent, { name: string }>(({ receive }) => {
+      let held: LinkTransportLike | undefined;
+      const release = () => {
+        void held?.close().catch(() => {});
+        held = undefined;
+      };
+      receive((e) => {
+        if (e.type === 'transport.hold') {
+          release();
+          held = e.transport;
+        } else release();
+      });
+      return release;
+    }),
   },
   delays: {
     backoff: ({ context }) => context.delayMs,
@@ -89,6 +122,18 @@ export const integrationMachine = setup({
       return { attempts, lastError, delayMs: backoffDelay({ ...context, attempts }) };
     }),
     resetAttempts: assign({ attempts: 0, delayMs: 0 }),
+    /** Connected: the holder takes the transport (a fake connect that resolves with nothing hands over nothing). */
+    keepTransport: enqueueActions(({ enqueue, event }) => {
+      const transport = (event as unknown as { output?: unknown }).output;
+      if (!isTransport(transport)) return;
+      enqueue.assign({ transport });
+      enqueue.sendTo('transportHolder', { type: 'transport.hold', transport } satisfies TransportHolderEvent);
+    }),
+    /** The connection ended (Delayed): the holder closes the transport. */
+    releaseTransport: enqueueActions(({ enqueue }) => {
+      enqueue.assign({ transport: undefined });
+      enqueue.sendTo('transportHolder', { type: 'transport.release' } satisfies TransportHolderEvent);
+    }),
     clearError: assign({ lastError: undefined, attempts: 0, delayMs: 0 }),
   },
 }).createMachine({
@@ -105,7 +150,9 @@ export const integrationMachine = setup({
     },
     started: {
       type: 'parallel',
-      exit: { type: 'closeTransport', params: ({ context }) => ({ name: context.name }) },
+      // the holder lives as long as `started`: leaving it (stop, pause) or stopping the actor closes the transport
+      invoke: { id: 'transportHolder', src: 'transportHolder', input: ({ context }) => ({ name: context.name }) },
+      exit: [{ type: 'closeTransport', params: ({ context }) => ({ name: context.name }) }, assign({ transport: undefined })],
       on: {
         'integration.stop': 'stopped',
         'integration.pause': 'paused',
@@ -121,7 +168,7 @@ export const integrationMachine = setup({
               invoke: {
                 src: 'connectTransport',
                 input: ({ context }) => ({ name: context.name }),
-                onDone: 'connected',
+                onDone: { target: 'connected', actions: 'keepTransport' },
                 onError: { target: 'delayed', actions: 'recordFailure' },
               },
             },
@@ -131,7 +178,7 @@ export const integrationMachine = setup({
             establishing: {
               invoke: {
                 src: 'establishLinks',
-                input: ({ context }) => ({ name: context.name }),
+                input: ({ context }) => ({ name: context.name, transport: context.transport }),
                 onDone: 'established',
                 onError: { target: 'delayed', actions: 'recordFailure' },
               },
@@ -139,13 +186,13 @@ export const integrationMachine = setup({
             established: {
               entry: ['resetAttempts', raise({ type: 'link.established' })],
               exit: raise({ type: 'link.lost' }),
-              invoke: { id: 'linkFlow', src: 'linkFlow', input: ({ context }) => ({ name: context.name }) },
+              invoke: { id: 'linkFlow', src: 'linkFlow', input: ({ context }) => ({ name: context.name, transport: context.transport }) },
               on: {
                 'transport.lost': { target: 'delayed', actions: 'recordFailure' },
               },
             },
             delayed: {
-              entry: { type: 'closeTransport', params: ({ context }) => ({ name: context.name }) },
+              entry: [{ type: 'closeTransport', params: ({ context }) => ({ name: context.name }) }, 'releaseTransport'],
               after: { backoff: 'connecting' },
             },
           },

@@ -19,7 +19,7 @@
  * (acknowledged, not published) and counted in `loopsDropped`.
  */
 import { fromCallback, fromPromise } from 'xstate';
-import { integrationMachine } from '../../actors/integrations/integration.machine.js';
+import { integrationMachine, type IntegrationEvent, type LinkTransportLike, type TransportHolderEvent } from '../../actors/integrations/integration.machine.js';
 import { backoffDelay } from '../../actors/shared/backoff.js';
 import { QUOTA_EXCEEDED, type Engine, type Message, type MessageInit, type Subscription } from '../engine/index.js';
 import { messageSelector } from '../runtime/message-selector.js';
@@ -120,10 +120,14 @@ export interface LinkEntry {
   config: LinkConfig;
   counters: LinkCounters;
   rates: { messagesSent: MovingRate; messagesReceived: MovingRate; bytesSent: MovingRate; bytesReceived: MovingRate };
-  transport?: LinkTransport;
+  /**
+   * The open transport, read from the `integration:<name>` actor's snapshot (its holder owns it): undefined unless
+   * connected. A view for the status and the tests, never a second handle.
+   */
+  readonly transport: LinkTransport | undefined;
+  /** What the connected transport said about itself (a copy of its description, not the transport). */
   description?: TransportDescription;
-  /** Incremented whenever the transport is replaced or closed: events of an older transport are ignored. */
-  generation: number;
+  /** The close of the last transport the link's actor let go of: the next connect waits for it (same client id). */
   closing: Promise<void>;
   push: PushChannel[];
   /** Set while the link is established: reports a lost transport to the actor. */
@@ -180,6 +184,11 @@ export class LinkManager {
   private readonly receivedIds = new Map<string, Promise<ReceivedIds>>();
   /** Set by closeAll (server stop): nothing is logged or connected any more (the logs close after the services). */
   private stopped = false;
+  /**
+   * Transports whose link let go of them (closed or closing): their late events and acknowledgements are ignored. The
+   * transports themselves are owned by the `integration:<name>` actors (their `transportHolder`); this only marks.
+   */
+  private readonly retired = new WeakSet<object>();
 
   constructor(
     private readonly rt: Runtime,
@@ -194,12 +203,15 @@ export class LinkManager {
       if (lc.direction !== 'push') return;
       push.push({ index, lc, filter: namespaceFilter(lc.localNamespace), sessionId: `link:${link.name}#${index}`, inFlight: 0, flowing: false });
     });
+    const rt = this.rt;
     return {
       name: link.name,
+      get transport() {
+        return rt.actor('integration', link.name)?.getSnapshot().context.transport as LinkTransport | undefined;
+      },
       config: link,
       counters: newCounters(),
       rates: { messagesSent: new MovingRate(), messagesReceived: new MovingRate(), bytesSent: new MovingRate(), bytesReceived: new MovingRate() },
-      generation: 0,
       closing: Promise.resolve(),
       push,
       maxOutbox: link.maxOutbox ?? this.cfg.globalConfig.maxOutbox,
@@ -282,7 +294,7 @@ export class LinkManager {
       // messages that came in over a link are never pushed again (loop prevention), nor $SYS
       accept: (m, destinationName) => m.metaData[META_HOPS] === undefined && destinationName.charCodeAt(0) !== 36 /* $ */,
       ...(user !== undefined ? { selector: user } : {}),
-      sink: { kind: 'push', deliver: (s, msg, dest) => this.deliver(entry, ch, s, msg, dest) },
+      sink: { kind: 'push', deliver: () => false }, // hibernated below: nothing is sent before the link flows
     });
     ch.sub = sub;
     ch.flowing = false;
@@ -304,12 +316,13 @@ export class LinkManager {
     return n;
   }
 
-  private startFlow(entry: LinkEntry): void {
+  private startFlow(entry: LinkEntry, transport: LinkTransport): void {
     for (const ch of entry.push) {
       if (!ch.sub || ch.sub.closed || ch.flowing) continue;
       ch.flowing = true;
       ch.inFlight = 0;
-      ch.sub.attach({ kind: 'push', deliver: (s, msg, dest) => this.deliver(entry, ch, s, msg, dest) });
+      // the transport travels with the sink, for as long as the actor's linkFlow lives
+      ch.sub.attach({ kind: 'push', deliver: (s, msg, dest) => this.deliver(entry, ch, s, msg, dest, transport) });
     }
   }
 
@@ -323,9 +336,8 @@ export class LinkManager {
     }
   }
 
-  private deliver(entry: LinkEntry, ch: PushChannel, sub: Subscription, msg: Message, destinationName: string): boolean {
-    const transport = entry.transport;
-    if (!ch.flowing || !transport || ch.inFlight >= this.cfg.globalConfig.inFlight) return false;
+  private deliver(entry: LinkEntry, ch: PushChannel, sub: Subscription, msg: Message, destinationName: string, transport: LinkTransport): boolean {
+    if (!ch.flowing || this.retired.has(transport) || ch.inFlight >= this.cfg.globalConfig.inFlight) return false;
     const qos = Math.min(msg.qos, ch.lc.qualityOfService) as 0 | 1 | 2;
     const out: LinkMessage = {
       topic: mapTopic(destinationName, ch.lc.localNamespace, ch.lc.remoteNamespace),
@@ -345,7 +357,6 @@ export class LinkManager {
     if (msg.responseTopic !== undefined) out.responseTopic = msg.responseTopic;
     if (msg.expiresAt) out.expiresAt = msg.expiresAt;
     ch.inFlight++;
-    const generation = entry.generation;
     const tracked = sub.qos > 0 && msg.qos > 0;
     transport.send(out).then(
       () => {
@@ -353,14 +364,14 @@ export class LinkManager {
         c.messagesSent++;
         c.bytesSent += msg.payload.length;
         c.lastWriteTime = Date.now();
-        if (generation !== entry.generation || !ch.flowing) return;
+        if (this.retired.has(transport) || !ch.flowing) return;
         ch.inFlight--;
         if (tracked) sub.ack(msg.id);
         if (sub.blocked) sub.resume();
       },
       (err: Error & { code?: unknown; permanent?: boolean }) => {
         entry.counters.errors++;
-        if (generation !== entry.generation || !ch.flowing) return;
+        if (this.retired.has(transport) || !ch.flowing) return;
         ch.inFlight--;
         if ((typeof err.code === 'number' && err.code >= 0x80) || err.permanent === true) {
           // the remote side refused this message (an MQTT 5 reason code, a topic NATS cannot carry): sending it again
@@ -371,7 +382,7 @@ export class LinkManager {
           if (sub.blocked) sub.resume();
           return;
         }
-        this.lost(entry, generation, `send failed: ${err.message}`);
+        this.lost(entry, transport, `send failed: ${err.message}`);
       },
     );
     return true;
@@ -421,8 +432,8 @@ export class LinkManager {
     return Promise.reject(new Error(`no transport for the URL scheme "${scheme}"`));
   }
 
-  private lost(entry: LinkEntry, generation: number, reason: string): void {
-    if (generation !== entry.generation) return;
+  private lost(entry: LinkEntry, transport: LinkTransport, reason: string): void {
+    if (this.retired.has(transport)) return; // a transport the link let go of: its close is no news
     entry.lastError = reason;
     if (entry.lostReason !== undefined) return;
     entry.lostReason = reason;
@@ -470,7 +481,11 @@ export class LinkManager {
     });
   }
 
-  async connect(name: string, signal: AbortSignal): Promise<void> {
+  /**
+   * Opens the link's transport and resolves with it: the actor takes it (its `transportHolder` owns it from here and
+   * closes it). A failed or cancelled connect closes what it opened itself.
+   */
+  async connect(name: string, signal: AbortSignal): Promise<LinkTransport> {
     const entry = this.entries.get(name);
     if (!entry) throw new Error(`integration "${name}" is not configured`);
     await entry.closing; // the previous connection is gone before the next one opens (same client id)
@@ -485,11 +500,9 @@ export class LinkManager {
       maxMessageSize: entry.config.maxMessageSize ?? this.cfg.globalConfig.maxMessageSize,
     };
     const transport = factory(entry.config, ctx);
-    const generation = ++entry.generation;
-    entry.transport = transport;
     entry.lostReason = undefined;
     transport.onEvent((e) => {
-      if (e.type === 'disconnected') this.lost(entry, generation, e.reason);
+      if (e.type === 'disconnected') this.lost(entry, transport, e.reason);
       else if (e.type === 'error') {
         entry.counters.errors++;
         entry.lastError = e.reason;
@@ -501,19 +514,26 @@ export class LinkManager {
     } catch (err) {
       entry.counters.errors++;
       entry.lastError = (err as Error).message;
-      if (entry.transport === transport) entry.transport = undefined;
-      entry.closing = transport.close().catch(() => {});
+      this.retire(entry, transport);
       if (!this.stopped) this.rt.log.warn({ link: entry.name, url: entry.config.url, err: (err as Error).message }, 'integration link could not connect; retrying with backoff');
       throw err;
     }
-    if (signal.aborted || entry.transport !== transport || this.stopped) {
-      entry.closing = transport.close().catch(() => {});
+    if (signal.aborted || this.stopped) {
+      this.retire(entry, transport);
       throw new Error('connect cancelled');
     }
     entry.description = isDescribed(transport) ? transport.describe() : undefined;
     entry.counters.connects++;
     entry.counters.connectedSince = Date.now();
     if (!this.stopped) this.rt.log.info({ link: entry.name, url: entry.config.url }, `integration link ${entry.name} connected to ${entry.config.url}`);
+    return transport;
+  }
+
+  /** Closes a transport the link let go of (its holder releasing it, or a failed connect); the next connect waits. */
+  retire(entry: LinkEntry, transport: LinkTransport): void {
+    if (this.retired.has(transport)) return;
+    this.retired.add(transport);
+    entry.closing = transport.close().catch(() => {});
   }
 
   /**
@@ -535,10 +555,9 @@ export class LinkManager {
    * The pull receives and shared groups of a connected link. Bounded in time (3 x connectTimeout, at least 30 s): a
    * remote side that never answers leaves the link Delayed with the reason in `lastError`, not Establishing forever.
    */
-  async establish(name: string): Promise<void> {
+  async establish(name: string, transport: LinkTransport | undefined): Promise<void> {
     const entry = this.entries.get(name);
-    const transport = entry?.transport;
-    if (!entry || !transport) throw new Error(`integration "${name}" has no connection`);
+    if (!entry || !transport || this.retired.has(transport)) throw new Error(`integration "${name}" has no connection`);
     const limit = Math.max(30000, 3 * this.cfg.globalConfig.connectTimeout);
     const step = { what: 'starting' };
     let timer: NodeJS.Timeout | undefined;
@@ -560,7 +579,6 @@ export class LinkManager {
   }
 
   private async establishSteps(entry: LinkEntry, transport: LinkTransport, step: { what: string }): Promise<void> {
-    const generation = entry.generation;
     let index = 0;
     for (const lc of entry.config.linkConfigs) {
       const i = index++;
@@ -579,7 +597,7 @@ export class LinkManager {
           ...(seen ? { seen } : {}),
         },
         (m) => {
-          if (generation !== entry.generation) return Promise.reject(new Error('link closed'));
+          if (this.retired.has(transport)) return Promise.reject(new Error('link closed'));
           return this.receiveOne(entry, lc, m, seen).catch((err: Error) => {
             entry.counters.errors++;
             entry.lastError = `received message not stored: ${err.message}`;
@@ -589,14 +607,18 @@ export class LinkManager {
       );
     }
     step.what = 'joining the shared groups';
-    this.shares.attach(entry, transport, generation);
+    this.shares.attach(entry, transport);
     if (entry.lostReason !== undefined) throw new Error(entry.lostReason);
   }
 
   /** While the actor is established: push messages flow; a lost transport is reported with `onLost`. */
-  flow(name: string, onLost: (reason: string) => void): () => void {
+  flow(name: string, transport: LinkTransport | undefined, onLost: (reason: string) => void): () => void {
     const entry = this.entries.get(name);
     if (!entry) return () => {};
+    if (!transport) {
+      queueMicrotask(() => onLost('no transport'));
+      return () => {};
+    }
     entry.onLost = onLost;
     if (entry.lostReason !== undefined) queueMicrotask(() => onLost(entry.lostReason!));
     else {
@@ -608,7 +630,7 @@ export class LinkManager {
       }
       entry.droppedAt = undefined;
       entry.establishedAt = Date.now();
-      this.startFlow(entry);
+      this.startFlow(entry, transport);
     }
     return () => {
       entry.onLost = undefined;
@@ -616,24 +638,23 @@ export class LinkManager {
     };
   }
 
-  /** Close the link's transport (stop, pause, backoff); the next connect waits for it. */
-  close(name: string): void {
+  /**
+   * The link's connection ended (stop, pause, backoff): nothing flows, shared groups detach, the status shows it
+   * unconnected. The transport itself is closed by the actor's holder (`retire`).
+   */
+  disconnected(name: string): void {
     const entry = this.entries.get(name);
     if (!entry) return;
     this.stopFlow(entry);
     this.shares.detach(name);
-    entry.generation++;
-    const t = entry.transport;
-    entry.transport = undefined;
     entry.description = undefined;
     entry.counters.connectedSince = 0;
-    if (t) entry.closing = t.close().catch(() => {});
   }
 
-  /** Close every transport and wait (server stop). */
+  /** Server stop: the actors (stopped with the tree) released their transports; wait for the closes. */
   async closeAll(): Promise<void> {
     this.stopped = true;
-    for (const name of this.entries.keys()) this.close(name);
+    for (const name of this.entries.keys()) this.disconnected(name);
     await Promise.all([...this.entries.values()].map((e) => e.closing));
   }
 
@@ -641,12 +662,29 @@ export class LinkManager {
   logic() {
     return integrationMachine.provide({
       actors: {
-        connectTransport: fromPromise<void, { name: string }>(({ input, signal }) => this.connect(input.name, signal)),
-        establishLinks: fromPromise<void, { name: string }>(({ input }) => this.establish(input.name)),
-        linkFlow: fromCallback(({ input, sendBack }) => this.flow((input as { name: string }).name, (reason) => sendBack({ type: 'transport.lost', reason }))),
+        // resolves with the transport (the machine types it void so fakes fit; keepTransport hands it to the holder)
+        connectTransport: fromPromise<void, { name: string }>(({ input, signal }) => this.connect(input.name, signal) as Promise<unknown> as Promise<void>),
+        establishLinks: fromPromise<void, { name: string; transport?: LinkTransportLike }>(({ input }) => this.establish(input.name, input.transport as LinkTransport | undefined)),
+        linkFlow: fromCallback<IntegrationEvent, { name: string; transport?: LinkTransportLike }>(({ input, sendBack }) =>
+          this.flow(input.name, input.transport as LinkTransport | undefined, (reason) => sendBack({ type: 'transport.lost', reason })),
+        ),
+        // the only owner of the open transport: closes it on release, on leaving `started`, and when the actor stops
+        transportHolder: fromCallback<TransportHolderEvent, { name: string }>(({ input, receive }) => {
+          const entry = this.entries.get(input.name);
+          let held: LinkTransport | undefined;
+          const release = () => {
+            if (held && entry) this.retire(entry, held);
+            held = undefined;
+          };
+          receive((e) => {
+            release();
+            if (e.type === 'transport.hold') held = e.transport as LinkTransport;
+          });
+          return release;
+        }),
       },
       actions: {
-        closeTransport: (_args, params: { name: string }) => this.close(params.name),
+        closeTransport: (_args, params: { name: string }) => this.disconnected(params.name),
       },
     });
   }

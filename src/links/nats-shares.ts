@@ -63,10 +63,10 @@ export class SharedGroupFederation {
   private unlisten?: () => void;
   /** Local shared groups that are external: key group \0 filter. */
   private readonly groups = new Map<string, { group: string; filter: string }>();
-  /** Established NATS links: name -> transport and generation. */
-  private readonly attached = new Map<string, { link: ShareLink; transport: ShareTransport; generation: number }>();
-  /** Running receivers: link \0 group \0 filter. */
-  private readonly receivers = new Map<string, { generation: number; stop: Promise<(() => Promise<void>) | undefined> }>();
+  /** Established NATS links: name -> the transport they are established on (their actor owns it). */
+  private readonly attached = new Map<string, { link: ShareLink; transport: ShareTransport }>();
+  /** Running receivers: link \0 group \0 filter, with the transport they receive on. */
+  private readonly receivers = new Map<string, { transport: ShareTransport; stop: Promise<(() => Promise<void>) | undefined> }>();
 
   constructor(private readonly deps: ShareDeps) {}
 
@@ -112,9 +112,9 @@ export class SharedGroupFederation {
   }
 
   /** The link is established on `transport`: start a receiver for every federated group it covers. */
-  attach(link: ShareLink, transport: unknown, generation: number): void {
+  attach(link: ShareLink, transport: unknown): void {
     if (!isNats(link.config.url) || !canShare(transport)) return;
-    this.attached.set(link.name, { link, transport, generation });
+    this.attached.set(link.name, { link, transport });
     for (const { group, filter } of this.groups.values()) this.start(link.name, group, filter);
   }
 
@@ -130,7 +130,7 @@ export class SharedGroupFederation {
     if (!a || !cov || cov.link.name !== name) return;
     const key = `${name}\u0000${group}\u0000${filter}`;
     const running = this.receivers.get(key);
-    if (running && running.generation === a.generation) return;
+    if (running && running.transport === a.transport) return;
     const { pull } = cov;
     const remoteFilter = this.deps.mapTopic(filter, pull.localNamespace, pull.remoteNamespace);
     const handler: ReceiveHandler = async (m) => {
@@ -167,7 +167,7 @@ export class SharedGroupFederation {
           return undefined;
         },
       );
-    this.receivers.set(key, { generation: a.generation, stop });
+    this.receivers.set(key, { transport: a.transport, stop });
   }
 
   private stop(name: string, group: string, filter: string): void {
