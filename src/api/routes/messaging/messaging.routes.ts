@@ -9,7 +9,8 @@ import type { FastifyRequest } from 'fastify';
 import { sessionIdOf } from '../../plugins/auth.js';
 import type { RestSession, RestSubscription } from '../../rest-session.js';
 import { ErrorResponses, StatusResponse } from '../../schemas.js';
-import { principalOf, requireDestination, requireDurable, requireSubscribe } from './access.js';
+import { principalOf, requireDurable, requireSubscribe } from './access.js';
+import { IngressResult, ingress, ingressContext, type IngressContext } from '../../../engine/ingress.js';
 
 const name = (what: string) =>
   z
@@ -50,6 +51,7 @@ const TransactionData = z
   .meta({ id: 'TransactionData' });
 
 const PUBLISHED = JSON.stringify({ status: 'Message published successfully' });
+const EMPTY = Buffer.alloc(0);
 
 function clampDepth(depth: number | null | undefined): number {
   if (depth === undefined || depth === null || depth <= 0) return 10;
@@ -116,16 +118,32 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
     async (req, reply) => {
       const engine = rt.requireEngine(); // 503 while the server restarts
       const { destinationName, message, retain } = req.body;
-      // $SYS belongs to the server on every path (MQTT refuses it too): never published, never retained by a client
-      if (destinationName.startsWith('$SYS')) throw new ForbiddenError(`Access denied: ${destinationName} is a $SYS topic; only the server publishes there`);
-      requireDestination(rt, req, 'publish', destinationName);
-      if (retain) requireDestination(rt, req, 'retain', destinationName);
-      const init = fromDto(message, Date.now());
-      init.retain = retain === true;
-      // the destination's payload schema (src/schemas/): nothing to do for a destination without one
-      const problem = engine.checkSchema(destinationName, init.payload as Buffer);
-      if (problem !== undefined) throw new ValidationError(`Payload does not match the schema of ${destinationName}: ${problem}`);
-      await engine.publish(destinationName, init);
+      const principal = principalOf(req);
+      // the one ingress path (src/engine/ingress.ts): $SYS, ACL publish/retain, the body decoded (only for a caller
+      // who may publish here), payload format, payload schema, then the engine with its flow control
+      const decode = (cx: IngressContext) => {
+        const init = fromDto(message, Date.now());
+        init.retain = retain === true;
+        cx.init = init;
+      };
+      const cx = ingressContext(engine, rt.security, principal, destinationName, { payload: EMPTY, retain: retain === true }, undefined, decode);
+      switch (ingress(cx)) {
+        case IngressResult.Accepted:
+        case IngressResult.QuotaExceeded: // the engine's QuotaExceededError: 429
+          await cx.written;
+          break;
+        case IngressResult.SysTopic:
+          // $SYS belongs to the server on every path (MQTT refuses it too): never published, never retained by a client
+          throw new ForbiddenError(`Access denied: ${destinationName} is a $SYS topic; only the server publishes there`);
+        case IngressResult.NotAuthorized:
+          throw new ForbiddenError(`Access denied: ${principal.username} lacks ${cx.denied} on ${cx.resourceType} ${destinationName}`);
+        case IngressResult.PayloadFormatInvalid:
+          throw new ValidationError('message.payload is not UTF-8 text although payloadFormatIndicator is 1');
+        case IngressResult.SchemaRejected:
+          throw new ValidationError(`Payload does not match the schema of ${destinationName}: ${cx.problem}`);
+        case IngressResult.Unavailable:
+          rt.requireEngine();
+      }
       // A constant body: no per-request serialisation on the hottest REST route.
       return reply.type('application/json; charset=utf-8').send(PUBLISHED as unknown as { status: string });
     },

@@ -3,8 +3,9 @@
  * MQTT 5 properties mapped onto the engine's Message (user properties, response topic, correlation data, content
  * type, payload format, message expiry), authorization, and the server's Receive Maximum.
  */
-import { isUtf8 } from 'node:buffer';
-import { PUBLISHED, QUOTA_EXCEEDED, validateTopicName, type MessageInit } from '../../../engine/index.js';
+import { PUBLISHED, validateTopicName, type MessageInit } from '../../../engine/index.js';
+import { IngressResult, ingress, ingressContext } from '../../../engine/ingress.js';
+import { ANONYMOUS } from '../../../security/types.js';
 import type { MqttConn } from '../types.js';
 import { PacketType, decodePublish, encodeAck } from '../codec.js';
 import { CloseReason, MqttProtocolError, Reason } from '../reason.js';
@@ -60,30 +61,8 @@ export function handlePublish(conn: MqttConn, flags: number, frame: Buffer, body
   }
   conn.endpoint.stats.messagesIn++;
 
-  // Authorization: publish (and retain) on the topic or queue
   const host = conn.broker.host;
-  const security = host.security();
-  let denied = topic.startsWith('$SYS');
-  if (!denied && security.enabled) {
-    const engine = host.engine();
-    const type = engine?.isQueueName(topic) ? 'Queue' : 'Topic';
-    denied = !security.isAllowed(conn.principal!, 'publish', type, topic) || (p.retain && !security.isAllowed(conn.principal!, 'retain', type, topic));
-  }
-  let reason = 0;
-  if (denied) reason = Reason.NotAuthorized;
-  else if (v5 && props?.payloadFormatIndicator === 1 && !isUtf8(p.payload)) reason = Reason.PayloadFormatInvalid; // [MQTT-3.3.2-?]
-  // the destination's payload schema (docs/schemas.md): v5 QoS 1/2 get 0x99; QoS 0 and 3.1.1 are dropped (counted)
-  else if (host.engine()?.checkSchema(topic, p.payload) !== undefined) reason = Reason.PayloadFormatInvalid;
-
-  if (reason !== 0) {
-    // refused: acknowledged with the reason (v5) or dropped (3.1.1 acknowledges and discards)
-    if (qos === 1) conn.send(encodeAck(PacketType.PUBACK, p.packetId, reason, v5));
-    else if (qos === 2) conn.send(encodeAck(PacketType.PUBREC, p.packetId, reason, v5));
-    return;
-  }
-
   const engine = host.engine();
-  if (engine === undefined) throw new MqttProtocolError(Reason.ServerUnavailable, 'the messaging engine is not running');
   let init: MessageInit;
   if (props === undefined) init = { payload: p.payload, qos, retain: p.retain };
   else
@@ -102,16 +81,30 @@ export function handlePublish(conn: MqttConn, flags: number, frame: Buffer, body
   // what a subscriber of the same protocol class gets, so its deliveries send it as it came (outbound.ts EncodeCache)
   const asIs = flags === 0 && props === undefined && topic === p.topic && bodyOffset === varIntEnd(frame.length - bodyOffset);
   if (asIs) conn.broker.encoded.seed(topic, p.payload, frame, v5);
-  let durable: Promise<void>;
+  // the one ingress path (src/engine/ingress.ts): $SYS, ACL publish/retain, payload format, payload schema, then the
+  // engine with its flow control
+  const cx = ingressContext(engine, host.security(), conn.principal ?? ANONYMOUS, topic, init, s.publishOptions);
+  let result: IngressResult;
   try {
-    durable = engine.publish(topic, init, s.publishOptions);
+    result = ingress(cx);
   } finally {
     if (asIs) conn.broker.encoded.unseed();
   }
-  if (durable === QUOTA_EXCEEDED) {
-    // flow control: a subscription this message would reach is full (docs/messaging.md "Flow control and limits")
-    if (refuseOverQuota(conn, qos, p.packetId)) return;
-    durable = RESOLVED; // 3.1.1 with quotaExceededPolicy311 'drop': acknowledged and discarded (counted by the engine)
+  let durable = cx.written!;
+  if (result !== IngressResult.Accepted) {
+    if (result === IngressResult.Unavailable) throw new MqttProtocolError(Reason.ServerUnavailable, 'the messaging engine is not running');
+    if (result === IngressResult.QuotaExceeded) {
+      // flow control: a subscription this message would reach is full (docs/messaging.md "Flow control and limits")
+      if (refuseOverQuota(conn, qos, p.packetId)) return;
+      durable = RESOLVED; // 3.1.1 with quotaExceededPolicy311 'drop': acknowledged and discarded (counted by the engine)
+    } else {
+      // refused: acknowledged with the reason (v5) or dropped (3.1.1 acknowledges and discards); the schema's refusal
+      // is 0x99 for v5 QoS 1/2, QoS 0 and 3.1.1 are dropped (counted)
+      const reason = result === IngressResult.SysTopic || result === IngressResult.NotAuthorized ? Reason.NotAuthorized : Reason.PayloadFormatInvalid;
+      if (qos === 1) conn.send(encodeAck(PacketType.PUBACK, p.packetId, reason, v5));
+      else if (qos === 2) conn.send(encodeAck(PacketType.PUBREC, p.packetId, reason, v5));
+      return;
+    }
   }
   if (qos === 0) {
     if (durable !== PUBLISHED) durable.catch(noop); // QoS 0: at most once (no promise per message when none waits)
@@ -136,8 +129,9 @@ export function handlePublish(conn: MqttConn, flags: number, frame: Buffer, body
   s.released.delete(p.packetId);
   s.inbound.add(p.packetId);
   let written = durable;
-  if (engine.hasStore && (s.persistent || s.stateStored)) {
-    const idWritten = storeInbound(engine, s, p.packetId, 1);
+  // accepted, so the engine was there (the route step answers Unavailable without it)
+  if (engine!.hasStore && (s.persistent || s.stateStored)) {
+    const idWritten = storeInbound(engine!, s, p.packetId, 1);
     written = durable === idWritten ? idWritten : Promise.all([durable, idWritten]).then(noop);
   }
   conn.orderedAck(ack, written);
