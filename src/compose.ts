@@ -6,6 +6,7 @@
  * Each service names what it depends on (`dependsOn`); the runtime starts them dependencies first, in this
  * registration order otherwise, and stops them in reverse (src/runtime/service-order.ts).
  */
+import './sections.js'; // the domains' configuration sections, before any configuration is loaded
 import { clusterService } from './cluster/cluster.service.js';
 import { devicesService } from './devices/devices.service.js';
 import { loraService } from './devices/lora/lora.service.js';

@@ -7,6 +7,7 @@ import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { stringify as toYaml } from 'yaml';
+import '../sections.js'; // the domains' configuration sections (src/sections.ts), before any configuration is loaded
 import { loadConfig, maskSecrets } from '../config/load.js';
 import { sectionNames } from '../config/schema.js';
 import { ConfigError, ValidationError } from '../errors.js';

@@ -1,10 +1,5 @@
 import { z } from 'zod';
 import { isAddressOrCidr } from '../transport/address-list.js';
-import { DiscoveryManagerSchema } from '../discovery/config.js';
-import { DeviceManagerSchema } from '../devices/config.js';
-import { NetworkConnectionManagerSchema } from '../links/link-config.js';
-import { LoRaDeviceManagerSchema } from '../devices/lora/config.js';
-import { ClusterSchema } from '../cluster/config.js';
 
 /**
  * Configuration sections, named as in MAPS. Each section is a strict zod schema with defaults, so an unknown key
@@ -522,21 +517,33 @@ export const DestinationManagerSchema = z
   })
   .strict();
 
+/**
+ * The configuration sections and their schemas. The core sections are declared here; the sections of the domains
+ * (discovery, integrations, devices, LoRa, cluster) are registered by the composition root (src/sections.ts, imported
+ * by src/compose.ts and the CLI) with `registerSections` and declared into `ConfigSections` by declaration merging,
+ * so this module imports no domain.
+ */
+export interface ConfigSections {
+  MessageDaemon: typeof MessageDaemonSchema;
+  RestApi: typeof RestApiSchema;
+  NetworkManager: typeof NetworkManagerSchema;
+  AuthManager: typeof AuthManagerSchema;
+  DestinationManager: typeof DestinationManagerSchema;
+}
+
+export type SectionName = keyof ConfigSections;
+
+/** Every section's schema by name: the core ones now, the domains' once src/sections.ts has registered them. */
 export const sectionSchemas = {
   MessageDaemon: MessageDaemonSchema,
   RestApi: RestApiSchema,
   NetworkManager: NetworkManagerSchema,
   AuthManager: AuthManagerSchema,
   DestinationManager: DestinationManagerSchema,
-  DiscoveryManager: DiscoveryManagerSchema, // mDNS / NATS discovery (src/discovery/config.ts)
-  NetworkConnectionManager: NetworkConnectionManagerSchema, // integration links (src/links/link-config.ts)
-  DeviceManager: DeviceManagerSchema, // I²C sensors (src/devices/config.ts, docs/devices.md); default: no buses
-  LoRaDeviceManager: LoRaDeviceManagerSchema, // LoRa radios on serial ports (src/devices/lora/config.ts, docs/devices.md); default: none
-  Cluster: ClusterSchema, // brokers as one cluster over NATS JetStream (src/cluster/config.ts, docs/cluster.md); default: off
-} as const;
+} as { [K in SectionName]: ConfigSections[K] };
 
-export type SectionName = keyof typeof sectionSchemas;
-export const sectionNames = Object.keys(sectionSchemas) as SectionName[];
+/** The section names in registration order (the same array grows as sections are registered). */
+export const sectionNames: SectionName[] = Object.keys(sectionSchemas) as SectionName[];
 
 /** MAPS display names and class keys accepted by `GET /api/v1/server/config/{name}`. */
 export const sectionAliases: Record<string, SectionName> = {
@@ -550,19 +557,18 @@ export const sectionAliases: Record<string, SectionName> = {
   authmanagerconfig: 'AuthManager',
   destinations: 'DestinationManager',
   destinationmanagerconfig: 'DestinationManager',
-  discovery: 'DiscoveryManager',
-  discoverymanagerconfig: 'DiscoveryManager',
-  integrations: 'NetworkConnectionManager',
-  connections: 'NetworkConnectionManager', // MAPS display name
-  networkconnectionmanagerconfig: 'NetworkConnectionManager',
-  hardware: 'DeviceManager',
-  devices: 'DeviceManager', // MAPS display name
-  devicemanagerconfig: 'DeviceManager',
-  lora: 'LoRaDeviceManager',
-  loradevicemanagerconfig: 'LoRaDeviceManager',
-  cluster: 'Cluster',
 };
 
-export type Config = { [K in SectionName]: z.output<(typeof sectionSchemas)[K]> };
+/** Registers domain sections (and their MAPS aliases); a section registered twice is a programming error. */
+export function registerSections(sections: Partial<{ [K in SectionName]: ConfigSections[K] }>, aliases: Record<string, SectionName> = {}): void {
+  for (const [name, schema] of Object.entries(sections)) {
+    if (Object.hasOwn(sectionSchemas, name)) throw new Error(`configuration section "${name}" is registered twice`);
+    (sectionSchemas as Record<string, unknown>)[name] = schema;
+    sectionNames.push(name as SectionName);
+  }
+  Object.assign(sectionAliases, aliases);
+}
+
+export type Config = { [K in SectionName]: z.output<ConfigSections[K]> };
 export type MessageDaemonConfig = Config['MessageDaemon'];
 export type RestApiConfig = Config['RestApi'];

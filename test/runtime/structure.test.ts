@@ -79,6 +79,20 @@ test('structure - no new import from src/runtime/ into a domain folder (the know
   assert.ok(!now.some((l) => /-> (api|links|discovery|devices|schemas|models|cli|compose)/.test(l)), 'src/runtime/ never imports a service of another area (composition is src/compose.ts)');
 });
 
+test('structure - src/config/ imports no domain: the domains register their sections at the composition root (src/sections.ts)', () => {
+  const src = join(ROOT, 'src');
+  const found: string[] = [];
+  for (const f of walk(join(src, 'config'))) {
+    for (const m of readFileSync(f, 'utf8').matchAll(/(?:^|\n)\s*(?:import|export)\s[^'"]*?from\s+['"](\.[^'"]+)['"]/g)) {
+      const rel = relative(src, resolve(dirname(f), m[1]!));
+      const top = rel.split('/')[0]!;
+      if (!rel.startsWith('..') && !INFRASTRUCTURE.has(top) && !INFRASTRUCTURE.has(top.replace(/\.js$/, '.ts'))) found.push(`${relative(src, f)} -> ${rel}`);
+    }
+  }
+  // the address/CIDR parser is a leaf utility (no imports of its own) shared by the core sections and the transports
+  assert.deepEqual(found.filter((l) => !l.endsWith('-> transport/address-list.js')), []);
+});
+
 test('structure - src/runtime/ never imports the composition root', () => {
   for (const f of walk(join(ROOT, 'src', 'runtime'))) assert.doesNotMatch(readFileSync(f, 'utf8'), /from '\.\.\/compose\.js'/, relative(ROOT, f));
 });
