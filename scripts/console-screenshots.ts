@@ -1,9 +1,11 @@
 // Screenshots of the web console's pages for docs/console/ (README "Console", docs/console.md), at 1280x800 in the
-// light theme, against a broker started here with a little real data (an MQTT client, a few destinations; users, a
-// group, an ACL, a schema and a model made over REST; an integration link to a closed port and an I²C device on a bus
-// that does not exist, in their real, failing states; a LoRa radio on the simulated RN2483 of test/lora, hearing nodes).
+// light theme, and narrow.png: a phone (390x844) with the navigation opened from its Menu button. Against a broker
+// started here with a little real data (an MQTT client, a few destinations; users, a group, an ACL, a schema and a
+// model made over REST; an integration link to a closed port and an I²C device on a bus that does not exist, in their
+// real, failing states; a LoRa radio on the simulated RN2483 of test/lora, hearing nodes).
 // Run by hand after changing a page: `npx tsx scripts/console-screenshots.ts [name ...]` (all pages, or only those
-// named, e.g. `actor machines`; needs /usr/bin/chromium and a built console: `node scripts/console.mjs`). Everything runs on 127.0.0.1; the broker and the browser are stopped after.
+// named, e.g. `actor machines narrow`; needs /usr/bin/chromium and a built console: `node scripts/console.mjs`).
+// Everything runs on 127.0.0.1; the broker and the browser are stopped after.
 import { copyFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import mqtt from 'mqtt';
@@ -107,6 +109,19 @@ try {
     await new Promise((r) => setTimeout(r, 1200)); // a rate sample or two; an animation run to its end
     await page.screenshot({ path: join(OUT, `${name}.png`) });
     process.stdout.write(`docs/console/${name}.png\n`);
+  }
+  if (only.length === 0 || only.includes('narrow')) {
+    // a phone (390x844), the same session: the overview with the navigation opened from its Menu button
+    const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, colorScheme: 'light', storageState: await context.storageState() });
+    const small = await phone.newPage();
+    await small.goto(`${base}/console/#/overview`);
+    await small.getByText('Store', { exact: true }).first().waitFor();
+    await small.getByRole('button', { name: 'Menu' }).click();
+    await small.getByRole('navigation', { name: 'Console pages' }).waitFor();
+    await new Promise((r) => setTimeout(r, 1200));
+    await small.screenshot({ path: join(OUT, 'narrow.png') });
+    process.stdout.write('docs/console/narrow.png\n');
+    await phone.close();
   }
 } finally {
   await client?.endAsync(true);
