@@ -150,14 +150,24 @@ export function route(cx: IngressContext): IngressResult {
 /** The steps, in order. A protocol publishes only through `ingress()`, which runs all of them. */
 export const INGRESS_STEPS: readonly IngressStep[] = Object.freeze([refuseSysTopic, authorize, decodeBody, checkPayloadFormat, checkPayloadSchema, route]);
 
-/** Runs the steps in order; the first refusal ends the publish. */
+/**
+ * Runs the steps of INGRESS_STEPS in that order; the first refusal ends the publish. They are called one by one, not
+ * by a loop over the array: a call site that sees one function gets it inlined, while a loop's single call site sees
+ * six and calls each through the generic path (measured in-process: about 20 ns against 150 ns per publish, which
+ * showed on the MQTT QoS 0 benchmark). test/engine/ingress.test.ts checks that this follows INGRESS_STEPS.
+ */
 export function ingress(cx: IngressContext): IngressResult {
-  const steps = INGRESS_STEPS;
-  for (let i = 0; i < steps.length; i++) {
-    const r = steps[i]!(cx);
-    if (r !== IngressResult.Accepted) return r;
-  }
-  return IngressResult.Accepted;
+  let r = refuseSysTopic(cx);
+  if (r !== IngressResult.Accepted) return r;
+  r = authorize(cx);
+  if (r !== IngressResult.Accepted) return r;
+  r = decodeBody(cx);
+  if (r !== IngressResult.Accepted) return r;
+  r = checkPayloadFormat(cx);
+  if (r !== IngressResult.Accepted) return r;
+  r = checkPayloadSchema(cx);
+  if (r !== IngressResult.Accepted) return r;
+  return route(cx);
 }
 
 /** The payload as a Buffer, converted once in place (a device reading or NMEA line arrives as a string). */
