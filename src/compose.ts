@@ -34,9 +34,13 @@ export function registerServices(rt: Runtime): void {
   rt.use(messagingService());
   rt.use(schemasService()); // schema registry: binds payload schemas to destinations, $schema/<destination> topics
   rt.use(restSessionsService()); // persistent REST messaging sessions, restored hibernated before any endpoint runs
-  rt.use(mqttBrokerService()); // the MQTT broker: sessions (restored at boot) and connections
-  rt.use(endpointsService()); // network endpoints (one actor each, under the endpoints supervisor)
-  rt.use(discoveryService()); // mDNS / NATS discovery (dependsOn endpoints; off unless DiscoveryManager.enabled)
+  // services given what they depend on as typed arguments: a missing one is a type error, and their dependsOn
+  // (start and stop order) is read from what they were given
+  const mqttBroker = mqttBrokerService(); // the MQTT broker: sessions (restored at boot) and connections
+  rt.use(mqttBroker);
+  const endpoints = endpointsService({ mqttBroker }); // network endpoints (one actor each, under the endpoints supervisor)
+  rt.use(endpoints);
+  rt.use(discoveryService({ endpoints })); // mDNS / NATS discovery (off unless DiscoveryManager.enabled)
   rt.use(subscriptionsService()); // virtual actors for durable subscriptions (activated on demand, under the subscriptions supervisor)
   rt.use(destinationsService()); // virtual actors for destinations (activated on demand, under the destinations supervisor)
   rt.use(integrationsService()); // integration links (one actor each, under the integrations supervisor; outboxes in the engine)

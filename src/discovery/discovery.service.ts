@@ -15,6 +15,7 @@ import { parseFilterParam } from '../engine/selector/selector.js';
 import { NotFoundError, ValidationError } from '../errors.js';
 import { defineActorKind } from '../runtime/actor-kind.js';
 import { BUILD_DATE, VERSION } from '../runtime/monitor.js';
+import type { EndpointsService } from '../runtime/endpoints.service.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
 import { SCHEMA_TOPIC_PREFIX } from '../schemas/registry.js';
 import type { DiscoveryManagerConfig } from './config.js';
@@ -111,10 +112,20 @@ class Agent implements DiscoveryAgentLike {
   }
 }
 
+/** What the discovery service is given (src/compose.ts): it advertises the endpoints' bound ports. */
+export interface DiscoveryDeps {
+  endpoints: EndpointsService;
+}
+
 export class DiscoveryService implements Service {
   readonly name = 'discovery';
-  /** It advertises the endpoints' bound ports. */
-  readonly dependsOn = ['endpoints'] as const;
+  /** Started after (stopped before) what it is given. */
+  readonly dependsOn: readonly string[];
+
+  constructor(private readonly deps: DiscoveryDeps) {
+    this.dependsOn = Object.keys(deps);
+  }
+
   private rt!: Runtime;
   table!: DiscoveredTable;
   /**
@@ -196,8 +207,7 @@ export class DiscoveryService implements Service {
         txt: { ...base, restApi: 'true', protocol: 'http' },
       });
     }
-    const endpoints = rt.service('endpoints');
-    for (const e of endpoints?.entries.values() ?? []) {
+    for (const e of this.deps.endpoints.entries.values()) {
       if (!e.config.endPointConfig.discoverable) continue;
       let addr;
       try {
@@ -327,8 +337,8 @@ export class DiscoveryService implements Service {
   }
 }
 
-export function discoveryService(): DiscoveryService {
-  return new DiscoveryService();
+export function discoveryService(deps: DiscoveryDeps): DiscoveryService {
+  return new DiscoveryService(deps);
 }
 
 /** The discovery service of a runtime (registered in every runtime built by registerServices). */

@@ -17,6 +17,7 @@ import { bindSerialEndpoint } from '../transport/serial.js';
 import { isSerialEndpoint } from '../transport/serial-config.js';
 import { defineActorKind } from './actor-kind.js';
 import { EndpointViews, type EndpointEntry, type EndpointState } from './endpoint-views.js';
+import type { MqttBrokerService } from './mqtt-broker.service.js';
 
 export type { EndpointEntry, EndpointState };
 import type { Runtime, Service } from './runtime.js';
@@ -88,10 +89,20 @@ export const endpointKind = defineActorKind({
   routes: ['PATCH /api/v1/server/interfaces', 'PATCH /api/v1/server/interface/{endpoint}', 'PUT /api/v1/server/interface/{endpoint}'],
 });
 
+/** What the endpoints service is given (src/compose.ts): the listeners carry MQTT, whose broker another service owns. */
+export interface EndpointsDeps {
+  mqttBroker: MqttBrokerService;
+}
+
 export class EndpointsService implements Service {
   readonly name = 'endpoints';
-  /** The listeners carry MQTT: the broker (sessions, connections) is owned by the mqttBroker service. */
-  readonly dependsOn = ['mqttBroker'] as const;
+  /** Started after (stopped before) what it is given. */
+  readonly dependsOn: readonly string[];
+
+  constructor(private readonly deps: EndpointsDeps) {
+    this.dependsOn = Object.keys(deps);
+  }
+
   readonly entries = new Map<string, EndpointEntry>();
   private rt!: Runtime;
   /** Listener closes under way (the actors close their listeners on exit; `stop` waits for the sockets). */
@@ -99,7 +110,7 @@ export class EndpointsService implements Service {
 
   /** The shared MQTT broker (src/runtime/mqtt-broker.service.ts), while the server runs. */
   get broker(): MqttBroker | undefined {
-    return this.rt?.service('mqttBroker')?.broker;
+    return this.deps.mqttBroker.broker;
   }
 
   async start(rt: Runtime): Promise<void> {
@@ -288,6 +299,6 @@ export class EndpointsService implements Service {
   }
 }
 
-export function endpointsService(): EndpointsService {
-  return new EndpointsService();
+export function endpointsService(deps: EndpointsDeps): EndpointsService {
+  return new EndpointsService(deps);
 }
