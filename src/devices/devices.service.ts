@@ -14,6 +14,7 @@
 import type { ActorRefFrom } from 'xstate';
 import { fromPromise } from 'xstate';
 import { deviceMachine, deviceStateName, type DeviceReading } from '../../actors/devices/device.machine.js';
+import { IngressResult, ingress, ingressContext, refusalText } from '../engine/ingress.js';
 import { ConflictError } from '../errors.js';
 import { defineActorKind } from '../runtime/actor-kind.js';
 import type { CommandRecord } from '../runtime/events.js';
@@ -195,7 +196,15 @@ export class DevicesService implements Service {
     if (!engine || engine.isClosed) return;
     const payload = JSON.stringify({ device: e.name, driver: e.driver.id, time: new Date(this.rt.now()).toISOString(), ...reading });
     e.published++;
-    engine.publish(e.topic, { payload, contentType: 'application/json' }, { origin: `device:${e.name}` }).catch((err: unknown) => {
+    // the one ingress path (src/engine/ingress.ts): the device is configured, so no ACL; $SYS, the payload schema and
+    // flow control apply as to any publisher
+    const cx = ingressContext(engine, undefined, undefined, e.topic, { payload, contentType: 'application/json' }, { origin: `device:${e.name}` });
+    const result = ingress(cx);
+    if (result !== IngressResult.Accepted) {
+      if (e.publishFailures++ === 0) this.rt.log.warn({ device: e.name, topic: e.topic, err: refusalText(cx, result) }, 'device reading could not be published');
+      return;
+    }
+    cx.written!.catch((err: unknown) => {
       if (e.publishFailures++ === 0) this.rt.log.warn({ device: e.name, topic: e.topic, err: (err as Error).message }, 'device reading could not be published');
     });
   }

@@ -202,7 +202,7 @@ export class IntegrationsService implements Service {
     return { config: maskedConfig(entry.config), state: this.runState(entry) };
   }
 
-  /** IntegrationStatusDTO, plus Switchyard's run state, outbox depth, loop drops, refusals and last error. */
+  /** IntegrationStatusDTO, plus Switchyard's run state, outbox depth, loop drops, refusals (pushed and received) and last error. */
   status(entry: LinkEntry) {
     const m = this.manager!;
     m.sample(entry);
@@ -223,6 +223,7 @@ export class IntegrationsService implements Service {
       outbox: m.outboxDepth(entry),
       loopsDropped: c.loopsDropped,
       refused: c.refused,
+      rejected: c.rejected,
       lastError: entry.lastError ?? '',
     };
   }

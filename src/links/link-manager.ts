@@ -21,7 +21,8 @@
 import { fromCallback, fromPromise } from 'xstate';
 import { integrationMachine, type IntegrationEvent, type LinkTransportLike, type TransportHolderEvent } from '../../actors/integrations/integration.machine.js';
 import { backoffDelay } from '../../actors/shared/backoff.js';
-import { QUOTA_EXCEEDED, type Engine, type Message, type MessageInit, type Subscription } from '../engine/index.js';
+import { type Engine, type Message, type MessageInit, type Subscription } from '../engine/index.js';
+import { IngressResult, ingress, ingressContext, refusalText } from '../engine/ingress.js';
 import { messageSelector } from '../runtime/message-selector.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { LinkConfig, LinkDirectionConfig, NetworkConnectionManagerConfig } from './link-config.js';
@@ -99,6 +100,8 @@ export interface LinkCounters {
   loopsDropped: number;
   /** Pushed messages the remote side refused with a negative reason code: dropped. */
   refused: number;
+  /** Received messages the ingress refused ($SYS topic, payload schema): acknowledged and dropped. */
+  rejected: number;
   connects: number;
   connectedSince: number;
 }
@@ -149,7 +152,7 @@ export interface LinkEntry {
 }
 
 function newCounters(): LinkCounters {
-  return { bytesSent: 0, bytesReceived: 0, messagesSent: 0, messagesReceived: 0, errors: 0, lastReadTime: 0, lastWriteTime: 0, loopsDropped: 0, refused: 0, connects: 0, connectedSince: 0 };
+  return { bytesSent: 0, bytesReceived: 0, messagesSent: 0, messagesReceived: 0, errors: 0, lastReadTime: 0, lastWriteTime: 0, loopsDropped: 0, refused: 0, rejected: 0, connects: 0, connectedSince: 0 };
 }
 
 /**
@@ -413,9 +416,23 @@ export class LinkManager {
     if (m.responseTopic !== undefined) init.responseTopic = m.responseTopic;
     if (m.priority !== undefined) init.priority = m.priority;
     if (m.expiresAt) init.expiresAt = m.expiresAt;
-    const published = engine.publish(topic, init, { origin: entry.origin ??= `link:${entry.name}` });
+    // the one ingress path (src/engine/ingress.ts): the link is configured, so no ACL; $SYS and the payload schema
+    // apply as to any publisher, and the engine's flow control
+    const cx = ingressContext(engine, undefined, undefined, topic, init, { origin: entry.origin ??= `link:${entry.name}` });
+    const result = ingress(cx);
+    if (result === IngressResult.Unavailable) throw new Error('the messaging engine is not running');
+    if (result !== IngressResult.Accepted && result !== IngressResult.QuotaExceeded) {
+      // refused for what it is ($SYS, payload schema): it would be refused again, so it is acknowledged and dropped,
+      // counted in `rejected` (a full subscription instead leaves it unacknowledged, to come again later)
+      c.rejected++;
+      if ((c.rejected & (c.rejected - 1)) === 0 && !this.stopped) {
+        this.rt.log.warn({ link: entry.name, topic, err: refusalText(cx, result), rejected: c.rejected }, 'integration link: a received message was refused; dropped');
+      }
+      return;
+    }
+    const published = cx.written!;
     // the id's record in the same synchronous step: one store batch with the message (received-ids.ts)
-    if (seen instanceof StoredReceivedIds && m.id !== undefined && published !== QUOTA_EXCEEDED) seen.record(m.id);
+    if (seen instanceof StoredReceivedIds && m.id !== undefined && result === IngressResult.Accepted) seen.record(m.id);
     await published;
     c.messagesReceived++;
     c.bytesReceived += m.payload.length;

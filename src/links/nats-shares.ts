@@ -17,6 +17,7 @@
  */
 import type { MessageInit } from '../engine/message.js';
 import type { PublishOptions } from '../engine/engine.js';
+import { IngressResult, ingress, ingressContext, refusalText, type IngressEngine } from '../engine/ingress.js';
 import type { LinkMessage, ReceiveHandler, ReceiveOptions } from './transport.js';
 
 /** What the engine offers for federated shared groups. */
@@ -24,6 +25,10 @@ export interface ShareHost {
   setExternalShares(fn: ((group: string, filter: string) => boolean) | undefined): void;
   onSharedGroup(listener: (event: 'added' | 'removed', group: string, filter: string) => void): () => void;
   publishToGroup(group: string, filter: string, destinationName: string, init: MessageInit, opts?: PublishOptions): Promise<void>;
+  /** For the ingress steps (src/engine/ingress.ts). */
+  publish: IngressEngine['publish'];
+  checkSchema: IngressEngine['checkSchema'];
+  isQueueName: IngressEngine['isQueueName'];
 }
 
 /** A transport that can stop one receiver (the NATS transport). */
@@ -138,24 +143,28 @@ export class SharedGroupFederation {
       if (!host) throw new Error('the messaging engine is not running');
       if (!this.groups.has(`${group}\u0000${filter}`)) throw new Error(`no local member of the shared group ${group}`);
       const topic = this.deps.mapTopic(m.topic, pull.remoteNamespace, pull.localNamespace);
-      await host.publishToGroup(
-        group,
-        filter,
-        topic,
-        {
-          payload: m.payload,
-          qos: Math.min(m.qos, pull.qualityOfService) as 0 | 1 | 2,
-          retain: false,
-          ...(m.contentType !== undefined ? { contentType: m.contentType } : {}),
-          ...(m.correlationData !== undefined ? { correlationData: m.correlationData } : {}),
-          ...(m.userProperties !== undefined ? { userProperties: m.userProperties } : {}),
-          ...(m.responseTopic !== undefined ? { responseTopic: m.responseTopic } : {}),
-          ...(m.priority !== undefined ? { priority: m.priority } : {}),
-          ...(m.expiresAt ? { expiresAt: m.expiresAt } : {}),
-          metaData: this.deps.metaOf(m),
-        },
-        { origin: `link:${name}` },
-      );
+      const init: MessageInit = {
+        payload: m.payload,
+        qos: Math.min(m.qos, pull.qualityOfService) as 0 | 1 | 2,
+        retain: false,
+        ...(m.contentType !== undefined ? { contentType: m.contentType } : {}),
+        ...(m.correlationData !== undefined ? { correlationData: m.correlationData } : {}),
+        ...(m.userProperties !== undefined ? { userProperties: m.userProperties } : {}),
+        ...(m.responseTopic !== undefined ? { responseTopic: m.responseTopic } : {}),
+        ...(m.priority !== undefined ? { priority: m.priority } : {}),
+        ...(m.expiresAt ? { expiresAt: m.expiresAt } : {}),
+        metaData: this.deps.metaOf(m),
+      };
+      // the one ingress path (src/engine/ingress.ts), to this group only: $SYS and the payload schema refuse for
+      // good (acknowledged and dropped), a full subscription or a group with no member here leaves it to JetStream
+      const cx = ingressContext(host, undefined, undefined, topic, init, { origin: `link:${name}` }, undefined, group, filter);
+      const result = ingress(cx);
+      if (result === IngressResult.Unavailable) throw new Error('the messaging engine is not running');
+      if (result !== IngressResult.Accepted && result !== IngressResult.QuotaExceeded) {
+        this.deps.log.warn({ link: name, group, topic, err: refusalText(cx, result) }, 'federated shared group: a received message was refused; dropped');
+        return;
+      }
+      await cx.written;
     };
     const stop = a.transport
       .receiveWithHandle({ filter: remoteFilter, qos: pull.qualityOfService as 0 | 1 | 2, durableName: `share-${group}`, shareGroup: group }, handler)

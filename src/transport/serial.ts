@@ -20,6 +20,7 @@
  */
 import type { SerialPort as SerialPortType } from 'serialport';
 import type { EndPointServerConfig } from '../config/schema.js';
+import { IngressResult, ingress, ingressContext } from '../engine/ingress.js';
 import { decodeSentence, NmeaLineReader, NmeaStats, parseSentence, sentenceWanted } from '../devices/nmea.js';
 import { MqttConnection, type Wire } from '../protocol/mqtt/connection.js';
 import { CloseReason, Reason } from '../protocol/mqtt/reason.js';
@@ -155,10 +156,16 @@ export async function bindSerialEndpoint(opts: SerialOptions): Promise<SerialHan
               stats.dropped++;
               return;
             }
-            pending++;
             const payload = JSON.stringify(decodeSentence(r.sentence));
-            engine
-              .publish(`${nmea.topicPrefix}/${r.sentence.id}`, { payload, contentType: 'application/json', qos: nmea.qos, retain: nmea.retain })
+            // the one ingress path (src/engine/ingress.ts): the line is configured, so no ACL; $SYS, the payload
+            // schema and flow control apply as to any publisher; a refusal is a dropped sentence
+            const cx = ingressContext(engine, undefined, undefined, `${nmea.topicPrefix}/${r.sentence.id}`, { payload, contentType: 'application/json', qos: nmea.qos, retain: nmea.retain }, undefined);
+            if (ingress(cx) !== IngressResult.Accepted) {
+              stats.dropped++;
+              return;
+            }
+            pending++;
+            cx.written!
               .then(
                 () => {
                   stats.published++;

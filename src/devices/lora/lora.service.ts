@@ -6,6 +6,7 @@
 import { fromCallback, fromPromise } from 'xstate';
 import { loraMachine, loraStateName, type LoRaEvent, type ModemLike } from '../../../actors/lora/lora.machine.js';
 import type { Subscription } from '../../engine/index.js';
+import { IngressResult, ingress, ingressContext, refusalText } from '../../engine/ingress.js';
 import { NotFoundError, ValidationError } from '../../errors.js';
 import { defineActorKind } from '../../runtime/actor-kind.js';
 import type { Runtime, Service } from '../../runtime/runtime.js';
@@ -188,7 +189,15 @@ export class LoRaService implements Service {
     };
     if (u.rssi !== undefined) metaData.loraRssi = String(u.rssi);
     if (u.snr !== undefined) metaData.loraSnr = String(u.snr);
-    engine.publish(u.topic, { payload: u.frame.payload, contentType: 'application/octet-stream', metaData }, { origin: `lora:${d.name}` }).catch((err) => {
+    // the one ingress path (src/engine/ingress.ts): the radio is configured, so no ACL; $SYS, the payload schema and
+    // flow control apply as to any publisher
+    const cx = ingressContext(engine, undefined, undefined, u.topic, { payload: u.frame.payload, contentType: 'application/octet-stream', metaData }, { origin: `lora:${d.name}` });
+    const result = ingress(cx);
+    if (result !== IngressResult.Accepted) {
+      this.rt.log.debug({ topic: u.topic, err: refusalText(cx, result) }, 'LoRa uplink refused');
+      return;
+    }
+    cx.written!.catch((err) => {
       this.rt.log.debug({ err, topic: u.topic }, 'LoRa uplink publish failed');
     });
   }

@@ -36,6 +36,7 @@ const IntegrationStatusDTO = z
     outbox: z.number().int().describe('Switchyard extension: messages waiting in the persistent outbox (push linkConfigs)'),
     loopsDropped: z.number().int().describe('Switchyard extension: received messages that originated on this broker, dropped'),
     refused: z.number().int().describe('Switchyard extension: pushed messages the remote side refused for good, dropped'),
+    rejected: z.number().int().describe('Switchyard extension: received messages this broker refused ($SYS topic, payload schema), acknowledged and dropped'),
     lastError: z.string().describe("Switchyard extension: the link's last error ('' when none)"),
   })
   .meta({ id: 'IntegrationStatusDTO' });
