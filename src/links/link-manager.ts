@@ -24,6 +24,7 @@ import { backoffDelay } from '../../actors/shared/backoff.js';
 import { type Engine, type Message, type MessageInit, type Subscription } from '../engine/index.js';
 import { IngressResult, ingress, ingressContext, refusalText } from '../engine/ingress.js';
 import { messageSelector } from '../runtime/message-selector.js';
+import { findByName } from '../runtime/registry.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { LinkConfig, LinkDirectionConfig, NetworkConnectionManagerConfig } from './link-config.js';
 import { SharedGroupFederation, type ShareHost } from './nats-shares.js';
@@ -263,11 +264,7 @@ export class LinkManager {
 
   /** Case-sensitive first, then case-insensitive. */
   find(name: string): LinkEntry | undefined {
-    const direct = this.entries.get(name);
-    if (direct) return direct;
-    const lower = name.toLowerCase();
-    for (const e of this.entries.values()) if (e.name.toLowerCase() === lower) return e;
-    return undefined;
+    return findByName(this.entries, name);
   }
 
   // ------------------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import { bindListener } from '../transport/listener.js';
 import { bindSerialEndpoint } from '../transport/serial.js';
 import { isSerialEndpoint } from '../transport/serial-config.js';
 import { defineActorKind } from './actor-kind.js';
+import { findByName } from './registry.js';
 import { EndpointViews, type EndpointEntry, type EndpointState } from './endpoint-views.js';
 import type { MqttBrokerService } from './mqtt-broker.service.js';
 
@@ -211,9 +212,8 @@ export class EndpointsService implements Service {
   find(key: string): EndpointEntry {
     const k = key.trim();
     if (!k) throw new ValidationError('Invalid endpoint id: it is empty');
-    const byName = this.entries.get(k);
-    if (byName) return byName;
-    for (const e of this.entries.values()) if (e.uniqueId === k.toLowerCase() || e.name.toLowerCase() === k.toLowerCase()) return e;
+    const found = findByName(this.entries, k, (e, lower) => e.uniqueId === lower);
+    if (found) return found;
     throw new NotFoundError(`Endpoint not found: no endpoint is named or has the uniqueId "${k}"`);
   }
 

@@ -43,3 +43,15 @@ export function parseSystemId(systemId: string): { kind: string; name: string } 
   const i = systemId.indexOf(':');
   return i < 0 ? { kind: systemId, name: '' } : { kind: systemId.slice(0, i), name: systemId.slice(i + 1) };
 }
+
+/**
+ * The one name look-up of every kind's entries (endpoints, links, radios): the exact name first, then the name
+ * compared case-insensitively (MAPS names are matched so). `alsoMatches` adds another key (an endpoint's uniqueId).
+ */
+export function findByName<T extends { name: string }>(entries: ReadonlyMap<string, T>, key: string, alsoMatches?: (entry: T, lower: string) => boolean): T | undefined {
+  const exact = entries.get(key);
+  if (exact) return exact;
+  const lower = key.toLowerCase();
+  for (const e of entries.values()) if (e.name.toLowerCase() === lower || alsoMatches?.(e, lower)) return e;
+  return undefined;
+}

@@ -9,6 +9,7 @@ import type { Subscription } from '../../engine/index.js';
 import { IngressResult, ingress, ingressContext, refusalText } from '../../engine/ingress.js';
 import { NotFoundError, ValidationError } from '../../errors.js';
 import { defineActorKind } from '../../runtime/actor-kind.js';
+import { findByName } from '../../runtime/registry.js';
 import type { Runtime, Service } from '../../runtime/runtime.js';
 import { filterOf, nodeOfTopic, type LoRaSerialDevice } from './config.js';
 import { LoRaRadio, type NodeRecord, type Uplink } from './radio.js';
@@ -209,9 +210,8 @@ export class LoRaService implements Service {
   find(name: string): LoRaRadio {
     const n = name.trim();
     if (!n) throw new ValidationError('Device name must not be blank');
-    const exact = this.radios.get(n);
-    if (exact) return exact;
-    for (const r of this.radios.values()) if (r.name.toLowerCase() === n.toLowerCase()) return r;
+    const found = findByName(this.radios, n);
+    if (found) return found;
     throw new NotFoundError('LoRa device not found');
   }
 
