@@ -318,6 +318,7 @@ export class Membership {
   }
 
   private setState(state: ClusterState, reason: string): void {
+    if (this.stopped && state !== ClusterState.Stopped) return; // an attempt that fails because stop() closed the connection
     const changed = state !== this.stateValue;
     this.stateValue = state;
     this.reasonText = reason;
