@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Delivery, SubscribeOptions } from '../../../engine/index.js';
-import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../../../errors.js';
+import { ConflictError, ForbiddenError, NotFoundError, ServiceUnavailableError, ValidationError } from '../../../errors.js';
 import type { ApiContext } from '../../context.js';
 import { restSubscribeOptions } from '../../../runtime/rest-sessions.service.js';
 import { fromDto, MessageIn, MessageOut, toDto } from '../../message-dto.js';
@@ -142,7 +142,7 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
         case IngressResult.SchemaRejected:
           throw new ValidationError(`Payload does not match the schema of ${destinationName}: ${cx.problem}`);
         case IngressResult.Unavailable:
-          rt.requireEngine();
+          throw new ServiceUnavailableError('The messaging engine is not running (the server is starting, restarting or stopping); try again');
       }
       // A constant body: no per-request serialisation on the hottest REST route.
       return reply.type('application/json; charset=utf-8').send(PUBLISHED as unknown as { status: string });
