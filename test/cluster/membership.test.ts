@@ -226,4 +226,32 @@ describe('cluster - membership over a 3-node NATS cluster', { timeout: 240000 },
     assert.equal(ok.status, 200, await ok.text());
     for (const x of [a, b]) await waitUntil(async () => node(await view(x), 'delta') === undefined, 10000, `${x.nodeId} forgot delta`);
   });
+
+  test('cluster - losing the NATS quorum (two of three servers) isolates every broker, none declares another gone, all recover', async (t) => {
+    await Promise.all([nats.stop(1, 'SIGKILL'), nats.stop(2, 'SIGKILL')]);
+    t.after(async () => {
+      for (const i of [1, 2]) if (nats.nodes[i]!.proc?.exitCode !== null || nats.nodes[i]!.proc?.signalCode !== null) await nats.restart(i).catch(() => {});
+    });
+    for (const x of [a, b, c]) await waitUntil(async () => (await view(x)).state === 'Isolated', 20000, `${x.nodeId} isolated without a quorum`);
+    const r = await get(a, '/readyz');
+    assert.equal(r.status, 503);
+    assert.match(((await r.json()) as { status: string }).status, /cluster: Isolated: JetStream does not take this node's lease \(NATS quorum lost\?\)/);
+    // longer than a lease without anyone's heartbeat: still nobody judged, since nobody can see
+    await new Promise((res) => setTimeout(res, (LEASE + 1) * 1000));
+    await Promise.all([nats.restart(1), nats.restart(2)]);
+    for (const x of [a, b, c]) {
+      await waitUntil(async () => {
+        const v = await view(x);
+        return v.state === 'Member' && ['alpha', 'beta', 'gamma'].every((id) => node(v, id)?.state === 'live');
+      }, 40000, `${x.nodeId} member again with all live`);
+    }
+    // a whole lease after the quorum is back, nobody has been declared gone for the outage
+    await new Promise((res) => setTimeout(res, (LEASE + 1) * 1000));
+    for (const x of [a, b, c]) {
+      const v = await view(x);
+      assert.equal(v.state, 'Member');
+      assert.deepEqual(v.nodes.filter((n) => n.state !== 'live').map((n) => n.nodeId), [], `${x.nodeId}: all live`);
+      assert.deepEqual(['alpha', 'beta', 'gamma'].map((id) => node(v, id)!.goneReported), x === c ? [0, 0, 0] : [0, 0, 1], `${x.nodeId}: only gamma's earlier lapse`);
+    }
+  });
 });
