@@ -46,6 +46,19 @@ export const MessageDaemonSchema = z
       .strict()
       .prefault({})
       .describe('ML model store under {dataDirectory}/models (docs/models.md)'),
+    virtualActors: z
+      .object({
+        maxActive: z
+          .number()
+          .int()
+          .min(1)
+          .max(1000000)
+          .default(1000)
+          .describe('activated (XState) instances per virtual actor kind (destination, subscription); at the cap an activation first passivates the least recently used one at rest (docs/runtime.md)'),
+      })
+      .strict()
+      .prefault({})
+      .describe('virtual destination and subscription actors (docs/runtime.md)'),
     supervisor: z
       .object({
         intensity: z.number().int().min(0).default(5).describe('restarts allowed within period'),

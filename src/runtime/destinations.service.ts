@@ -3,7 +3,7 @@ import { destinationMachine } from '../../actors/destinations/destination.machin
 import { NotFoundError, ServiceUnavailableError, ValidationError } from '../errors.js';
 import { command, type CommandTarget } from './command.js';
 import type { Runtime, Service } from './runtime.js';
-import { Activations, PASSIVATE_AFTER_MS, PASSIVATE_SWEEP_MS, type VirtualActorKind } from './virtual-actors.js';
+import { Activations, makeRoom, PASSIVATE_AFTER_MS, PASSIVATE_SWEEP_MS, type VirtualActorKind } from './virtual-actors.js';
 import { actorState } from './inspector.js';
 
 /**
@@ -64,11 +64,24 @@ export function destinationsService(): Service {
 
       const exists = (name: string) => !isSystem(name) && rt.engine?.hasDestination(name) === true;
       const live = (name: string) => rt.childActor('destinations', destinationActorId(name));
+      const maxActive = rt.config.MessageDaemon.virtualActors.maxActive;
+      const atRest = (name: string) => {
+        const ref = live(name);
+        return ref === undefined || ((ref.getSnapshot() as { status: string }).status === 'active' && actorState(ref) === RESTING);
+      };
+      let overCapLoggedAt = -Infinity;
       const activate = (name: string): AnyActorRef | undefined => {
         const current = live(name);
-        if (current !== undefined) return current;
+        if (current !== undefined) {
+          activations.touch(name);
+          return current;
+        }
         const type = rt.engine?.destinationType(name);
         if (type === undefined || isSystem(name) || rt.supervisor('destinations') === undefined) return undefined;
+        if (!makeRoom(activations, maxActive, atRest, (n) => rt.stopChild('destinations', destinationActorId(n)), name) && rt.now() - overCapLoggedAt >= 60_000) {
+          overCapLoggedAt = rt.now();
+          rt.log.warn({ kind: 'destination', active: activations.size, maxActive }, 'virtual actors: activating beyond MessageDaemon.virtualActors.maxActive (every active destination actor is busy)');
+        }
         rt.startChild('destinations', { id: destinationActorId(name), logic, input: { name, type } });
         const ref = live(name);
         if (ref !== undefined) activations.track(name, ref);
@@ -102,6 +115,7 @@ export function destinationsService(): Service {
         },
         live,
         activate,
+        touch: (name) => activations.touch(name),
         activeCount: () => rt.childActors('destinations').filter(([id]) => id.startsWith('destination:')).length,
         passivateIdle: (idleMs) => {
           let n = 0;
@@ -126,7 +140,10 @@ export function destinationsService(): Service {
         const engine = rt.engine;
         activations.clear();
         if (sup === undefined || engine === undefined) return;
+        // at most the cap: the others stay passive, their state read from the engine's record (a paused destination
+        // holds its delivery in the engine, with or without a machine)
         for (const name of engine.destinationNameIterator()) {
+          if (activations.size >= maxActive) break;
           if (isSystem(name)) continue;
           if (engine.isPaused(name) || engine.isAboveHighWater(name)) activate(name);
         }

@@ -422,9 +422,12 @@ export class Runtime {
    */
   actorById(systemId: string): AnyActorRef | undefined {
     const live = this.root?.system.get(systemId) as AnyActorRef | undefined;
-    if (live !== undefined) return live;
     const { kind, name } = parseSystemId(systemId);
     const v = this.virtualKinds.get(kind);
+    if (live !== undefined) {
+      v?.touch(name); // a use: the least recently used are passivated first at the cap
+      return live;
+    }
     return v !== undefined && v.has(name) ? v.activate(name) : undefined;
   }
 

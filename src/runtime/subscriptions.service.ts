@@ -5,7 +5,7 @@ import { NotFoundError, ServiceUnavailableError, ValidationError } from '../erro
 import { command, type CommandTarget } from './command.js';
 import { actorState } from './inspector.js';
 import type { Runtime, Service } from './runtime.js';
-import { Activations, PASSIVATE_AFTER_MS, PASSIVATE_SWEEP_MS, type VirtualActorKind } from './virtual-actors.js';
+import { Activations, makeRoom, PASSIVATE_AFTER_MS, PASSIVATE_SWEEP_MS, type VirtualActorKind } from './virtual-actors.js';
 
 
 /**
@@ -69,11 +69,24 @@ export function subscriptionsService(): Service {
         return sub !== undefined && sub.durable && !sub.closed ? sub : undefined;
       };
       const live = (key: string) => rt.childActor('subscriptions', subscriptionActorId(key));
+      const maxActive = rt.config.MessageDaemon.virtualActors.maxActive;
+      const atRest = (key: string) => {
+        const ref = live(key);
+        return ref === undefined || ((ref.getSnapshot() as { status: string }).status === 'active' && RESTING.has(actorState(ref)));
+      };
+      let overCapLoggedAt = -Infinity;
       const activate = (key: string): AnyActorRef | undefined => {
         const current = live(key);
-        if (current !== undefined) return current;
+        if (current !== undefined) {
+          activations.touch(key);
+          return current;
+        }
         const sub = lookup(key);
         if (sub === undefined || rt.supervisor('subscriptions') === undefined) return undefined;
+        if (!makeRoom(activations, maxActive, atRest, (k) => rt.stopChild('subscriptions', subscriptionActorId(k)), key) && rt.now() - overCapLoggedAt >= 60_000) {
+          overCapLoggedAt = rt.now();
+          rt.log.warn({ kind: 'subscription', active: activations.size, maxActive }, 'virtual actors: activating beyond MessageDaemon.virtualActors.maxActive (every active subscription actor is busy)');
+        }
         rt.startChild('subscriptions', {
           id: subscriptionActorId(key),
           logic,
@@ -121,6 +134,7 @@ export function subscriptionsService(): Service {
         },
         live,
         activate,
+        touch: (name) => activations.touch(name),
         activeCount: () => rt.childActors('subscriptions').filter(([id]) => id.startsWith('subscription:')).length,
         passivateIdle: (idleMs) => {
           let n = 0;
@@ -175,7 +189,11 @@ export function subscriptionsService(): Service {
         sup = current;
         activations.clear();
         if (sup === undefined) return;
-        for (const sub of rt.engine?.durableSubscriptions() ?? []) if (sub.paused || (sub.full && !sub.hibernating)) activate(sub.key);
+        // at most the cap: the others stay passive, their state read from the engine's record
+        for (const sub of rt.engine?.durableSubscriptions() ?? []) {
+          if (activations.size >= maxActive) break;
+          if (sub.paused || (sub.full && !sub.hibernating)) activate(sub.key);
+        }
       };
       let rootSub: RootSubscription | undefined = rt.rootActor?.subscribe({ next: watch, error: () => {} });
       watch();

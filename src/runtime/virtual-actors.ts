@@ -10,6 +10,9 @@ import type { AnyActorRef } from 'xstate';
  *   event that needs a machine (a queue above its high-water mark, a paused destination);
  * - **passivated** by the owning service's sweep once it is back in its resting state and has seen no snapshot
  *   change for `PASSIVATE_AFTER_MS`;
+ * - at most `MessageDaemon.virtualActors.maxActive` (default 1 000) are activated per kind: an activation at
+ *   the cap first passivates the least recently used actor at rest, else the least recently used one idle for
+ *   EVICT_BUSY_AFTER_MS (see `makeRoom`), so inspecting 100 000 actors one by one holds at most the cap;
  * - its state lives in the engine's record (paused, above high-water, hibernating), so an activation resumes it
  *   (the machines' `resolving`/`starting` states read it through guards) and a passive actor's state for the list
  *   views is read from the same record (`view`).
@@ -54,13 +57,23 @@ export interface VirtualActorKind {
   passivateIdle(idleMs: number): number;
   /** Number of activated instances. */
   activeCount(): number;
+  /** A lookup of an activated one (`rt.actorById`): it becomes the most recently used (see `makeRoom`). */
+  touch(name: string): void;
 }
 
 /**
- * Activation bookkeeping shared by the virtual kinds: the activated names and when their snapshot last changed.
- * `touch` on activation and on every snapshot; `restingAndIdle` decides passivation.
+ * An activated actor that is not at rest (paused, full, above high-water) is passivated to make room only once its
+ * snapshot has not changed for this long, so a command still waiting for its actor to settle is never cut short.
+ */
+export const EVICT_BUSY_AFTER_MS = 1000;
+
+/**
+ * Activation bookkeeping shared by the virtual kinds: the activated names, least recently used first, and when each
+ * was last used (activated, looked up, or its snapshot changed). `touch` on every use; `restingAndIdle` decides
+ * passivation; `victim` chooses what to passivate when the kind is at its cap (`MessageDaemon.virtualActors.maxActive`).
  */
 export class Activations {
+  /** Last use per activated name; a Map keeps insertion order, and a use re-inserts, so the first key is the LRU. */
   private readonly touched = new Map<string, number>();
   private readonly subs = new Map<string, { unsubscribe(): void }>();
 
@@ -68,8 +81,15 @@ export class Activations {
 
   track(name: string, ref: AnyActorRef): void {
     this.subs.get(name)?.unsubscribe();
+    this.touched.delete(name);
     this.touched.set(name, this.now());
-    this.subs.set(name, ref.subscribe({ next: () => this.touched.set(name, this.now()), error: () => {}, complete: () => this.forget(name) }));
+    this.subs.set(name, ref.subscribe({ next: () => this.touch(name), error: () => {}, complete: () => this.forget(name) }));
+  }
+
+  /** A use of a tracked actor (an activation through the kind, a snapshot change): it becomes the most recently used. */
+  touch(name: string): void {
+    if (!this.touched.delete(name)) return;
+    this.touched.set(name, this.now());
   }
 
   forget(name: string): void {
@@ -87,6 +107,23 @@ export class Activations {
     return t === undefined ? Infinity : this.now() - t;
   }
 
+  /**
+   * The activated actor to passivate to make room for one more, or undefined when none may go: the least recently
+   * used one at rest; failing that, the least recently used one whose snapshot has not changed for
+   * EVICT_BUSY_AFTER_MS (its state — paused, full, above high-water — is in the engine's record, which the next
+   * activation resumes from). `except` (the one being activated) is never chosen.
+   */
+  victim(atRest: (name: string) => boolean, except?: string): string | undefined {
+    let busy: string | undefined;
+    const now = this.now();
+    for (const [name, t] of this.touched) {
+      if (name === except) continue;
+      if (atRest(name)) return name;
+      if (busy === undefined && now - t >= EVICT_BUSY_AFTER_MS) busy = name;
+    }
+    return busy;
+  }
+
   get size(): number {
     return this.touched.size;
   }
@@ -96,4 +133,20 @@ export class Activations {
     this.subs.clear();
     this.touched.clear();
   }
+}
+
+/**
+ * Makes room for one more activated actor of a kind at its cap (`max`): passivates `victim`s until fewer than `max`
+ * are activated. Returns false when none could go (every activated actor is busy and was used within
+ * EVICT_BUSY_AFTER_MS): the caller activates beyond the cap all the same, so a command or an inspection always gets
+ * its actor, and the next activation or the periodic sweep passivates back down.
+ */
+export function makeRoom(activations: Activations, max: number, atRest: (name: string) => boolean, passivate: (name: string) => void, except: string): boolean {
+  while (activations.size >= max) {
+    const name = activations.victim(atRest, except);
+    if (name === undefined) return false;
+    activations.forget(name);
+    passivate(name);
+  }
+  return true;
 }
