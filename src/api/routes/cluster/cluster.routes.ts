@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net';
+import { hostname } from 'node:os';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { ApiContext } from '../../context.js';
@@ -48,7 +49,7 @@ export const clusterRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx)
   app.server.once('listening', () => {
     const addr = app.server.address() as AddressInfo | string | null;
     if (!addr || typeof addr === 'string') return;
-    const host = addr.address === '0.0.0.0' || addr.address === '::' ? (process.env.HOSTNAME ?? '127.0.0.1') : addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+    const host = addr.address === '0.0.0.0' || addr.address === '::' ? hostname() : addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
     rt.service('cluster')?.setRestAddress(`${rt.config.RestApi.sslConfig ? 'https' : 'http'}://${host}:${addr.port}`);
   });
 
