@@ -66,13 +66,22 @@ export function oldGenerationFree(): number {
   return free;
 }
 
-/** One compacting full GC now. Returns false when no GC function could be had (then nothing happened). */
+/**
+ * One compacting, memory-reducing full GC now. Returns false when no GC function could be had (then nothing
+ * happened). The `last-resort` flavour is V8's memory-reducing collection (CollectAllAvailableGarbage): besides
+ * compacting, it gives back the pages V8 keeps pooled for reuse after a collection has emptied them. A plain full GC
+ * leaves those pooled pages committed and resident though V8 no longer counts them in its heap: measured with the
+ * engine alone (300 000 topics published once and swept), RSS 384 MiB after a plain compacting GC with 33 MiB of
+ * heap committed, 104 MiB after this one (82 MiB fresh); bench/idle-destinations at 1 000 000 topics 1 653 MiB
+ * after idle before this change, with the destinations service off as well (1 621 MiB): V8's page pool, not the
+ * actor layer nor the engine's tables. A V8 without the option object runs its plain full GC.
+ */
 export function reclaimMemory(): boolean {
   const gc = gcFunction();
   if (gc === null) return false;
   setFlagsFromString('--compact-on-every-full-gc');
   try {
-    gc();
+    (gc as (opts?: { type: 'major'; execution: 'sync'; flavor: 'last-resort' }) => void)({ type: 'major', execution: 'sync', flavor: 'last-resort' });
   } finally {
     setFlagsFromString('--no-compact-on-every-full-gc');
   }
