@@ -19,7 +19,13 @@ import type { Engine, EngineStats } from '../engine/index.js';
 export const SUPERVISORS = ['destinations', 'subscriptions', 'endpoints', 'integrations', 'devices', 'lora', 'lockouts'] as const;
 export type SupervisorName = (typeof SUPERVISORS)[number];
 
-/** Supervisors of dynamic sets that can grow large are sharded (see supervisor.machine.ts). */
+/**
+ * Supervisors of dynamic sets that can grow large are sharded (see supervisor.machine.ts). Destinations and
+ * subscriptions are virtual, but up to MessageDaemon.virtualActors.maxActive (default 1000, at most 1 000 000) of
+ * each are activated, and XState copies a parent's children on every spawn and stop: measured with 1 000 activated
+ * (2026-11-27, 2-core machine under load), 1 000 more activations at the cap (each passivating one) took 3 030 ms
+ * unsharded and 97 ms under 32 x 32 shards, passivating 1 000 took 1 153 ms vs 36 ms (250: 53 vs 10 ms unsharded).
+ */
 export const SHARDS: Partial<Record<SupervisorName, number[]>> = { destinations: [32, 32], subscriptions: [32, 32], lockouts: [16] };
 
 /** XState's clock (setTimeout/clearTimeout) plus `now()`; XState's SimulatedClock is one. */

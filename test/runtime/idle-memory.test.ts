@@ -4,15 +4,16 @@ import { reclaimMemory } from '../../src/runtime/reclaim.js';
 import { startServer, waitUntil, type TestServer } from '../helpers.js';
 
 /**
- * Idle topics give their memory back: topics published once and removed by the idle sweep leave nothing behind
- * that grows with the number of topics ever seen (the supervisors' XState transition cache took one entry per
- * removed actor, about 300 bytes a topic). The first round spawns the destinations supervisor's shards (a fixed
- * cost, kept); a second round of as many new topics must not raise the heap left after a full GC.
+ * Idle topics give their memory back: topics published once, their actors activated (an inspection each), and
+ * removed by the idle sweep leave nothing behind that grows with the number of topics ever seen (the supervisors'
+ * XState transition cache took one entry per finished actor, about 300 bytes a topic). The first round spawns the
+ * destinations supervisor's shards (a fixed cost, kept); a second round of as many new topics must not raise the
+ * heap left after a full GC.
  */
 describe('idle destinations memory', () => {
   let s: TestServer;
   before(async () => {
-    s = await startServer({ auth: false, overrides: { DestinationManager: { idleTimeout: 300 } } });
+    s = await startServer({ auth: false, overrides: { DestinationManager: { idleTimeout: 1500 }, MessageDaemon: { virtualActors: { maxActive: 20_000 } } } });
   });
   after(async () => {
     await s?.close();
@@ -25,6 +26,8 @@ describe('idle destinations memory', () => {
       void engine.publish(`${prefix}/${i}`, { payload });
       if (i % 500 === 499) await new Promise((r) => setImmediate(r));
     }
+    // activated (as an inspection does), so each finishes under the destinations supervisor when its topic goes
+    for (let i = 0; i < n; i++) assert.ok(s.rt.actor('destination', `${prefix}/${i}`), `the actor of ${prefix}/${i}`);
     await waitUntil(() => s.rt.destinationCount() === 0 || engine.destinationNames().every((d) => d.startsWith('$')), 60_000, `the ${prefix} topics removed`);
     await waitUntil(() => s.rt.childActors('destinations').length === 0, 10_000, 'their actors removed');
     await new Promise((r) => setTimeout(r, 200));
