@@ -59,13 +59,15 @@ export function messagingService(): Service {
       // idle topics go (engine entry and actor) after DestinationManager.idleTimeout; checked a few times per timeout
       if (dm.idleTimeout > 0) {
         idle = setInterval(() => {
-          const removed = engine.sweepIdle(dm.idleTimeout, rt.now());
-          if (removed.length) rt.log.debug({ removed: removed.length }, 'idle topics removed');
-          // many at once: give their memory back now (an idle process would not GC); see reclaim.ts
-          if (removed.length >= RECLAIM_MIN_REMOVED && reclaimTimer === undefined) {
+          const removed = engine.sweepIdle(dm.idleTimeout, rt.now()).length;
+          if (removed) rt.log.debug({ removed }, 'idle topics removed');
+          // many at once: give their memory back now (an idle process would not GC); see reclaim.ts. Only the count
+          // goes into the timer: a closure over the array of removed names kept them all alive through this very
+          // GC (1 000 000 topics: about 48 MiB of heap left after idle, bench/idle-destinations)
+          if (removed >= RECLAIM_MIN_REMOVED && reclaimTimer === undefined) {
             reclaimTimer = setTimeout(() => {
               reclaimTimer = undefined;
-              if (reclaimMemory()) rt.log.debug({ removed: removed.length }, 'memory reclaimed after the idle-topic sweep');
+              if (reclaimMemory()) rt.log.debug({ removed }, 'memory reclaimed after the idle-topic sweep');
             }, 1000);
             reclaimTimer.unref();
           }
