@@ -1,4 +1,5 @@
 import type { AnyStateMachine } from 'xstate';
+import { actionName, eventLabel, guardLabel } from './machine-definition.js';
 
 /**
  * A Mermaid `stateDiagram-v2` generated from a machine definition: states (with tags), initial states, transitions
@@ -19,17 +20,6 @@ interface NodeLike {
   exit?: unknown[];
 }
 
-function actionName(a: unknown): string {
-  if (typeof a === 'string') return a;
-  if (a && (typeof a === 'object' || typeof a === 'function')) {
-    const t = (a as { type?: unknown }).type;
-    if (typeof t === 'string') return t.replace(/^xstate\./, '');
-    const n = (a as { name?: string }).name;
-    if (typeof a === 'function' && n) return n;
-  }
-  return 'action';
-}
-
 function actionsLabel(actions: unknown[] | undefined): string {
   const names = (actions ?? []).map(actionName);
   return names.length ? ` / ${names.join(', ')}` : '';
@@ -37,35 +27,6 @@ function actionsLabel(actions: unknown[] | undefined): string {
 
 function nodeName(n: NodeLike): string {
   return n.id.replace(/[^A-Za-z0-9_]/g, '_');
-}
-
-function eventLabel(eventType: string): string {
-  let m = /^xstate\.after\.(.+?)\./.exec(eventType);
-  if (m) return `after ${m[1]}`;
-  m = /^xstate\.done\.actor\.(.+)$/.exec(eventType);
-  if (m) return `done: ${m[1].replace(/^\d+\./, '').replace(/^.*\.(\w+)$/, '$1')}`;
-  m = /^xstate\.error\.actor\.(.+)$/.exec(eventType);
-  if (m) return `error: ${m[1].replace(/^\d+\./, '').replace(/^.*\.(\w+)$/, '$1')}`;
-  return eventType;
-}
-
-function guardLabel(guard: unknown): string {
-  if (!guard) return '';
-  if (typeof guard === 'string') return guard;
-  if (typeof guard === 'object' && guard && 'type' in guard) {
-    const g = guard as { type: string; params?: { guards?: unknown[] } };
-    if (g.type === 'xstate.and' || g.type === 'xstate.or') {
-      const parts = (g as unknown as { guards?: unknown[] }).guards ?? g.params?.guards ?? [];
-      return parts.map(guardLabel).join(g.type === 'xstate.and' ? ' and ' : ' or ');
-    }
-    return g.type;
-  }
-  if (typeof guard === 'function') {
-    const fn = guard as { guards?: unknown[]; name?: string; check?: unknown };
-    if (Array.isArray(fn.guards)) return fn.guards.map(guardLabel).join(' and ');
-    return fn.name && fn.name !== 'guard' ? fn.name : 'condition';
-  }
-  return 'condition';
 }
 
 function walk(n: NodeLike, indent: string, lines: string[]): void {

@@ -55,7 +55,8 @@ interface NodeLike {
   invoke?: Array<{ src?: unknown; id?: string }>;
 }
 
-function actionName(a: unknown): string {
+/** An action's name as the diagrams and the machine API show it. */
+export function actionName(a: unknown): string {
   if (typeof a === 'string') return a;
   if (a && (typeof a === 'object' || typeof a === 'function')) {
     const t = (a as { type?: unknown }).type;
