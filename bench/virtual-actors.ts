@@ -8,9 +8,13 @@
  * - at BENCH_TOPICS (default 100 000) topics: `GET /api/v1/server/status` and a page of 50 destination actors
  *   (`GET /api/v1/server/actors?kind=destination&limit=50&offset=50000`), median of 21 requests through
  *   `app.inject` (target: ≤ 2 ms each).
+ * - BENCH_IDLE_TOPICS (default 1 000 000) topics published once and left idle (bench/idle-destinations.ts, idleTimeout
+ *   20 s, in a child process with the Node flags of `npm start`), with and without the destinations service: RSS
+ *   fresh and after idle (target: within 10 % of fresh), heap used after idle and after a full GC.
  * Each broker is a full in-process runtime (every service, authentication off, no MQTT endpoint, system topics
  * off, idle sweep off) on a fresh data directory. Run: `npx tsx bench/virtual-actors.ts` (or `npm run bench`).
  */
+import { execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -23,6 +27,9 @@ import { fmt, isMain, printReport, type BenchReport } from './report.js';
 const NEW_TOPICS = Number(process.env.BENCH_NEW_TOPICS ?? 50_000);
 const TOPICS = Number(process.env.BENCH_TOPICS ?? 100_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+/** Topics of the idle run (bench/idle-destinations.ts in a child process each, with and without the service); 0 skips it. */
+const IDLE_TOPICS = Number(process.env.BENCH_IDLE_TOPICS ?? 1_000_000);
+const BENCH_DIR = resolve(import.meta.dirname ?? new URL('.', import.meta.url).pathname);
 const CONFIG_DIR = resolve(import.meta.dirname ?? new URL('.', import.meta.url).pathname, '..', 'config');
 
 async function broker(withDestinations: boolean): Promise<{ rt: Runtime; close(): Promise<void> }> {
@@ -85,6 +92,30 @@ async function median(fn: () => Promise<void>, n = 21): Promise<number> {
   return times[Math.floor(n / 2)]!;
 }
 
+interface IdleFigures {
+  rssBefore: number;
+  rssAfter: number;
+  rssLive: number;
+  heapAfter: number;
+  heapLive: number;
+}
+
+/** bench/idle-destinations.ts in a fresh process with the Node flags of `npm start`, the service on or off. */
+function idleRun(destinations: 'on' | 'off'): Promise<IdleFigures> {
+  return new Promise((done, fail) => {
+    execFile(
+      process.execPath,
+      ['--max-semi-space-size=4', '--import', 'tsx', join(BENCH_DIR, 'idle-destinations.ts')],
+      { env: { ...process.env, BENCH_TOPICS: String(IDLE_TOPICS), BENCH_DESTINATIONS: destinations, BENCH_JSON: '1' }, maxBuffer: 1 << 20 },
+      (err, stdout) => {
+        if (err) return fail(err);
+        const last = stdout.trim().split('\n').pop() ?? '';
+        done(JSON.parse(last) as IdleFigures);
+      },
+    );
+  });
+}
+
 export async function run(): Promise<BenchReport> {
   const best = { without: { rate: 0, perTopic: Infinity }, with: { rate: 0, perTopic: Infinity } };
   for (let round = -1; round < ROUNDS; round++) {
@@ -128,6 +159,16 @@ export async function run(): Promise<BenchReport> {
     await b.close();
   }
 
+  const idle = IDLE_TOPICS > 0 ? { with: await idleRun('on'), without: await idleRun('off') } : undefined;
+  const mib = (n: number) => fmt(n / 1048576, 1);
+  const idleRows = (side: 'with' | 'without'): Array<[string, string]> => {
+    const f = idle![side];
+    return [
+      [`${fmt(IDLE_TOPICS)} idle topics ${side} the service: RSS fresh / after idle`, `${mib(f.rssBefore)} / ${mib(f.rssAfter)} MiB (${fmt(f.rssAfter / f.rssBefore, 2)}x)`],
+      [`  ${side} the service: heap used after idle / after a full GC`, `${mib(f.heapAfter)} / ${mib(f.heapLive)} MiB`],
+    ];
+  };
+  const idleMet = idle === undefined || idle.with.rssAfter <= idle.with.rssBefore * 1.1;
   const ratio = best.with.rate / best.without.rate;
   const overhead = Math.round(best.with.perTopic - best.without.perTopic) || 0; // never -0
   return {
@@ -141,9 +182,10 @@ export async function run(): Promise<BenchReport> {
       [`GET /api/v1/server/status at ${fmt(TOPICS)} topics (median)`, `${fmt(statusMs, 2)} ms`],
       [`GET /api/v1/server/actors?kind=destination&limit=50&offset=${Math.floor(TOPICS / 2)} (median)`, `${fmt(pageMs, 2)} ms`],
       ['GET /api/v1/server/actors?limit=50 (median)', `${fmt(firstPageMs, 2)} ms`],
+      ...(idle !== undefined ? [...idleRows('with'), ...idleRows('without')] : []),
     ],
-    target: 'rate with ≥ 0.9x without; ≤ 200 B per idle topic over the engine; status and a page ≤ 2 ms',
-    met: ratio >= 0.9 && overhead <= 200 && statusMs <= 2 && pageMs <= 2,
+    target: `rate with ≥ 0.9x without; ≤ 200 B per idle topic over the engine; status and a page ≤ 2 ms${idle !== undefined ? `; ${fmt(IDLE_TOPICS)} idle topics: RSS after idle within 10 % of fresh` : ''}`,
+    met: ratio >= 0.9 && overhead <= 200 && statusMs <= 2 && pageMs <= 2 && idleMet,
   };
 }
 
