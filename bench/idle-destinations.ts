@@ -1,17 +1,18 @@
 /**
  * Idle destinations (issue 11): N distinct topics (default 1 000 000, BENCH_TOPICS) are published once each with
- * nobody subscribed, then left idle. Each publish creates a topic in the engine and a `destination:<name>` actor
- * under the sharded destinations supervisor; after DestinationManager.idleTimeout (BENCH_IDLE_MS, default 20 s)
- * the idle-topic sweep removes both, and after a sweep that removed many the broker runs one compacting GC
+ * nobody subscribed, then left idle. Each publish creates a topic in the engine (its `destination:<name>` actor is
+ * virtual: publishing activates nothing); after DestinationManager.idleTimeout (BENCH_IDLE_MS, default 20 s) the
+ * idle-topic sweep removes them, and after a sweep that removed many the broker runs one memory-reducing GC
  * (src/runtime/reclaim.ts). Reported: destination actors, engine destinations, RSS (and its anonymous part, i.e.
- * without the mapped node binary), V8 heap used and committed, before, at the peak (sampled every 50 000
- * publishes and at the end of publishing) and after the idle period. "after idle" is what the broker does on its
- * own: the bench forces no GC there (it does one before the "before" sample when run with --expose-gc), it only
- * waits BENCH_SETTLE_MS (default 5 s) after the cleanup for freed pages to be unmapped. Run with the Node flags of
- * `npm start`:
+ * without the mapped node binary), V8 heap used and committed, external memory, before, at the peak (sampled every
+ * 50 000 publishes and at the end of publishing) and after the idle period, the committed size of each heap space
+ * that changed by 1 MiB or more, and RSS and heap used after one more full GC by the bench (live vs not collected
+ * yet). "after idle" is what the broker does on its own: the bench forces no GC before it (it does one before the
+ * "before" sample when run with --expose-gc), it only waits BENCH_SETTLE_MS (default 5 s) after the cleanup for freed
+ * pages to be unmapped. BENCH_DESTINATIONS=off runs without the destinations service (what the engine alone holds);
+ * BENCH_JSON=1 prints the figures as one JSON line (bench/virtual-actors.ts). Run with the Node flags of `npm start`:
  *   node --max-semi-space-size=4 --import tsx bench/idle-destinations.ts
  * A topic that expires while publishing is still going on is removed then, so the peak is the highest level seen.
- * Publishing is bound by spawning one actor per new topic (about 1 ms each on a loaded 2-core machine).
  */
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
