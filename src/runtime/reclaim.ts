@@ -163,12 +163,19 @@ export function startIdleReclaim(opts: IdleReclaimOptions = {}): () => void {
       // objects to new pages before the old ones go, so for a moment the process holds its live heap twice (+35-45 MB
       // of RSS after a burst of MQTT traffic, test/mqtt/nonreading-memory.test.ts): done only when the free space
       // left inside the old generation's pages is itself worth more than that moment costs.
+      const youngBefore = newSpaceSize();
       if (!collectGarbage()) return void clearInterval(timer);
       const free = oldGenerationFree();
       if (free >= minGrowth && free >= getHeapStatistics().used_heap_size / 2 && !reclaimMemory()) return void clearInterval(timer);
       base = getHeapStatistics().total_heap_size;
       last = performance.eventLoopUtilization(); // our own GC pause does not make the next interval busy
       opts.onReclaim?.(committed, base); // (allocates nothing: V8's sample since the first quiet interval stays low)
+      const youngAfter = newSpaceSize();
+      if (youngAfter < youngBefore && youngAfter <= youngFloor) {
+        // the full GC (the memory-reducing one above all) gave the young generation back too: nothing left to try
+        opts.onShrinkYoung?.(youngBefore, youngAfter);
+        youngTries = 4;
+      }
       return;
     }
     const young = newSpaceSize();
