@@ -1,5 +1,5 @@
 /**
- * The one ingress path (DESIGN.md "One ingress path"): every message that enters the engine from outside the server
+ * The one ingress path (docs/architecture.md, "One ingress path"): every message that enters the engine from outside the server
  * (MQTT PUBLISH, REST publish, NMEA lines of a serial endpoint, device readings, LoRa uplinks, messages an integration
  * link receives from its peer) passes the steps of `INGRESS_STEPS`, in that order, and gets one `IngressResult`. Each
  * protocol maps the result to its own answer (MQTT 5 reason code, 3.1.1 behaviour, REST status, link counter); none
