@@ -20,6 +20,15 @@ function Acl({ params }) {
   const key = params.get('key') ?? (type === 'Server' ? server.data ?? '' : '');
   const types = perms.data ? perms.data.resourceTypes.split(',') : ['Server'];
   const names = new Map([...(users.data ?? []).map((u) => [u.uniqueId, `user ${u.username}`]), ...(groups.data ?? []).map((g) => [g.uniqueId, `group ${g.name}`])]);
+  // what the form holds while being edited (null: what the URL says): a render caused by data arriving (the server
+  // name, the permission list) must not put back the URL's values over what the user chose or typed
+  const [form, setForm] = useState(null);
+  const query = params.toString();
+  useEffect(() => setForm(null), [query]);
+  const edit = (e) => {
+    const f = new FormData(e.currentTarget.form);
+    setForm({ type: f.get('type'), key: f.get('key') });
+  };
   const open = (e) => {
     e.preventDefault();
     const f = new FormData(e.currentTarget);
@@ -27,8 +36,8 @@ function Acl({ params }) {
   };
   return html`<${Page} title="ACLs" curl="/api/v1/auth/permissions">
     <form class="filters" onSubmit=${open} aria-label="Resource">
-      <label>Resource type<select name="type" value=${type}>${types.map((t) => html`<option>${t}</option>`)}</select></label>
-      <label>Resource key<input name="key" value=${key} placeholder="a destination, / for the root" /></label>
+      <label>Resource type<select name="type" value=${form?.type ?? type} onChange=${edit}>${types.map((t) => html`<option>${t}</option>`)}</select></label>
+      <label>Resource key<input name="key" value=${form?.key ?? key} onInput=${edit} placeholder="a destination, / for the root" /></label>
       <button type="submit">Open ACL</button>
     </form>
     ${key ? html`<${Editor} key=${`${type} ${key}`} type=${type} resourceKey=${key} perms=${perms.data} names=${names} users=${users.data} groups=${groups.data} />` : null}
@@ -103,6 +112,14 @@ function Check({ params, type, resourceKey, types, perms, users }) {
     if (!ready) return;
     api('/api/v1/auth/acl/check', { method: 'POST', body: ask }).then(setResult, setError);
   }, [identity, type, resourceKey, permission]);
+  // as the resource form above: a render while choosing keeps what was chosen (null: what the URL says)
+  const [form, setForm] = useState(null);
+  const query = params.toString();
+  useEffect(() => setForm(null), [query]);
+  const edit = (e) => {
+    const f = new FormData(e.currentTarget.form);
+    setForm({ identity: f.get('identity'), permission: f.get('permission') });
+  };
   const submit = (e) => {
     e.preventDefault();
     const f = new FormData(e.currentTarget);
@@ -111,11 +128,11 @@ function Check({ params, type, resourceKey, types, perms, users }) {
   return html`<section aria-labelledby="h-check">
     <h2 id="h-check">Access check</h2>
     <form class="filters" onSubmit=${submit} aria-label="Access check">
-      <label>User<select name="identity" value=${identity}>
+      <label>User<select name="identity" value=${form?.identity ?? identity} onChange=${edit}>
         <option value="">Choose a user</option>
         ${(users ?? []).slice(0, 1000).map((u) => html`<option value=${u.uniqueId}>${u.username}</option>`)}
       </select></label>
-      <label>Permission<select name="permission" value=${permission}>
+      <label>Permission<select name="permission" value=${form?.permission ?? permission} onChange=${edit}>
         <option value="">Choose a permission</option>
         ${permsFor(perms, type).map((p) => html`<option>${p.name}</option>`)}
       </select></label>
