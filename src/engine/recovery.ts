@@ -88,18 +88,28 @@ export async function loadFromStore(store: EngineStore, now: number, target: Rec
     return true;
   };
 
-  for await (const [key, value] of store.iterate(QUEUE_PREFIX)) {
-    const parsed = parseQueueKey(key);
+  /** A record's message (its id raises maxId); undefined when its key or value does not parse (counted corrupt). */
+  const decoded = (keyParsed: boolean, value: Parameters<typeof decodeMessage>[0]): Message | undefined => {
+    if (!keyParsed) {
+      result.corrupt++;
+      return undefined;
+    }
     let msg: Message;
     try {
-      if (parsed === null) throw new Error('bad key');
       msg = decodeMessage(value);
     } catch {
       result.corrupt++;
-      continue;
+      return undefined;
     }
     if (msg.id > maxId) maxId = msg.id;
-    const d = target.destination(parsed.destination, DestinationType.Queue);
+    return msg;
+  };
+
+  for await (const [key, value] of store.iterate(QUEUE_PREFIX)) {
+    const parsed = parseQueueKey(key);
+    const msg = decoded(parsed !== null, value);
+    if (msg === undefined) continue;
+    const d = target.destination(parsed!.destination, DestinationType.Queue);
     if (!d.isQueue || !d.persistent) {
       result.corrupt++;
       continue;
@@ -116,14 +126,8 @@ export async function loadFromStore(store: EngineStore, now: number, target: Rec
       target.commit.del(key); // written by an older version; $SYS figures are regenerated, never recovered
       continue;
     }
-    let msg: Message;
-    try {
-      msg = decodeMessage(value);
-    } catch {
-      result.corrupt++;
-      continue;
-    }
-    if (msg.id > maxId) maxId = msg.id;
+    const msg = decoded(true, value);
+    if (msg === undefined) continue;
     const d = target.destination(topic, DestinationType.Topic);
     if (d.isQueue) {
       result.corrupt++;
@@ -153,16 +157,9 @@ export async function loadFromStore(store: EngineStore, now: number, target: Rec
 
   for await (const [key, value] of store.iterate(PAUSED_HELD_PREFIX)) {
     const parsed = parsePausedHeldKey(key);
-    let msg: Message;
-    try {
-      if (parsed === null) throw new Error('bad key');
-      msg = decodeMessage(value);
-    } catch {
-      result.corrupt++;
-      continue;
-    }
-    if (msg.id > maxId) maxId = msg.id;
-    const d = target.existing(parsed.destination);
+    const msg = decoded(parsed !== null, value);
+    if (msg === undefined) continue;
+    const d = target.existing(parsed!.destination);
     if (d === undefined || d.isQueue || !d.paused) {
       // resumed or deleted without this delete reaching the store: the hold ended, the record goes
       target.commit.del(key);
