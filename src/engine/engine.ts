@@ -1440,9 +1440,12 @@ export class Engine {
 
   /** Every durable (persistent-session) subscription, online or hibernating. */
   durableSubscriptions(): Subscription[] {
-    const out: Subscription[] = [];
-    for (const sub of this.subs.values()) if (sub.durable && !sub.closed) out.push(sub);
-    return out;
+    return [...this.eachDurableSubscription()];
+  }
+
+  /** The durable subscriptions one by one (a page stops iterating once it is full; nothing is copied). */
+  *eachDurableSubscription(): IterableIterator<Subscription> {
+    for (const sub of this.subs.values()) if (sub.durable && !sub.closed) yield sub;
   }
 
   get subscriptionCount(): number {

@@ -55,6 +55,16 @@ export function subscriptionsService(): Service {
       /** Hibernations per subscription key (the part of the actor's state the engine does not keep). */
       const hibernations = new Map<string, number>();
       const activations = new Activations(() => rt.now());
+      /** The actor's record from the engine's: an activation's input and a passive actor's context are the same. */
+      const recordOf = (sub: Subscription, key: string) => ({
+        sessionId: sub.sessionId,
+        filter: sub.filter,
+        hibernating: sub.hibernating,
+        hibernations: hibernations.get(key) ?? 0,
+        paused: sub.paused,
+        full: sub.full,
+        policy: policyOf(sub),
+      });
 
       const lookup = (key: string): Subscription | undefined => {
         const i = key.indexOf('|');
@@ -90,15 +100,7 @@ export function subscriptionsService(): Service {
         rt.startChild('subscriptions', {
           id: subscriptionActorId(key),
           logic,
-          input: {
-            sessionId: sub.sessionId,
-            filter: sub.filter,
-            hibernating: sub.hibernating,
-            hibernations: hibernations.get(key) ?? 0,
-            paused: sub.paused,
-            full: sub.full,
-            policy: policyOf(sub),
-          },
+          input: recordOf(sub, key),
         });
         const ref = live(key);
         if (ref !== undefined) activations.track(key, ref);
@@ -108,11 +110,24 @@ export function subscriptionsService(): Service {
         kind: 'subscription',
         supervisor: 'subscriptions',
         machine: 'subscription',
-        count: () => rt.engine?.durableSubscriptions().length ?? 0,
-        names: function* () {
-          for (const sub of rt.engine?.durableSubscriptions() ?? []) yield sub.key;
+        count: () => {
+          let n = 0;
+          for (const _ of rt.engine?.eachDurableSubscription() ?? []) n++; // counted, not copied
+          return n;
         },
-        slice: (from, n) => (rt.engine?.durableSubscriptions() ?? []).slice(from, from + n).map((sub) => sub.key),
+        names: function* () {
+          for (const sub of rt.engine?.eachDurableSubscription() ?? []) yield sub.key;
+        },
+        slice: (from, n) => {
+          const out: string[] = [];
+          let i = 0;
+          for (const sub of rt.engine?.eachDurableSubscription() ?? []) {
+            if (i++ < from) continue;
+            out.push(sub.key);
+            if (out.length >= n) break;
+          }
+          return out;
+        },
         has: (key) => lookup(key) !== undefined,
         view: (key) => {
           const sub = lookup(key);
@@ -121,15 +136,7 @@ export function subscriptionsService(): Service {
           return {
             value,
             tags: [],
-            context: {
-              sessionId: sub.sessionId,
-              filter: sub.filter,
-              hibernating: sub.hibernating,
-              hibernations: hibernations.get(key) ?? 0,
-              paused: sub.paused,
-              full: sub.full,
-              policy: policyOf(sub),
-            },
+            context: recordOf(sub, key),
           };
         },
         live,
