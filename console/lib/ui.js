@@ -1,10 +1,26 @@
 // Helpers of the management pages: actions with their outcome, lists paged in the browser (for APIs that answer
 // the whole list), URL parameters as view state, JSON blocks, durations.
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { html } from './html.js';
 import { ErrorBox, Pager } from './components.js';
 import { href } from './router.js';
 import { CopyCurl } from './curl.js';
+
+/**
+ * What a form bound to URL parameters holds while being edited (null: what the URL says), so that a render caused by
+ * data arriving does not put the URL's values back over what the user chose or typed. `edit` is the fields'
+ * onInput / onChange; the draft is dropped when the URL changes.
+ */
+export function useFormDraft(params, names) {
+  const [draft, setDraft] = useState(null);
+  const query = params.toString();
+  useEffect(() => setDraft(null), [query]);
+  const edit = (e) => {
+    const f = new FormData(e.currentTarget.form);
+    setDraft(Object.fromEntries(names.map((n) => [n, f.get(n)])));
+  };
+  return [draft, edit];
+}
 
 /** Rows shown at a time: a list of 10 000 renders 50 rows, the rest are a page away. */
 export const PAGE_SIZE = 50;

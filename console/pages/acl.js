@@ -7,7 +7,7 @@ import { useApi } from '../lib/hooks.js';
 import { ErrorBox, Loaded, Page } from '../lib/components.js';
 import { CopyCurl } from '../lib/curl.js';
 import { href } from '../lib/router.js';
-import { Outcome, setParams, useAction } from '../lib/ui.js';
+import { Outcome, setParams, useAction, useFormDraft } from '../lib/ui.js';
 
 export const page = { path: '/acl', label: 'ACLs', group: 'Security', order: 72, view: Acl };
 
@@ -20,15 +20,8 @@ function Acl({ params }) {
   const key = params.get('key') ?? (type === 'Server' ? server.data ?? '' : '');
   const types = perms.data ? perms.data.resourceTypes.split(',') : ['Server'];
   const names = new Map([...(users.data ?? []).map((u) => [u.uniqueId, `user ${u.username}`]), ...(groups.data ?? []).map((g) => [g.uniqueId, `group ${g.name}`])]);
-  // what the form holds while being edited (null: what the URL says): a render caused by data arriving (the server
-  // name, the permission list) must not put back the URL's values over what the user chose or typed
-  const [form, setForm] = useState(null);
-  const query = params.toString();
-  useEffect(() => setForm(null), [query]);
-  const edit = (e) => {
-    const f = new FormData(e.currentTarget.form);
-    setForm({ type: f.get('type'), key: f.get('key') });
-  };
+  // the server name and the permission list arrive after the first render: what the user chose stays
+  const [form, edit] = useFormDraft(params, ['type', 'key']);
   const open = (e) => {
     e.preventDefault();
     const f = new FormData(e.currentTarget);
@@ -112,14 +105,7 @@ function Check({ params, type, resourceKey, types, perms, users }) {
     if (!ready) return;
     api('/api/v1/auth/acl/check', { method: 'POST', body: ask }).then(setResult, setError);
   }, [identity, type, resourceKey, permission]);
-  // as the resource form above: a render while choosing keeps what was chosen (null: what the URL says)
-  const [form, setForm] = useState(null);
-  const query = params.toString();
-  useEffect(() => setForm(null), [query]);
-  const edit = (e) => {
-    const f = new FormData(e.currentTarget.form);
-    setForm({ identity: f.get('identity'), permission: f.get('permission') });
-  };
+  const [form, edit] = useFormDraft(params, ['identity', 'permission']);
   const submit = (e) => {
     e.preventDefault();
     const f = new FormData(e.currentTarget);
