@@ -3,6 +3,7 @@
  * otherwise nothing at all (no NATS connection, no file, no status line). It gives the views the REST API, /health
  * and /readyz read, and the runtime events the session work builds on (docs/cluster.md).
  */
+import type { NatsConnection } from '@nats-io/transport-node';
 import { fromCallback } from 'xstate';
 import { clusterMachine, clusterStateName, type ClusterEvent, type ClusterInput } from '../../actors/cluster/cluster.machine.js';
 import { NotFoundError } from '../errors.js';
@@ -122,6 +123,29 @@ export class ClusterService implements Service {
 
   get enabled(): boolean {
     return this.rt?.config.Cluster.enabled === true;
+  }
+
+  /** This node's id in the cluster (undefined when the cluster is off or not started). */
+  get nodeId(): string | undefined {
+    return this.membership?.nodeId;
+  }
+
+  /** This node's membership state (Stopped when the cluster is off). */
+  get state(): ClusterState {
+    return this.membership?.state ?? ClusterState.Stopped;
+  }
+
+  /** This node's epoch (0 before it holds its lease). */
+  get epoch(): number {
+    return this.membership?.epoch ?? 0;
+  }
+
+  /**
+   * The membership's NATS connection, for the cluster's planes (sessions, messages, wills): undefined while the
+   * cluster is off or not connected. Not to be closed by its users; listen to `cluster.state` for changes.
+   */
+  nats(): NatsConnection | undefined {
+    return this.membership?.connection;
   }
 
   /** The REST API's bound address (from the listening server), unless Cluster.restAddress names one. */

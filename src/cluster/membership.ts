@@ -228,6 +228,14 @@ export class Membership {
     return this.lease?.epoch ?? 0;
   }
 
+  /**
+   * The membership's NATS connection (undefined until connected and after stop), shared by the cluster's session,
+   * message and will planes so a broker holds one connection to the cluster. They must not close it.
+   */
+  get connection(): NatsConnection | undefined {
+    return this.nc;
+  }
+
   get reason(): string | undefined {
     return this.stateValue === ClusterState.Member ? undefined : this.reasonText;
   }
