@@ -46,6 +46,7 @@ export function summaryLines(input: SummaryInput): Line[] {
     add('MQTT QoS 0 pairs, distinct topics (msg/s)', (r) => r.qos0, true, num, '≥ 1.0× NATS');
     add('MQTT QoS 1 pairs (msg/s)', (r) => r.qos1, true, num, '≥ 1.5×');
     add('MQTT fan-out QoS 0 1→100 (deliveries/s)', (r) => r.fanout, true, num, '≥ 2×');
+    add('MQTT fan-out QoS 1 1→100 (deliveries/s)', (r) => r.fanout1, true, num, '≥ 3×');
     add('MQTT p99 at 5 000 msg/s QoS 0 (ms)', (r) => r.p99, false, ms, 'lowest');
     add('MQTT p99 at 20 000 msg/s QoS 0 (ms)', (r) => r.p99at20k, false, ms, 'lowest');
     add('MQTT RSS per idle connection, no GC (KiB)', (r) => r.memRaw, false, kib, '≤ 4 KB');

@@ -1,10 +1,10 @@
 /**
  * bench/mqtt: Switchyard, Aedes (its own process), Debian's Mosquitto and Debian's nats-server with its MQTT listener
  * (JetStream on, as NATS's MQTT requires) measured in one run with one load generator (this process, raw sockets):
- * QoS 0 and QoS 1 publisher→subscriber pairs (each pair its own topic), fan-out 1→100, latency p50/p99 at a fixed
+ * QoS 0 and QoS 1 publisher→subscriber pairs (each pair its own topic), fan-out 1→100 at QoS 0 and at QoS 1, latency p50/p99 at a fixed
  * 5 000 msg/s, and memory per idle connection over 5 000 connections. Not a test: numbers vary with the machine.
  * `npm run bench` runs it; `tsx bench/mqtt/run.ts` alone too. `BENCH_MQTT_BROKERS=switchyard,nats` and
- * `BENCH_MQTT_SCENARIOS=qos0,qos1,fanout,latency,latency20k,memory` run some of them only; `BENCH_MQTT_PAIRS` (8)
+ * `BENCH_MQTT_SCENARIOS=qos0,qos1,fanout,fanout1,latency,latency20k,memory` run some of them only; `BENCH_MQTT_PAIRS` (8)
  * sets the number of publisher→subscriber pairs.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -166,20 +166,48 @@ async function pairs(port: number, qos: 0 | 1): Promise<number> {
   return rate;
 }
 
-async function fanout(port: number): Promise<number> {
+async function fanout(port: number, qos: 0 | 1 = 0): Promise<number> {
   const subs: LoadClient[] = [];
   for (let i = 0; i < 100; i++) {
-    const s = await LoadClient.connect(port, `fan-${i}`);
-    await s.subscribe('bench/fan', 0);
+    const s = await LoadClient.connect(port, `fan${qos}-${i}`);
+    await s.subscribe(`bench/fan/${qos}`, qos);
     subs.push(s);
   }
-  const pub = await LoadClient.connect(port, 'fan-pub');
-  const one = publishPacket('bench/fan', Buffer.alloc(64, 'f'), 0);
-  // paced so that the subscribers, not the publisher's buffer, set the pace: bursts of 20 per ms tick
-  const batch = Buffer.concat(Array(20).fill(one));
-  const timer = setInterval(() => {
-    if (pub.socket.writableLength < 64 * 1024) pub.socket.write(batch);
-  }, 1);
+  const pub = await LoadClient.connect(port, `fan${qos}-pub`);
+  const payload = Buffer.alloc(64, 'f');
+  let timer: NodeJS.Timeout | undefined;
+  if (qos === 0) {
+    const one = publishPacket('bench/fan/0', payload, 0);
+    // paced so that the subscribers, not the publisher's buffer, set the pace: bursts of 20 per ms tick
+    const batch = Buffer.concat(Array(20).fill(one));
+    timer = setInterval(() => {
+      if (pub.socket.writableLength < 64 * 1024) pub.socket.write(batch);
+    }, 1);
+  } else {
+    // QoS 1 both ways: the publisher keeps at most WINDOW PUBLISHes unacknowledged (the broker acknowledges once the
+    // message is accepted), each subscriber acknowledges every delivery after each read (LoadClient)
+    const WINDOW = 20;
+    const tmpl = publishPacket('bench/fan/1', payload, 1, 1);
+    const pidAt = tmpl.length - payload.length - 2;
+    let pid = 0;
+    let inflight = 0;
+    const send = (n: number): void => {
+      const bufs: Buffer[] = [];
+      for (let k = 0; k < n; k++) {
+        pid = pid === 65535 ? 1 : pid + 1;
+        const b = Buffer.from(tmpl);
+        b.writeUInt16BE(pid, pidAt);
+        bufs.push(b);
+      }
+      inflight += n;
+      pub.socket.write(Buffer.concat(bufs));
+    };
+    pub.onAck(() => {
+      inflight--;
+      if (inflight < WINDOW / 2 && !pub.stopped) send(WINDOW - inflight);
+    });
+    send(WINDOW);
+  }
   const rate = await measure(subs, DURATION);
   clearInterval(timer);
   for (const c of [pub, ...subs]) c.close();
@@ -276,6 +304,8 @@ export interface MqttRow {
   qos0: number;
   qos1: number;
   fanout: number;
+  /** Fan-out 1→100 with QoS 1 publisher and subscribers (deliveries/s). */
+  fanout1: number;
   p50: number;
   p99: number;
   p50at20k: number;
@@ -285,7 +315,7 @@ export interface MqttRow {
 }
 
 export const MQTT_BROKERS = ['Switchyard', 'Aedes', 'Mosquitto', 'NATS'] as const;
-const SCENARIOS = ['qos0', 'qos1', 'fanout', 'latency', 'latency20k', 'memory'] as const;
+const SCENARIOS = ['qos0', 'qos1', 'fanout', 'fanout1', 'latency', 'latency20k', 'memory'] as const;
 
 /** Names from a comma-separated environment variable (all when unset), matched case-insensitively. */
 function picked<T extends string>(all: readonly T[], env: string | undefined): T[] {
@@ -310,7 +340,7 @@ export async function runMqttBench(): Promise<Record<string, MqttRow>> {
     for (const name of brokers) {
       const start = starters[name];
       process.stdout.write(`bench/mqtt: ${name} ...`);
-      const row: MqttRow = { qos0: NaN, qos1: NaN, fanout: NaN, p50: NaN, p99: NaN, p50at20k: NaN, p99at20k: NaN, memPerConn: NaN, memRaw: NaN };
+      const row: MqttRow = { qos0: NaN, qos1: NaN, fanout: NaN, fanout1: NaN, p50: NaN, p99: NaN, p50at20k: NaN, p99at20k: NaN, memPerConn: NaN, memRaw: NaN };
       const step = async <T>(label: string, f: () => Promise<T>): Promise<T> => {
         process.stdout.write(` ${label}`);
         const v = await f();
@@ -322,7 +352,8 @@ export async function runMqttBench(): Promise<Record<string, MqttRow>> {
         try {
           if (scenarios.has('qos0')) row.qos0 = await step('qos0', () => pairs(b.port, 0));
           if (scenarios.has('qos1')) row.qos1 = await step('qos1', () => pairs(b.port, 1));
-          if (scenarios.has('fanout')) row.fanout = await step('fanout', () => fanout(b.port));
+          if (scenarios.has('fanout')) row.fanout = await step('fanout', () => fanout(b.port, 0));
+          if (scenarios.has('fanout1')) row.fanout1 = await step('fanout1', () => fanout(b.port, 1));
           if (scenarios.has('latency')) ({ p50: row.p50, p99: row.p99 } = await step('latency', () => latency(b.port, 5000)));
           if (scenarios.has('latency20k')) ({ p50: row.p50at20k, p99: row.p99at20k } = await step('latency20k', () => latency(b.port, 20000)));
         } finally {
@@ -354,6 +385,7 @@ export async function runMqttBench(): Promise<Record<string, MqttRow>> {
     ['QoS 0 pairs (msg/s received)', (r) => r.qos0, k],
     ['QoS 1 pairs (msg/s received)', (r) => r.qos1, k],
     ['fan-out 1→100 (deliveries/s)', (r) => r.fanout, k],
+    ['fan-out 1→100 QoS 1 (deliveries/s)', (r) => r.fanout1, k],
     ['latency p50 at 5 000 msg/s (ms, median of 3 rounds)', (r) => r.p50, ms],
     ['latency p99 at 5 000 msg/s (ms, median of 3 rounds)', (r) => r.p99, ms],
     ['latency p50 at 20 000 msg/s (ms, median of 3 rounds)', (r) => r.p50at20k, ms],
