@@ -39,6 +39,26 @@ export const ClusterSchema = z
       .regex(/^https?:\/\/\S+$/i, 'an http:// or https:// URL')
       .optional()
       .describe("the REST API's address as the other nodes and operators reach it; default: from RestApi.hostnames and the bound port"),
+    sessionTakeoverWaitSeconds: z
+      .number()
+      .min(0.1)
+      .max(60)
+      .default(2)
+      .describe('s a CONNECT waits for the broker that held the session to release it (live but silent: CONNACK 0x88 Server unavailable, the client retries)'),
+    sessionRecordMaxBytes: z
+      .number()
+      .int()
+      .min(1024)
+      .max(1024 * 1024)
+      .default(256 * 1024)
+      .describe('largest session record in the sessions bucket (its max value size); a larger session stays on this broker only (WARN)'),
+    heldMaxBytes: z
+      .number()
+      .int()
+      .min(1024 * 1024)
+      .max(2 ** 40)
+      .default(1024 * 1024 * 1024)
+      .describe('bytes of the stream holding QoS >= 1 messages and packet-id state of persistent sessions; when full, publishes to those sessions are refused'),
     user: z.string().max(1024).optional().describe('NATS user'),
     password: z.string().max(1024).optional().describe('NATS password'),
   })
