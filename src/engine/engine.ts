@@ -1923,6 +1923,21 @@ export class Engine {
     return result;
   }
 
+  /**
+   * Messages held for a durable subscription that another broker of the cluster held (src/cluster/sessions.ts): kept
+   * like recovered ones until the subscription `storeKey` is made, and written to this broker's store now.
+   */
+  adoptHeld(storeKey: string, list: Array<[destination: string, msg: Message]>): Promise<void> {
+    const held = this.recoveredHeld.get(storeKey);
+    if (held === undefined) this.recoveredHeld.set(storeKey, [...list]);
+    else held.push(...list);
+    for (const [, msg] of list) this.ids.observe(msg.id);
+    if (this.commit === undefined) return RESOLVED;
+    let last: Promise<void> = RESOLVED;
+    for (const [name, msg] of list) last = this.commit.put(`${DURABLE_PREFIX}${storeKey}!${padId(msg.id)}`, encodeHeld(name, msg));
+    return last;
+  }
+
   // ------------------------------------------------------------------------------------------------------------
   // Protocol session state (`s!` keys): written through the same group commit as messages, so a record and the
   // message writes made in the same synchronous step land in ONE batch (atomic), and its promise is that batch's.
