@@ -6,13 +6,13 @@ import { assign, setup } from 'xstate';
  * high-water mark, and `deleting` (final) once the engine has deleted it. Two regions run side by side under
  * `live`: `run` (active/paused) and `load` (normal/degraded).
  *
- * Commanded over REST (src/runtime/destinations.service.ts, through the command helper): `destination.pause`,
+ * Commanded over REST (src/messaging/destinations.service.ts, through the command helper): `destination.pause`,
  * `destination.resume`, `destination.purge` (either run state; `purged` holds the count of the last one) and
  * `destination.delete` (→ `deleting`).
  *
  * No I/O here: `pauseDestination` / `resumeDestination` / `purgeDestination` / `deleteDestination` and the guards
  * reading the engine's current state at (re)start are supplied by the runtime with `machine.provide`
- * (src/runtime/destinations.service.ts).
+ * (src/messaging/destinations.service.ts).
  */
 export interface DestinationInput {
   name: string;

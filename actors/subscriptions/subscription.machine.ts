@@ -15,7 +15,7 @@ import { assign, setup } from 'xstate';
  * whose session goes offline stays `paused` (with `hibernating` in its context) and shows `hibernated` on resume.
  *
  * The engine tells the runtime of these changes; messages never pass through this actor. The guards read the
- * engine's record (supplied by the runtime with `machine.provide`, src/runtime/subscriptions.service.ts), so an
+ * engine's record (supplied by the runtime with `machine.provide`, src/messaging/subscriptions.service.ts), so an
  * actor restarted by its supervisor with the spec it was first spawned with, or activated long after the
  * subscription was made (it is virtual: src/runtime/virtual-actors.ts), starts in the state the engine has now.
  * `hibernations` (times its session went offline) comes in with the input from the runtime's record.

@@ -15,7 +15,7 @@ export const page = { path: '/destination', label: 'Destination', group: 'Messag
 
 const KEEP = 100;
 
-/** The subscription actor of a session's filter (src/runtime/subscriptions.service.ts: `<url-encoded session>|<filter>`). */
+/** The subscription actor of a session's filter (src/messaging/subscriptions.service.ts: `<url-encoded session>|<filter>`). */
 export const subscriptionActor = (sessionId, filter) => `subscription:${encodeURIComponent(sessionId)}|${filter}`;
 /** What holds a session: MQTT sessions (`mqtt:<client id>`) a connection, integration links (`link:<name>#<n>`) a link. */
 export function sessionHref(sessionId) {

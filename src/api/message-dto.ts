@@ -130,4 +130,4 @@ export function toDto(msg: Message, destinationName: string): MessageOutDTO {
 }
 
 // The selector view of a message lives with the runtime, which restores persistent REST subscriptions with it.
-export { messageSelector, selectorView } from '../runtime/message-selector.js';
+export { messageSelector, selectorView } from '../messaging/message-selector.js';

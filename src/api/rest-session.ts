@@ -1,5 +1,5 @@
 import type { Engine, Subscription } from '../engine/index.js';
-import { durableRestSessionId, restSessionsOf, restSubscribeOptions, type DurableRestRecord, type DurableRestSubscription } from '../runtime/rest-sessions.service.js';
+import { durableRestSessionId, restSessionsOf, restSubscribeOptions, type DurableRestRecord, type DurableRestSubscription } from '../messaging/rest-sessions.service.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { SessionRecord } from '../security/sessions.js';
 import { USER_DELETED, type UserDeletion } from '../security/types.js';

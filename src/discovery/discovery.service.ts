@@ -15,7 +15,7 @@ import { parseFilterParam } from '../engine/selector/selector.js';
 import { NotFoundError, ValidationError } from '../errors.js';
 import { defineActorKind } from '../runtime/actor-kind.js';
 import { BUILD_DATE, VERSION } from '../runtime/monitor.js';
-import type { EndpointsService } from '../runtime/endpoints.service.js';
+import type { EndpointsService } from '../endpoints/endpoints.service.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
 import { SCHEMA_TOPIC_PREFIX } from '../schemas/registry.js';
 import type { DiscoveryManagerConfig } from './config.js';

@@ -15,13 +15,13 @@ import { CloseReason, Reason } from '../protocol/mqtt/reason.js';
 import { bindListener } from '../transport/listener.js';
 import { bindSerialEndpoint } from '../transport/serial.js';
 import { isSerialEndpoint } from '../transport/serial-config.js';
-import { defineActorKind } from './actor-kind.js';
-import { findByName } from './registry.js';
+import { defineActorKind } from '../runtime/actor-kind.js';
+import { findByName } from '../runtime/registry.js';
 import { EndpointViews, type EndpointEntry, type EndpointState } from './endpoint-views.js';
-import type { MqttBrokerService } from './mqtt-broker.service.js';
+import type { MqttBrokerService } from '../protocol/mqtt/mqtt-broker.service.js';
 
 export type { EndpointEntry, EndpointState };
-import type { Runtime, Service } from './runtime.js';
+import type { Runtime, Service } from '../runtime/runtime.js';
 
 const CONFIG_PREFIX = 'NetworkManager/endpoint/';
 
@@ -53,7 +53,7 @@ function mqttOf(cfg: EndPointServerConfig): MqttConfig {
   return (cfg.protocolConfigs.find((p) => p.type === 'mqtt') as MqttConfig | undefined) ?? MqttConfigSchema.parse({ type: 'mqtt' });
 }
 
-declare module './runtime.js' {
+declare module '../runtime/runtime.js' {
   interface RuntimeServices {
     endpoints: EndpointsService;
   }
@@ -109,7 +109,7 @@ export class EndpointsService implements Service {
   /** Listener closes under way (the actors close their listeners on exit; `stop` waits for the sockets). */
   private readonly closing = new Set<Promise<void>>();
 
-  /** The shared MQTT broker (src/runtime/mqtt-broker.service.ts), while the server runs. */
+  /** The shared MQTT broker (src/protocol/mqtt/mqtt-broker.service.ts), while the server runs. */
   get broker(): MqttBroker | undefined {
     return this.deps.mqttBroker.broker;
   }
@@ -273,7 +273,7 @@ export class EndpointsService implements Service {
   }
 
   // ------------------------------------------------------------------------------------------------------------
-  // Read-only views: src/runtime/endpoint-views.ts (these delegate, for the routes and tests that call them here)
+  // Read-only views: src/endpoints/endpoint-views.ts (these delegate, for the routes and tests that call them here)
 
   readonly views = new EndpointViews({ entries: () => this.entries.values(), state: (e) => this.state(e), broker: () => this.broker });
   interfaceInfo(entry: EndpointEntry) {

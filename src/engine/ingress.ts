@@ -93,7 +93,7 @@ export function ingressContext(
 /** A step: IngressResult.Accepted to go on to the next one, anything else ends the publish. */
 export type IngressStep = (cx: IngressContext) => IngressResult;
 
-/** `$SYS/...` belongs to the server (src/runtime/sys-topics.ts), on every path: never published by anyone else. */
+/** `$SYS/...` belongs to the server (src/messaging/sys-topics.ts), on every path: never published by anyone else. */
 export function refuseSysTopic(cx: IngressContext): IngressResult {
   return cx.topic.startsWith('$SYS') ? IngressResult.SysTopic : IngressResult.Accepted;
 }

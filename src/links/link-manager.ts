@@ -23,7 +23,7 @@ import { integrationMachine, type IntegrationEvent, type LinkTransportLike, type
 import { backoffDelay } from '../../actors/shared/backoff.js';
 import { type Engine, type Message, type MessageInit, type Subscription } from '../engine/index.js';
 import { IngressResult, ingress, ingressContext, refusalText } from '../engine/ingress.js';
-import { messageSelector } from '../runtime/message-selector.js';
+import { messageSelector } from '../messaging/message-selector.js';
 import { findByName } from '../runtime/registry.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { LinkConfig, LinkDirectionConfig, NetworkConnectionManagerConfig } from './link-config.js';
@@ -355,6 +355,7 @@ export class LinkManager {
     if (msg.correlationData !== undefined) out.correlationData = msg.correlationData;
     if (msg.userProperties !== undefined) out.userProperties = msg.userProperties;
     if (msg.responseTopic !== undefined) out.responseTopic = msg.responseTopic;
+    if (msg.payloadFormat !== undefined) out.payloadFormat = msg.payloadFormat;
     if (msg.expiresAt) out.expiresAt = msg.expiresAt;
     ch.inFlight++;
     const tracked = sub.qos > 0 && msg.qos > 0;
@@ -411,6 +412,7 @@ export class LinkManager {
     if (m.correlationData !== undefined) init.correlationData = m.correlationData;
     if (m.userProperties !== undefined) init.userProperties = m.userProperties;
     if (m.responseTopic !== undefined) init.responseTopic = m.responseTopic;
+    if (m.payloadFormat !== undefined) init.payloadFormat = m.payloadFormat;
     if (m.priority !== undefined) init.priority = m.priority;
     if (m.expiresAt) init.expiresAt = m.expiresAt;
     // the one ingress path (src/engine/ingress.ts): the link is configured, so no ACL; $SYS and the payload schema

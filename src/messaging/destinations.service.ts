@@ -1,10 +1,10 @@
 import { assign, type ActorRefFrom, type AnyActorRef, type SnapshotFrom, type Subscription } from 'xstate';
 import { destinationMachine } from '../../actors/destinations/destination.machine.js';
 import { NotFoundError, ServiceUnavailableError, ValidationError } from '../errors.js';
-import { command, type CommandTarget } from './command.js';
-import type { Runtime, Service } from './runtime.js';
-import { Activations, makeRoom, PASSIVATE_AFTER_MS, PASSIVATE_SWEEP_MS, type VirtualActorKind } from './virtual-actors.js';
-import { actorState } from './inspector.js';
+import { command, type CommandTarget } from '../runtime/command.js';
+import type { Runtime, Service } from '../runtime/runtime.js';
+import { Activations, makeRoom, PASSIVATE_AFTER_MS, PASSIVATE_SWEEP_MS, type VirtualActorKind } from '../runtime/virtual-actors.js';
+import { actorState } from '../runtime/inspector.js';
 
 /**
  * Destination actors are virtual (src/runtime/virtual-actors.ts): every destination has the identity

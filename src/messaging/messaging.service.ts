@@ -1,6 +1,6 @@
 import { Engine, levelEngineStore } from '../engine/index.js';
-import { RECLAIM_MIN_REMOVED, reclaimMemory } from './reclaim.js';
-import type { Runtime, Service } from './runtime.js';
+import { RECLAIM_MIN_REMOVED, reclaimMemory } from '../runtime/reclaim.js';
+import type { Runtime, Service } from '../runtime/runtime.js';
 
 /**
  * Boots the messaging engine with the server tree: opens it over the store's `messages` sublevel, declares the

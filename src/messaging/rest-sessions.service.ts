@@ -2,7 +2,7 @@ import { messageSelector } from './message-selector.js';
 import type { Engine, SubscribeOptions } from '../engine/index.js';
 import type { Sub } from '../store/store.js';
 import { USER_DELETED, type UserDeletion } from '../security/types.js';
-import type { Runtime, Service } from './runtime.js';
+import type { Runtime, Service } from '../runtime/runtime.js';
 
 /**
  * Persistent REST messaging sessions (`POST /api/v1/login` with `persistent: true`): their subscriptions are durable
@@ -69,7 +69,7 @@ export function restSubscribeOptions(
   };
 }
 
-declare module './runtime.js' {
+declare module '../runtime/runtime.js' {
   interface RuntimeServices {
     restSessions: RestSessionsService;
   }

@@ -2,10 +2,10 @@ import type { ActorRefFrom, AnyActorRef, SnapshotFrom, Subscription as RootSubsc
 import { subscriptionMachine } from '../../actors/subscriptions/subscription.machine.js';
 import type { DurableChange, Subscription } from '../engine/index.js';
 import { NotFoundError, ServiceUnavailableError, ValidationError } from '../errors.js';
-import { command, type CommandTarget } from './command.js';
-import { actorState } from './inspector.js';
-import type { Runtime, Service } from './runtime.js';
-import { Activations, makeRoom, PASSIVATE_AFTER_MS, PASSIVATE_SWEEP_MS, type VirtualActorKind } from './virtual-actors.js';
+import { command, type CommandTarget } from '../runtime/command.js';
+import { actorState } from '../runtime/inspector.js';
+import type { Runtime, Service } from '../runtime/runtime.js';
+import { Activations, makeRoom, PASSIVATE_AFTER_MS, PASSIVATE_SWEEP_MS, type VirtualActorKind } from '../runtime/virtual-actors.js';
 
 
 /**

@@ -1,7 +1,7 @@
-import { serverStats } from './monitor.js';
+import { serverStats } from '../runtime/monitor.js';
 import type { Engine } from '../engine/index.js';
-import { VERSION, serverInfo } from './monitor.js';
-import type { Runtime, Service } from './runtime.js';
+import { VERSION, serverInfo } from '../runtime/monitor.js';
+import type { Runtime, Service } from '../runtime/runtime.js';
 
 /**
  * `$SYS` topics (reference section 12): every `MessageDaemon.systemTopicInterval` ms the server publishes its

@@ -9,7 +9,6 @@ import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { loadConfig, type LoadOptions } from '../config/load.js';
 import { sectionNames, type Config, type EndPointServerConfig } from '../config/schema.js';
-import { endpointsOf } from './endpoints.service.js';
 import type { Runtime } from './runtime.js';
 
 export interface ConfigChange {
@@ -132,7 +131,8 @@ export async function reloadConfig(rt: Runtime, options: LoadOptions = {}): Prom
 }
 
 async function reloadEndpoint(rt: Runtime, name: string, next: Config): Promise<boolean> {
-  const svc = endpointsOf(rt);
+  const svc = rt.service('endpoints'); // typed by the endpoints service (RuntimeServices); the kernel imports no domain
+  if (!svc?.broker) return false; // not running: the change waits for a restart
   const entry = svc.entries.get(name);
   const running = rt.config.NetworkManager.data;
   const i = running.findIndex((e) => e.name === name);

@@ -1,7 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { RestSessions } from '../../src/api/rest-session.js';
-import { durableRestSessionId, restSessionsOf } from '../../src/runtime/rest-sessions.service.js';
+import { durableRestSessionId, restSessionsOf } from '../../src/messaging/rest-sessions.service.js';
 import { startServer, tempDir, removeDir, type TestServer } from '../helpers.js';
 import { b64, RestClient, unb64 } from '../rest-client.js';
 import { createUser, groupId, leaveEveryone } from '../security/helpers.js';

@@ -2,7 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import mqtt, { type MqttClient } from 'mqtt';
 import { WebSocket } from 'ws';
-import { endpointsOf } from '../../src/runtime/endpoints.service.js';
+import { endpointsOf } from '../../src/endpoints/endpoints.service.js';
 import { startServer, waitUntil, type TestServer } from '../helpers.js';
 
 /**

@@ -5,7 +5,7 @@ import mqtt, { type MqttClient } from 'mqtt';
 import { QUOTA_EXCEEDED } from '../../src/engine/index.js';
 import { INGRESS_STEPS, IngressResult, ingress, ingressContext, type IngressEngine } from '../../src/engine/ingress.js';
 import { ANONYMOUS } from '../../src/security/types.js';
-import { endpointsOf } from '../../src/runtime/endpoints.service.js';
+import { endpointsOf } from '../../src/endpoints/endpoints.service.js';
 import { basicAuth, removeDir, startServer, tempDir, waitUntil, type TestServer } from '../helpers.js';
 import { freePort, startMosquitto, type Mosquitto } from '../links/helpers.js';
 import { createUser, mqttClients } from '../security/helpers.js';

@@ -2,7 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
-import { endpointsOf } from '../../src/runtime/endpoints.service.js';
+import { endpointsOf } from '../../src/endpoints/endpoints.service.js';
 import { hashPassword } from '../../src/security/passwords.js';
 import { securityOf } from '../../src/security/service.js';
 import { startServer, waitUntil, type TestServer } from '../helpers.js';

@@ -4,7 +4,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import mqtt from 'mqtt';
 import { createLogs } from '../../src/log.js';
-import { endpointsOf } from '../../src/runtime/endpoints.service.js';
+import { endpointsOf } from '../../src/endpoints/endpoints.service.js';
 import { removeDir, startServer, tempDir, waitUntil, type TestServer } from '../helpers.js';
 
 const lines = (dir: string, file: string) =>

@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import mqtt from 'mqtt';
-import { endpointsOf } from '../../src/runtime/endpoints.service.js';
+import { endpointsOf } from '../../src/endpoints/endpoints.service.js';
 import { ROOT, startServer, type TestServer } from '../helpers.js';
 
 /** Prometheus exposition: what a scraper sees, checked by Prometheus' own promtool (Debian package prometheus). */

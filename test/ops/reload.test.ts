@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import mqtt from 'mqtt';
 import { CONFIG_DIR, MQTT_TEST_ENV, ROOT, removeDir, spawnBroker, startServer, tempDir, waitUntil, type BrokerProcess, type TestServer } from '../helpers.js';
 import { reloadConfig } from '../../src/runtime/reload.js';
-import { endpointsOf } from '../../src/runtime/endpoints.service.js';
+import { endpointsOf } from '../../src/endpoints/endpoints.service.js';
 import { integrationsOf } from '../../src/links/integrations.service.js';
 import { freePort, startNats } from '../federation/nats-server.js';
 

@@ -6,7 +6,7 @@ import { endpointMachine } from '../../actors/endpoints/endpoint.machine.js';
 import { discoveryMachine } from '../../actors/discovery/discovery.machine.js';
 import '../../src/compose.js'; // declares every kind, as the server does
 import { actorKinds } from '../../src/runtime/actor-kind.js';
-import { endpointKind, endpointsOf } from '../../src/runtime/endpoints.service.js';
+import { endpointKind, endpointsOf } from '../../src/endpoints/endpoints.service.js';
 import { integrationKind, integrationsOf } from '../../src/links/integrations.service.js';
 import { Runtime } from '../../src/runtime/runtime.js';
 import { securityOf } from '../../src/security/service.js';

@@ -1,7 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Message, PushSink } from '../../src/engine/index.js';
-import { destinationActor } from '../../src/runtime/destinations.service.js';
+import { destinationActor } from '../../src/messaging/destinations.service.js';
 import { startServer, waitUntil, type TestServer, supervisedActors, type ActorTreeNode } from '../helpers.js';
 
 interface ActorNode {

@@ -123,8 +123,8 @@ test('one owner - no service keeps a resource its actor owns (listener, link tra
   const src = (p: string) => readFileSync(join(ROOT, p), 'utf8');
   const offenders: string[] = [];
   const rules: Array<[string, RegExp, string]> = [
-    ['src/runtime/endpoints.service.ts', /\bentry\.handle\s*=|\be\.handle\s*=|handle:\s*undefined|\.handle\?*\.close\(/, 'an endpoint listener kept or closed by the service'],
-    ['src/runtime/endpoint-views.ts', /\.handle\s*=[^=]/, 'an endpoint listener stored by the views'],
+    ['src/endpoints/endpoints.service.ts', /\bentry\.handle\s*=|\be\.handle\s*=|handle:\s*undefined|\.handle\?*\.close\(/, 'an endpoint listener kept or closed by the service'],
+    ['src/endpoints/endpoint-views.ts', /\.handle\s*=[^=]/, 'an endpoint listener stored by the views'],
     ['src/devices/lora/lora.service.ts', /new Map<string, Rn2483>|this\.modems\b|modems\.(set|get|delete)\(/, 'a LoRa modem kept by the service'],
     ['src/links/link-manager.ts', /\bgeneration\b|\.transport\s*=[^=]|^\s*transport\?:\s*LinkTransport/, 'a link transport kept by the link manager, or a generation counter'],
     ['src/links/nats-shares.ts', /\bgeneration\b/, 'a generation counter'],

@@ -2,7 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import type { MqttClient } from 'mqtt';
-import { endpointsOf } from '../../src/runtime/endpoints.service.js';
+import { endpointsOf } from '../../src/endpoints/endpoints.service.js';
 import { basicAuth, startServer, waitUntil, type TestServer } from '../helpers.js';
 import { b64, unb64 } from '../rest-client.js';
 import { SseClient } from '../sse-client.js';

@@ -4,7 +4,7 @@ import { connect as netConnect } from 'node:net';
 import mqttPacket from 'mqtt-packet';
 import { AddressLimits, addressKey } from '../../src/security/address-limits.js';
 import { securityOf } from '../../src/security/service.js';
-import { endpointsOf } from '../../src/runtime/endpoints.service.js';
+import { endpointsOf } from '../../src/endpoints/endpoints.service.js';
 import { basicAuth, startServer, waitUntil, type TestServer } from '../helpers.js';
 import { auditLines, createUser, login } from './helpers.js';
 

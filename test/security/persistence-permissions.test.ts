@@ -1,8 +1,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import mqtt, { type IClientOptions, type IConnackPacket, type MqttClient } from 'mqtt';
-import { endpointsOf } from '../../src/runtime/endpoints.service.js';
-import { restSessionsOf } from '../../src/runtime/rest-sessions.service.js';
+import { endpointsOf } from '../../src/endpoints/endpoints.service.js';
+import { restSessionsOf } from '../../src/messaging/rest-sessions.service.js';
 import { basicAuth, startServer, waitUntil, type TestServer } from '../helpers.js';
 import { SseClient } from '../sse-client.js';
 import { auditLines, createUser, groupId, mqttClients } from './helpers.js';

@@ -8,7 +8,7 @@ import { connect as tlsConnect } from 'node:tls';
 import mqttPacket from 'mqtt-packet';
 import { NetworkManagerSchema } from '../../src/config/schema.js';
 import { Runtime } from '../../src/runtime/runtime.js';
-import { endpointsOf } from '../../src/runtime/endpoints.service.js';
+import { endpointsOf } from '../../src/endpoints/endpoints.service.js';
 import { parseProxyHeader, V2_SIGNATURE } from '../../src/transport/proxy-protocol.js';
 import { CONFIG_DIR, MQTT_TEST_ENV, removeDir, startServer, tempDir, waitUntil, type TestServer } from '../helpers.js';
 import { auditLines, createUser } from '../security/helpers.js';

@@ -1,6 +1,6 @@
-import { MqttBroker } from '../protocol/mqtt/broker.js';
-import { USER_DELETED, type UserDeletion } from '../security/types.js';
-import type { Runtime, Service } from './runtime.js';
+import { MqttBroker } from './broker.js';
+import { USER_DELETED, type UserDeletion } from '../../security/types.js';
+import type { Runtime, Service } from '../../runtime/runtime.js';
 
 /**
  * Owns the MQTT broker shared by every endpoint: creates it at boot over the engine and the security service,
@@ -8,7 +8,7 @@ import type { Runtime, Service } from './runtime.js';
  * and sessions, and saves and closes everything on stop (after the endpoints, which depend on it, have closed their
  * listeners).
  */
-declare module './runtime.js' {
+declare module '../../runtime/runtime.js' {
   interface RuntimeServices {
     mqttBroker: MqttBrokerService;
   }

@@ -53,7 +53,7 @@ export interface EndpointView {
   readonly stats: EndpointCounters;
 }
 
-/** What the broker is given by the runtime (src/runtime/mqtt-broker.service.ts). */
+/** What the broker is given by the runtime (src/protocol/mqtt/mqtt-broker.service.ts). */
 export interface BrokerHost {
   engine(): Engine | undefined;
   security(): SecurityService;

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { parseFilterParam } from '../../../engine/selector/selector.js';
 import { ValidationError } from '../../../errors.js';
-import { endpointsOf } from '../../../runtime/endpoints.service.js';
+import { endpointsOf } from '../../../endpoints/endpoints.service.js';
 import type { ApiContext } from '../../context.js';
 import { ErrorResponses, FilterQuery, StatusResponse } from '../../schemas.js';
 import { EndPointSummaryDTO } from '../interfaces/interfaces.routes.js';

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { controlDestination, deleteDestination, purgeDestination } from '../../../runtime/destinations.service.js';
-import { controlSubscription } from '../../../runtime/subscriptions.service.js';
+import { controlDestination, deleteDestination, purgeDestination } from '../../../messaging/destinations.service.js';
+import { controlSubscription } from '../../../messaging/subscriptions.service.js';
 import type { ApiContext } from '../../context.js';
 import { ErrorResponses, RequestedAction, StatusResponse } from '../../schemas.js';
 

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { EndPointConfigSchema, EndPointServerConfigSchema } from '../../../config/schema.js';
 import { parseFilterParam } from '../../../engine/selector/selector.js';
 import { ValidationError } from '../../../errors.js';
-import { endpointsOf } from '../../../runtime/endpoints.service.js';
+import { endpointsOf } from '../../../endpoints/endpoints.service.js';
 import { ResponseCache } from '../../cache.js';
 import type { ApiContext } from '../../context.js';
 import { ErrorResponses, FilterQuery, RequestedAction, StatusResponse } from '../../schemas.js';

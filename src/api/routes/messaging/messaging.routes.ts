@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Delivery, SubscribeOptions } from '../../../engine/index.js';
 import { ConflictError, ForbiddenError, NotFoundError, ServiceUnavailableError, ValidationError } from '../../../errors.js';
 import type { ApiContext } from '../../context.js';
-import { restSubscribeOptions } from '../../../runtime/rest-sessions.service.js';
+import { restSubscribeOptions } from '../../../messaging/rest-sessions.service.js';
 import { fromDto, MessageIn, MessageOut, toDto } from '../../message-dto.js';
 import type { FastifyRequest } from 'fastify';
 import { sessionIdOf } from '../../plugins/auth.js';

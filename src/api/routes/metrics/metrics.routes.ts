@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import { registerLinkMetrics } from '../../../links/link-metrics.js';
-import { endpointsOf, type EndpointEntry } from '../../../runtime/endpoints.service.js';
+import { endpointsOf, type EndpointEntry } from '../../../endpoints/endpoints.service.js';
 import { healthOf } from '../../../runtime/monitor.js';
 import type { Runtime } from '../../../runtime/runtime.js';
 import type { ApiContext } from '../../context.js';

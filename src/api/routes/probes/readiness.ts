@@ -1,4 +1,4 @@
-import { endpointsOf } from '../../../runtime/endpoints.service.js';
+import { endpointsOf } from '../../../endpoints/endpoints.service.js';
 import { supervisorStatus } from '../../../runtime/monitor.js';
 import { SUPERVISORS, type Runtime } from '../../../runtime/runtime.js';
 
