@@ -2,11 +2,14 @@
  * Destinations: topics and queues (and their temporary variants), with the per-destination state the engine
  * keeps: counters, the retained message (topics), the priority queue and competing consumers (queues), and the
  * messages held while the destination is paused.
+ *
+ * The record is generic in what its route cache and consumer list hold (subscription.ts's `Route` and
+ * `Subscription`), so this module imports nothing from subscription.ts: subscription.ts binds the two and exports
+ * the bound type as `Destination`, which is the one the rest of the engine uses (no import cycle between them).
  */
 import { DestinationCounters, StoreTimings } from './counters.js';
 import type { Message } from './message.js';
 import { MAX_PRIORITY } from './message.js';
-import type { Route, Subscription } from './subscription.js';
 import { splitTopic } from './topic-trie.js';
 
 export const DestinationType = {
@@ -221,7 +224,8 @@ export class SchemaCounters {
   rejected = 0;
 }
 
-export class Destination {
+/** `R`: what the trie's match gives for this topic (a route); `C`: a queue consumer. */
+export class Destination<R = unknown, C = unknown> {
   readonly levels: string[];
   readonly isQueue: boolean;
   /** Temporary destinations are never written to the store. */
@@ -244,7 +248,7 @@ export class Destination {
   // -- topics
   retained: Message | undefined = undefined;
   /** Cached trie match for this topic, valid while `routeGen` equals the engine's trie generation. */
-  routes: Route[] = [];
+  routes: R[] = [];
   routeGen = -1;
   /** `routes` holds two or more one-copy-per-session subscriptions of one session (see Engine.routeOnce). */
   overlaps = false;
@@ -255,7 +259,7 @@ export class Destination {
 
   // -- queues
   readonly queue: PriorityQueue | undefined;
-  readonly consumers: Subscription[] = [];
+  readonly consumers: C[] = [];
   rr = 0;
   /** Queue messages handed to a consumer and not yet consumed. */
   outstanding = 0;

@@ -36,7 +36,7 @@
  */
 import { ConflictError, NotFoundError, QuotaExceededError, ValidationError } from '../errors.js';
 import { RateMeter, ServerTotals } from './counters.js';
-import { Destination, DestinationType, isDestinationType, isQueueName, type PayloadSchema } from './destination.js';
+import { Destination as DestinationRecord, DestinationType, isDestinationType, isQueueName, type PayloadSchema } from './destination.js';
 import type { EngineStore } from './engine-store.js';
 import {
   DURABLE_PREFIX,
@@ -57,6 +57,7 @@ import { isSysTopic, loadFromStore } from './recovery.js';
 import type {
   Authorizer,
   Delivery,
+  Destination,
   PushSink,
   Route,
   Sink,
@@ -1457,7 +1458,7 @@ export class Engine {
   // ------------------------------------------------------------------------------------------------------------
 
   private createDest(name: string, type: DestinationType, owner?: string): Destination {
-    const dest = new Destination(name, type, this.now());
+    const dest: Destination = new DestinationRecord(name, type, this.now());
     dest.owner = owner;
     if (owner !== undefined) {
       let names = this.owned.get(owner);

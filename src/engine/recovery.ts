@@ -14,7 +14,6 @@
  * The engine then hands queues to their consumers and checks high-water marks (engine.ts, `recover()`).
  */
 import type { ServerTotals } from './counters.js';
-import type { Destination } from './destination.js';
 import { DestinationType, isDestinationType } from './destination.js';
 import type { EngineStore } from './engine-store.js';
 import {
@@ -32,6 +31,7 @@ import {
 import type { GroupCommit } from './group-commit.js';
 import type { Message } from './message.js';
 import { decodeMessage } from './message.js';
+import type { Destination } from './subscription.js';
 
 export interface RecoveryResult {
   queued: number;

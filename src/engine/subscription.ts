@@ -15,7 +15,7 @@
  *
  * The delivery logic lives in the engine; the methods here delegate to it.
  */
-import type { Destination } from './destination.js';
+import type { Destination as DestinationRecord } from './destination.js';
 import { durablePrefix } from './engine-store.js';
 import type { Message, QoS } from './message.js';
 
@@ -386,6 +386,9 @@ export interface UnwrittenEntry {
 
 /** What the trie holds: a plain subscription or a shared group. */
 export type Route = Subscription | SharedGroup;
+
+/** A destination as the engine holds it: its route cache holds routes, its consumers are subscriptions. */
+export type Destination = DestinationRecord<Route, Subscription>;
 
 export class Subscription {
   readonly isGroup = false as const;

@@ -5,9 +5,9 @@
  * `stats()`) are one-line calls into this file.
  */
 import type { RateMeter, ServerTotals } from './counters.js';
-import type { Destination, DestinationType } from './destination.js';
+import type { DestinationType } from './destination.js';
 import type { Message } from './message.js';
-import type { Route, Subscription, SubscriptionStateDTO } from './subscription.js';
+import type { Destination, Route, Subscription, SubscriptionStateDTO } from './subscription.js';
 import type { TopicTrie } from './topic-trie.js';
 
 /** MAPS DestinationDTO. */
