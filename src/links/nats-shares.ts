@@ -151,6 +151,7 @@ export class SharedGroupFederation {
         ...(m.correlationData !== undefined ? { correlationData: m.correlationData } : {}),
         ...(m.userProperties !== undefined ? { userProperties: m.userProperties } : {}),
         ...(m.responseTopic !== undefined ? { responseTopic: m.responseTopic } : {}),
+        ...(m.payloadFormat !== undefined ? { payloadFormat: m.payloadFormat } : {}),
         ...(m.priority !== undefined ? { priority: m.priority } : {}),
         ...(m.expiresAt ? { expiresAt: m.expiresAt } : {}),
         metaData: this.deps.metaOf(m),

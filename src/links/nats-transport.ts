@@ -35,12 +35,13 @@
  *
  * Headers (nats.js MsgHdrs): `Content-Type`, `Sy-Correlation-Data` (base64), `Sy-User-Properties` (JSON object),
  * `Sy-Priority`, `Sy-Expires-At` (epoch ms), `Sy-Response-Topic`, `Sy-Origin` (server id), `Sy-Hops`, `Sy-Qos`,
- * `Sy-Retain` (`1`), and `Nats-Msg-Id` for JetStream. A message from a plain NATS client has none of them: QoS 0 (1
+ * `Sy-Retain` (`1`), `Sy-Payload-Format` (`1`: UTF-8 text), and `Nats-Msg-Id` for JetStream. A message from a plain NATS client has none of them: QoS 0 (1
  * through JetStream), no origin, 0 hops.
  *
  * protocolConfigs: an entry `{ type: nats, ... }` may set `maxAgeSeconds`, `maxBytes`, `ackWaitSeconds` (10),
  * `maxInflight` (256), `stream` (one stream name for every subject of this link, created with `subjects` or the
- * derived ones).
+ * derived ones), `replicas` (1..5, default 1: JetStream replicas of the streams it creates). `url` may list several
+ * servers separated by commas (one connection, to the first that answers).
  */
 import { createHash } from 'node:crypto';
 import { createInbox, headers as natsHeaders, nanos, type MsgHdrs, type NatsConnection, type Subscription, type Msg } from '@nats-io/transport-node';
@@ -116,6 +117,8 @@ export const H = {
   hops: 'Sy-Hops',
   qos: 'Sy-Qos',
   retain: 'Sy-Retain',
+  /** `1`: the payload is UTF-8 text (MQTT 5 payload format indicator); absent: unspecified bytes. */
+  payloadFormat: 'Sy-Payload-Format',
   msgId: 'Nats-Msg-Id',
 } as const;
 
@@ -167,6 +170,7 @@ export function buildHeaders(msg: LinkMessage): MsgHdrs {
   h.set(H.hops, String(msg.hops));
   h.set(H.qos, String(msg.qos));
   if (msg.retain) h.set(H.retain, '1');
+  if (msg.payloadFormat === 1) h.set(H.payloadFormat, '1');
   return h;
 }
 
@@ -194,6 +198,7 @@ export function encodeHeaders(msg: LinkMessage, msgId?: string): Uint8Array {
   if (msg.responseTopic) s += `${H.responseTopic}: ${headerValue(msg.responseTopic)}\r\n`;
   s += `${H.origin}: ${headerValue(msg.originServer)}\r\n${H.hops}: ${msg.hops}\r\n${H.qos}: ${msg.qos}\r\n`;
   if (msg.retain) s += `${H.retain}: 1\r\n`;
+  if (msg.payloadFormat === 1) s += `${H.payloadFormat}: 1\r\n`;
   if (msgId !== undefined) s += `${H.msgId}: ${headerValue(msgId)}\r\n`;
   return Buffer.from(s + '\r\n', 'utf8');
 }
@@ -280,6 +285,7 @@ export function decodeMessage(subject: string, data: Uint8Array, get: HeaderLook
   if (ex !== undefined && /^\d+$/.test(ex)) msg.expiresAt = Number(ex);
   const rt = get(H.responseTopic);
   if (rt) msg.responseTopic = rt;
+  if (get(H.payloadFormat) === '1') msg.payloadFormat = 1;
   const id = get(H.msgId);
   if (id) msg.id = id;
   return msg;
@@ -299,6 +305,8 @@ export function natsOptions(link: NatsLinkConfig) {
     maxInflight: num(pc.maxInflight, 256, 1, 65535),
     stream: typeof pc.stream === 'string' && pc.stream.length > 0 ? jsName('', pc.stream) : undefined,
     subjects: Array.isArray(pc.subjects) ? pc.subjects.filter((s): s is string => typeof s === 'string') : undefined,
+    // JetStream replicas of the streams this transport creates (the cluster's message plane asks for Cluster.replicas)
+    replicas: num(pc.replicas, 1, 1, 5),
   };
 }
 
@@ -395,7 +403,8 @@ export class NatsTransport implements LinkTransport {
     try {
       this.nc = await connectGuarded(
         {
-          servers: url,
+          // a comma-separated list (the cluster's message plane: Cluster.servers): one is picked, the others tried
+          servers: url.includes(',') ? url.split(',') : url,
           name: this.clientName,
           reconnect: false,
           timeout: this.ctx.connectTimeout ?? 10000,
@@ -517,6 +526,7 @@ export class NatsTransport implements LinkTransport {
         max_age: nanos(this.opts.maxAgeSeconds * 1000),
         max_bytes: this.opts.maxBytes,
         duplicate_window: nanos(120_000),
+        num_replicas: this.opts.replicas,
         ...extra,
       });
       this.ctx.log.info({ stream: name, subjects }, 'created JetStream stream');

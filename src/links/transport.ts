@@ -19,6 +19,8 @@ export interface LinkMessage {
   correlationData?: Buffer;
   userProperties?: Record<string, string | string[]>;
   responseTopic?: string;
+  /** MQTT 5 payload format indicator: 1 = UTF-8 text (carried so a subscriber on the other side sees it). */
+  payloadFormat?: 0 | 1;
   /** 0..10 (MAPS priority). */
   priority?: number;
   /** Epoch ms after which the message is void; 0 or absent = never. */
