@@ -8,6 +8,7 @@
  */
 import './sections.js'; // the domains' configuration sections, before any configuration is loaded
 import { clusterService } from './cluster/cluster.service.js';
+import { clusterMessagesService } from './cluster/messages.js';
 import { devicesService } from './devices/devices.service.js';
 import { loraService } from './devices/lora/lora.service.js';
 import { discoveryService } from './discovery/discovery.service.js';
@@ -43,7 +44,9 @@ export function registerServices(rt: Runtime): void {
   rt.use(discoveryService({ endpoints })); // mDNS / NATS discovery (off unless DiscoveryManager.enabled)
   rt.use(subscriptionsService()); // virtual actors for durable subscriptions (activated on demand, under the subscriptions supervisor)
   rt.use(destinationsService()); // virtual actors for destinations (activated on demand, under the destinations supervisor)
-  rt.use(integrationsService()); // integration links (one actor each, under the integrations supervisor; outboxes in the engine)
+  const integrations = integrationsService(); // integration links (one actor each, under the integrations supervisor; outboxes in the engine)
+  rt.use(integrations);
+  rt.use(clusterMessagesService({ integrations })); // messages across the cluster's nodes: the link `cluster` (off unless Cluster.enabled)
   rt.use(sysTopicsService()); // $SYS topics into the engine
   rt.use(devicesService()); // I²C sensors: one actor each under the devices supervisor, readings into the engine
   rt.use(loraService()); // LoRa radios (RN2483 on serial ports): one actor each under the lora supervisor, uplinks into the engine

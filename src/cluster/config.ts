@@ -59,6 +59,27 @@ export const ClusterSchema = z
       .max(2 ** 40)
       .default(1024 * 1024 * 1024)
       .describe('bytes of the stream holding QoS >= 1 messages and packet-id state of persistent sessions; when full, publishes to those sessions are refused'),
+    messages: z
+      .object({
+        enabled: z.boolean().default(true).describe('messages published on any node reach the subscribers of every node (the internal integration link `cluster`)'),
+        maxAgeSeconds: z
+          .number()
+          .int()
+          .min(60)
+          .max(365 * 86400)
+          .default(86400)
+          .describe('s a message stays in the stream SY_<clusterName>_MSG: how long a node may be down and still catch up'),
+        maxBytes: z
+          .number()
+          .int()
+          .min(1048576)
+          .max(1099511627776)
+          .default(1073741824)
+          .describe('bytes the stream SY_<clusterName>_MSG holds at most (the oldest messages are discarded first)'),
+      })
+      .strict()
+      .prefault({})
+      .describe('the message plane across nodes (docs/cluster.md, "Messages across nodes")'),
     user: z.string().max(1024).optional().describe('NATS user'),
     password: z.string().max(1024).optional().describe('NATS password'),
   })
