@@ -21,7 +21,7 @@ import {
   type SessionRecord,
   type WillMessage,
 } from './session.js';
-import type { BrokerHost } from './types.js';
+import type { BrokerHost, ClusterAdmission, ClusterWillRegistry } from './types.js';
 
 export type { BrokerHost } from './types.js';
 
@@ -54,6 +54,9 @@ export class MqttBroker implements ConnectionOwner {
 
   /** Cap of every MQTT subscription (see MAX_QUEUED). */
   readonly maxQueued: number;
+  /** Cluster mode: set by src/cluster/wills.ts and src/cluster/admission.ts while they run. */
+  wills?: ClusterWillRegistry;
+  admission?: ClusterAdmission;
 
   constructor(readonly host: BrokerHost) {
     this.maxQueued = host.maxQueuedMessages ?? MAX_QUEUED;
@@ -242,7 +245,7 @@ export class MqttBroker implements ConnectionOwner {
     if (s.pendingWill) {
       const w = s.pendingWill;
       s.pendingWill = undefined;
-      this.publishWill(w.will, w.origin);
+      this.publishWill(w.will, w.origin, s.clientId);
     }
     const engine = this.host.engine();
     if (engine !== undefined && !engine.isClosed) engine.closeSession(s.sessionId, { expired });
@@ -261,7 +264,7 @@ export class MqttBroker implements ConnectionOwner {
   scheduleWill(s: MqttSession, will: WillMessage, origin: string): void {
     const delay = Math.min(will.delay, s.expiry);
     if (delay <= 0 || !this.sessions.has(s.clientId)) {
-      this.publishWill(will, origin);
+      this.publishWill(will, origin, s.clientId);
       return;
     }
     s.pendingWill = { will, origin, dueAt: Date.now() + delay * 1000 };
@@ -279,7 +282,7 @@ export class MqttBroker implements ConnectionOwner {
       const pending = s.pendingWill;
       s.pendingWill = undefined;
       if (pending) {
-        this.publishWill(pending.will, pending.origin);
+        this.publishWill(pending.will, pending.origin, s.clientId);
         this.save(s);
       }
     };
@@ -302,7 +305,12 @@ export class MqttBroker implements ConnectionOwner {
     }
   }
 
-  publishWill(will: WillMessage, origin: string): void {
+  /**
+   * Publish a will now. In cluster mode the will registry decides first (`clientId`): the cluster may have published
+   * it already (this node was declared gone), so it is published here only once its record is removed.
+   */
+  publishWill(will: WillMessage, origin: string, clientId?: string): void {
+    if (clientId !== undefined && this.wills?.publishing(clientId, () => this.publishWill(will, origin))) return;
     const engine = this.host.engine();
     if (engine === undefined || engine.isClosed) return;
     const p = will.properties ?? {};

@@ -48,7 +48,7 @@ export interface ConnectionOwner extends MqttBrokerApi {
   readonly parser: PacketParser;
   /** Rate-limited WARN lines of per-packet faults. */
   readonly faults: LogLimiter;
-  publishWill(will: WillMessage, origin: string): void;
+  publishWill(will: WillMessage, origin: string, clientId?: string): void;
   scheduleWill(s: MqttSession, will: WillMessage, origin: string): void;
   scheduleExpiry(s: MqttSession): void;
 }
@@ -747,13 +747,14 @@ export class MqttConnection implements MqttConn {
     }
     const will = abnormal ? this.will : undefined;
     this.will = undefined;
+    if (will === undefined) broker.wills?.discarded(s.clientId); // cluster mode: its will record goes
     if (s.persistent) {
       for (const { sub } of s.subs.values()) sub.hibernate();
       broker.save(s);
       if (will !== undefined) broker.scheduleWill(s, will, s.sessionId);
       broker.scheduleExpiry(s);
     } else {
-      if (will !== undefined) broker.publishWill(will, s.sessionId);
+      if (will !== undefined) broker.publishWill(will, s.sessionId, s.clientId);
       broker.endSession(s);
     }
   }

@@ -66,8 +66,29 @@ export interface BrokerHost {
   readonly maxQueuedMessages?: number;
 }
 
+/**
+ * The cluster's hooks (src/cluster/wills.ts, src/cluster/admission.ts), set on the broker only in cluster mode: the
+ * wills of this node's clients kept in JetStream, and what a node cut off from NATS refuses.
+ */
+export interface ClusterWillRegistry {
+  /** A client connected here: its will (or none) replaces what the cluster held under its client id. */
+  connected(clientId: string, will: WillMessage | undefined, sessionExpiry: number, principal: Principal | undefined): void;
+  /** Its connection ended and no will is to be published (clean DISCONNECT). */
+  discarded(clientId: string): void;
+  /** The will is due here: true when the registry takes it (it calls `publish` unless the cluster published it already). */
+  publishing(clientId: string, publish: () => void): boolean;
+}
+
+export interface ClusterAdmission {
+  /** Why this node refuses cluster changes now (undefined while it is a member, or the cluster is off). */
+  refusal(): string | undefined;
+}
+
 /** The broker as the handlers use it: the session registry and session lifecycle. */
 export interface MqttBrokerApi {
+  /** Cluster mode only: the will registry and the partition policy's admission. */
+  wills?: ClusterWillRegistry;
+  admission?: ClusterAdmission;
   readonly host: BrokerHost;
   readonly log: Logger;
   /** Client id → session. */

@@ -146,6 +146,9 @@ export function handleConnect(conn: MqttConn, p: ConnectPacket): void {
   if (p.will !== undefined && (p.will.qos as number) > 2) throw new MqttProtocolError(Reason.MalformedPacket, 'Will QoS 3 [MQTT-3.1.2-14]');
   conn.state = 'connecting';
   conn.queued = [];
+  // cluster mode, cut off from NATS: no new connection (docs/cluster.md "Partitions"; src/cluster/admission.ts)
+  const isolated = conn.broker.admission?.refusal();
+  if (isolated !== undefined) return refuse(conn, ConnackV3.ServerUnavailable, Reason.ServerUnavailable, isolated);
 
   let clientId = p.clientId ?? '';
   let assigned: string | undefined;
@@ -366,6 +369,7 @@ function accept(
   session.restored = false;
   session.disconnectedAt = undefined;
   conn.session = session;
+  broker.wills?.connected(clientId, will, expiry, conn.principal); // cluster mode: the will record (src/cluster/wills.ts)
 
   // Flow control and limits
   conn.sendQuota = Math.min(conn.v5 ? (props.receiveMaximum ?? 65535) : 65535, cfg.clientReceiveMaximum);

@@ -3,6 +3,7 @@
  * MQTT 5 properties mapped onto the engine's Message (user properties, response topic, correlation data, content
  * type, payload format, message expiry), authorization, and the server's Receive Maximum.
  */
+import { refusePublish } from '../../../cluster/admission.js';
 import { PUBLISHED, validateTopicName, type MessageInit } from '../../../engine/index.js';
 import { IngressResult, ingress, ingressContext } from '../../../engine/ingress.js';
 import { ANONYMOUS } from '../../../security/types.js';
@@ -59,6 +60,7 @@ export function handlePublish(conn: MqttConn, flags: number, frame: Buffer, body
       return;
     }
   }
+  if (refusePublish(conn, qos, p.packetId)) return; // cluster mode, cut off from NATS: QoS >= 1 is not acknowledged (0x80)
   conn.endpoint.stats.messagesIn++;
 
   const host = conn.broker.host;

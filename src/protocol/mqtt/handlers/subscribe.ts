@@ -13,6 +13,7 @@
  * of that packet is subscribed. SUBACK 0x8F is not for it: that code says "the Topic Filter is correctly formed,
  * but is not allowed for this Client" (5 §3.9.3); 3.1.1's SUBACK 0x80 is for a subscription the server refuses.
  */
+import { refuseSubscribe } from '../../../cluster/admission.js';
 import { hasWildcard, parseSharedFilter, validateTopicFilter } from '../../../engine/index.js';
 import type { MqttConn } from '../types.js';
 import { encodePacket } from '../codec.js';
@@ -47,6 +48,7 @@ export function handleSubscribe(conn: MqttConn, p: SubscribePacket): void {
     if (rawId === 0) throw new MqttProtocolError(Reason.ProtocolError, 'subscription identifier 0 [MQTT-3.8.2-?]');
     subId = rawId;
   }
+  if (refuseSubscribe(conn, p.messageId, p.subscriptions.length)) return; // cluster mode, cut off from NATS (0x80)
   const host = conn.broker.host;
   const engine = host.engine();
   if (engine === undefined) throw new MqttProtocolError(Reason.ServerUnavailable, 'the messaging engine is not running');

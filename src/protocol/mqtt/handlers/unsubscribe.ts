@@ -5,6 +5,7 @@
  * DISCONNECT 0x81 in v5. UNSUBACK 0x8F is not for it: that code means "the Topic Filter is correctly formed but is
  * not allowed for this Client" (5 §3.11.3).
  */
+import { refuseUnsubscribe } from '../../../cluster/admission.js';
 import { validateTopicFilter } from '../../../engine/index.js';
 import type { MqttConn } from '../types.js';
 import { encodePacket } from '../codec.js';
@@ -23,6 +24,7 @@ export function handleUnsubscribe(conn: MqttConn, p: { messageId: number; unsubs
       throw new MqttProtocolError(Reason.MalformedPacket, `UNSUBSCRIBE with a malformed topic filter: ${(err as Error).message}`);
     }
   }
+  if (refuseUnsubscribe(conn, p.messageId, p.unsubscriptions.length)) return; // cluster mode, cut off from NATS (0x80)
   const s = conn.session!;
   const engine = conn.broker.host.engine();
   const codes: number[] = [];
