@@ -24,12 +24,14 @@ import { subscriptionsService } from './messaging/subscriptions.service.js';
 import { sysTopicsService } from './messaging/sys-topics.js';
 import { schemasService } from './schemas/schemas.service.js';
 import { securityService } from './security/service.js';
+import { openSecurity } from './security/types.js';
 // the kinds declared outside a service module (the others come with their services above)
 import './runtime/virtual-kinds.js';
 import './security/lockouts.js';
 
 /** Registers the services booted with the server tree. */
 export function registerServices(rt: Runtime): void {
+  rt.security = openSecurity; // authentication off until the security service installs the real one at boot
   rt.use(securityService()); // first: rt.security must be in place before any protocol or route uses it
   rt.use(modelsService()); // ML model store under {data}/models (before messaging: selector model functions use it)
   rt.use(messagingService());

@@ -1,6 +1,26 @@
-import { Engine, levelEngineStore } from '../engine/index.js';
+import { Engine, levelEngineStore, type DestinationType, type DurableChange, type Subscription } from '../engine/index.js';
 import { RECLAIM_MIN_REMOVED, reclaimMemory } from '../runtime/reclaim.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
+
+declare module '../runtime/runtime.js' {
+  /** `rt.engine` is this engine: the kernel declares only what it calls (isClosed). */
+  // eslint-disable-next-line @typescript-eslint/no-empty-object-type
+  interface RuntimeEngine extends Engine {}
+}
+
+/** The engine's notices on the runtime's event bus (emitted below). */
+declare module '../runtime/events.js' {
+  interface RuntimeEvents {
+    'destination.created': [name: string, type: DestinationType];
+    'destination.deleted': [name: string, type: DestinationType];
+    'destination.highWater': [name: string, depth: number];
+    'destination.lowWater': [name: string, depth: number];
+    'subscription.changed': [sub: Subscription, change: DurableChange];
+    /** A durable subscription reached its cap (full) or has room again (edges only). */
+    'subscription.full': [sub: Subscription, full: boolean];
+    'store.failed': [err: unknown];
+  }
+}
 
 /**
  * Boots the messaging engine with the server tree: opens it over the store's `messages` sublevel, declares the

@@ -1,9 +1,8 @@
-import type { DestinationType, DurableChange, Subscription } from '../engine/index.js';
-import type { UserDeletion } from '../security/types.js';
-
 /**
  * The runtime's one typed event bus: every event a service, a route or main.ts exchanges through the runtime is
- * named here with its arguments. A new service adds its own events by declaration merging, next to its code:
+ * named with its arguments. The kernel's own events are here; a domain adds its events by declaration merging, next
+ * to the code that emits them (the engine's in src/messaging/messaging.service.ts, `user.deleted` in
+ * src/security/types.ts, the cluster's in src/cluster/cluster.service.ts):
  *
  *   declare module '../runtime/events.js' {
  *     interface RuntimeEvents { 'integration.linked': [name: string, remote: string] }
@@ -13,16 +12,6 @@ import type { UserDeletion } from '../security/types.js';
  * logged and does not stop the others.
  */
 export interface RuntimeEvents {
-  'destination.created': [name: string, type: DestinationType];
-  'destination.deleted': [name: string, type: DestinationType];
-  'destination.highWater': [name: string, depth: number];
-  'destination.lowWater': [name: string, depth: number];
-  'subscription.changed': [sub: Subscription, change: DurableChange];
-  /** A durable subscription reached its cap (full) or has room again (edges only). */
-  'subscription.full': [sub: Subscription, full: boolean];
-  'store.failed': [err: unknown];
-  /** A user was deleted (USER_DELETED): listeners end what it had open and count it into `ended`. */
-  'user.deleted': [deletion: UserDeletion];
   /** A REST login session ended (logout). */
   'rest.session.ended': [sessionId: string];
   /** `PATCH /api/v1/server {"state":"shutdown"}`: main.ts closes the listener, then stops the runtime. */

@@ -11,9 +11,7 @@ import { loadConfig, type LoadOptions } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { createLogs, type Logs } from '../log.js';
 import { Store, type InstanceRecord } from '../store/store.js';
-import { openSecurity, type SecurityService } from '../security/types.js';
 import { ServiceUnavailableError } from '../errors.js';
-import type { Engine, EngineStats } from '../engine/index.js';
 
 /** The supervisors under the root, in start order (DESIGN.md, actor tree). */
 export const SUPERVISORS = ['destinations', 'subscriptions', 'endpoints', 'integrations', 'devices', 'lora', 'lockouts'] as const;
@@ -57,23 +55,39 @@ export interface NetworkCounters {
   peakConnections: number;
 }
 
-/** Server totals as the engine counts them (MAPS ServerStatisticsDTO names). */
-export type EngineTotals = Pick<
-  EngineStats,
-  | 'totalPublishedMessages'
-  | 'totalDeliveredMessages'
-  | 'totalSubscribedMessages'
-  | 'totalNoInterestMessages'
-  | 'totalRetrievedMessages'
-  | 'totalExpiredMessages'
-  | 'totalDroppedMessages'
-  | 'totalRefusedMessages'
-  | 'publishedPerSecond'
-  | 'subscribedPerSecond'
-  | 'noInterestPerSecond'
-  | 'deliveredPerSecond'
-  | 'retrievedPerSecond'
->;
+/** Server totals as the engine counts them (MAPS ServerStatisticsDTO names); the engine's stats() has these fields. */
+export interface EngineTotals {
+  totalPublishedMessages: number;
+  totalDeliveredMessages: number;
+  totalSubscribedMessages: number;
+  totalNoInterestMessages: number;
+  totalRetrievedMessages: number;
+  totalExpiredMessages: number;
+  totalDroppedMessages: number;
+  totalRefusedMessages: number;
+  publishedPerSecond: number;
+  subscribedPerSecond: number;
+  noInterestPerSecond: number;
+  deliveredPerSecond: number;
+  retrievedPerSecond: number;
+}
+
+/**
+ * The messaging engine as the kernel sees it: `requireEngine()` only asks whether it is closed. The messaging service,
+ * which installs `rt.engine`, widens this interface to the engine's class by declaration merging
+ * (src/messaging/messaging.service.ts), so the services see the whole engine and the kernel imports none of it.
+ */
+export interface RuntimeEngine {
+  readonly isClosed: boolean;
+}
+
+/**
+ * Authentication and authorisation as the kernel sees it: a slot it never calls. src/security/types.ts widens this
+ * interface to its SecurityService by declaration merging; the composition root installs the open one and the
+ * security service the real one at boot.
+ */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type
+export interface RuntimeSecurity {}
 
 /** What the runtime needs to know of the messaging engine for its views. */
 export interface EngineView {
@@ -145,12 +159,23 @@ export class Runtime {
   };
   /** Counters for `/api/v1/updates`. */
   readonly updates = { schemaUpdate: 0, destinationUpdate: 0, interfaceUpdate: 0 };
-  /** Authentication and authorisation for every protocol; open until the security service replaces it. */
-  security: SecurityService = openSecurity;
+  private installedSecurity?: RuntimeSecurity;
+  /**
+   * Authentication and authorisation for every protocol: the open one installed by the composition root
+   * (src/compose.ts) until the security service replaces it at boot. A runtime composed without either answers
+   * ServiceUnavailableError (503) rather than letting everything through.
+   */
+  get security(): RuntimeSecurity {
+    if (this.installedSecurity === undefined) throw new ServiceUnavailableError('The security service is not running (the server is starting); try again');
+    return this.installedSecurity;
+  }
+  set security(security: RuntimeSecurity) {
+    this.installedSecurity = security;
+  }
   /** Set by the messaging service while the server runs. */
   engineView?: EngineView;
-  /** The messaging engine, while the server runs (between boot and stop). */
-  engine?: Engine;
+  /** The messaging engine, while the server runs (between boot and stop); typed by the messaging service. */
+  engine?: RuntimeEngine;
   private root?: Actor<typeof serverMachine>;
   private readonly services: Service[] = [];
   private readonly bus = new EventEmitter();
@@ -388,7 +413,7 @@ export class Runtime {
    * The messaging engine, or the one answer for "not running" (ServiceUnavailableError, 503): between boot and stop
    * it is there; during a restart or shutdown a request that needs it is asked to come back.
    */
-  requireEngine(): Engine {
+  requireEngine(): RuntimeEngine {
     if (this.engine === undefined || this.engine.isClosed) throw new ServiceUnavailableError('The messaging engine is not running (the server is starting, restarting or stopping); try again');
     return this.engine;
   }
@@ -490,7 +515,7 @@ export class Runtime {
     const fields = { subtree, error, action, attempt: failed?.attempt, delayMs: failed?.delayMs };
     if (action === 'restart') this.log.error(fields, `supervisor ${subtree} spent its restart budget; the server restarts it in ${failed?.delayMs} ms (attempt ${failed?.attempt})`);
     else this.log.error(fields, `supervisor ${subtree} spent its restart budget and the server's own budget is spent: the server is degraded until an operator restart`);
-    this.security.audit?.event('supervisor.escalated', fields, `supervisor ${subtree} failed: ${action === 'restart' ? 'restarting it' : 'given up, server degraded'}`);
+    // the security service writes the audit line from this event (src/security/service.ts)
     this.emit('supervisor.escalated', { subtree, error, action, ...(failed?.delayMs !== undefined ? { delayMs: failed.delayMs } : {}), ...(failed?.attempt !== undefined ? { attempt: failed.attempt } : {}) });
   }
 

@@ -1,5 +1,6 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { BrokerError, ConflictError, ForbiddenError, NotFoundError, ServiceUnavailableError, ValidationError } from '../errors.js';
+import type { Escalation } from '../runtime/events.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
 import { AclStore, DESTINATION_TYPES, describeEntry, explainDecision, SERVER_PERMISSIONS, type AclEntry, type Decision, type Subject } from './acl.js';
 import { Audit } from './audit.js';
@@ -667,16 +668,24 @@ export class SecurityManagerService implements Service {
   /** The SecurityManager of the current boot (undefined before the first start). */
   manager: SecurityManager | undefined = undefined;
 
+  /** Writes the audit line of a supervisor escalation (the kernel only emits the event). */
+  private auditEscalation?: (e: Escalation) => void;
+
   async start(rt: Runtime): Promise<void> {
     this.manager = await SecurityManager.open(rt);
     rt.security = this.manager;
+    const manager = this.manager;
+    this.auditEscalation = (e) => manager.audit.event('supervisor.escalated', { subtree: e.subtree, error: e.error, action: e.action, attempt: e.attempt, delayMs: e.delayMs }, `supervisor ${e.subtree} failed: ${e.action === 'restart' ? 'restarting it' : 'given up, server degraded'}`);
+    rt.on('supervisor.escalated', this.auditEscalation);
   }
 
   running(): void {
     this.manager?.lockouts.revive();
   }
 
-  async stop(): Promise<void> {
+  async stop(rt: Runtime): Promise<void> {
+    if (this.auditEscalation) rt.off('supervisor.escalated', this.auditEscalation);
+    this.auditEscalation = undefined;
     // everything else is in the store already; lockout writes may still be under way
     await this.manager?.lockouts.flushed();
     await this.manager?.hashPool.close();

@@ -117,6 +117,19 @@ export type DeliveryAuthorizer = (destinationName: string) => boolean;
 /** Runtime event emitted (synchronously) when a user is deleted. */
 export const USER_DELETED = 'user.deleted';
 
+declare module '../runtime/events.js' {
+  interface RuntimeEvents {
+    /** A user was deleted (USER_DELETED): listeners end what it had open and count it into `ended`. */
+    'user.deleted': [deletion: UserDeletion];
+  }
+}
+
+declare module '../runtime/runtime.js' {
+  /** `rt.security` is a SecurityService: the kernel only holds it. */
+  // eslint-disable-next-line @typescript-eslint/no-empty-object-type
+  interface RuntimeSecurity extends SecurityService {}
+}
+
 /**
  * Payload of `USER_DELETED`: listeners end what the user had open (MQTT connections and sessions, REST messaging
  * sessions) and add what they ended to `ended`, which goes into the `user.deleted` audit line.

@@ -113,7 +113,7 @@ describe('command helper', () => {
 
   test('command - no direct mutation: REST code and the endpoint service send no lifecycle event themselves', () => {
     const offenders: string[] = [];
-    for (const f of [...sourceFiles(join(ROOT, 'src', 'api')), join(ROOT, 'src', 'runtime', 'endpoints.service.ts')]) {
+    for (const f of [...sourceFiles(join(ROOT, 'src', 'api')), join(ROOT, 'src', 'endpoints', 'endpoints.service.ts')]) {
       readFileSync(f, 'utf8')
         .split('\n')
         .forEach((line, i) => {

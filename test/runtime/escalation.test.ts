@@ -2,6 +2,7 @@ import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { fromCallback } from 'xstate';
 import { startServer, waitUntil, type TestServer } from '../helpers.js';
+import { auditLines } from '../security/helpers.js';
 
 /**
  * Supervision that escalates: a child that crashes repeatedly exhausts its supervisor, which tells the server; the
@@ -50,6 +51,15 @@ describe('escalation', () => {
     assert.ok(log.some((e) => /supervisor lora spent its restart budget; the server restarts it in 50 ms/.test(e.message)), 'the log says the server restarts it');
     assert.ok(log.some((e) => /server is degraded until an operator restart/.test(e.message)), 'the log says it gave up');
     assert.equal((await s.inject('/api/v1/ping')).statusCode, 200, 'everything else keeps serving');
+    // the audit log has both escalations (written by the security service from the kernel's event)
+    const audit = (await auditLines(s, (l) => l.event === 'supervisor.escalated' && l.action === 'give-up')).filter((l) => l.event === 'supervisor.escalated');
+    assert.deepEqual(
+      audit.map((l) => [l.subtree, l.action]),
+      [
+        ['lora', 'restart'],
+        ['lora', 'give-up'],
+      ],
+    );
 
     // the operator fixes the radio and restarts: the failed subtree is reset (supervisor.reset), the server runs again
     crashing = false;
