@@ -231,6 +231,8 @@ export class SysTopicPublisher {
         for (const name of names) this.publish(engine, `${name}/${m}`, text, 'text/plain; charset=utf-8');
       });
     }
+    // the cluster totals under $SYS/broker/cluster/ (src/cluster/stats.ts); none with the cluster off
+    for (const [topic, payload] of this.rt.service('clusterViews')?.sysTopics() ?? []) this.publish(engine, topic, payload, 'text/plain; charset=utf-8');
     if (!this.opts.statusTopics) return;
     const json = 'application/json';
     this.publish(engine, '$SYS/server/status', JSON.stringify(serverStats(this.rt)), json);

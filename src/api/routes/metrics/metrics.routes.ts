@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
+import { registerClusterMetrics } from '../../../cluster/stats.js';
 import { registerLinkMetrics } from '../../../links/link-metrics.js';
 import { endpointsOf, type EndpointEntry } from '../../../endpoints/endpoints.service.js';
 import { healthOf } from '../../../runtime/monitor.js';
@@ -155,6 +156,8 @@ export function buildRegistry(ctx: ApiContext): Registry {
   }
 
   registerLinkMetrics(register, rt); // per integration link, labelled {link} only (src/links/link-metrics.ts)
+  // cluster totals (switchyard_cluster_*, src/cluster/stats.ts), only when the cluster is on
+  if (rt.config.Cluster.enabled) registerClusterMetrics(register, () => rt.service('clusterViews')?.totals());
   return register;
 }
 

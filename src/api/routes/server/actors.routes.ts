@@ -1,11 +1,13 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { NotFoundError, ServiceUnavailableError } from '../../../errors.js';
+import { ClusterList } from '../../../cluster/rpc.js';
+import { NotFoundError, ServiceUnavailableError, ValidationError } from '../../../errors.js';
 import type { ActorTransition } from '../../../runtime/events.js';
 import { actorDetail, actorPage, parentOf } from '../../../runtime/inspector.js';
 import { actorTree } from '../../../runtime/monitor.js';
 import type { ApiContext } from '../../context.js';
 import { ErrorResponses, StatusResponse } from '../../schemas.js';
+import { clusterList, clusterListDTO, ScopeParam, serveClusterList } from '../cluster/scope.js';
 import { principalOf } from '../messaging/access.js';
 import { requireStreamPermission, streamPrincipal } from '../../tokens.js';
 import { trackUserStream } from '../../user-streams.js';
@@ -58,6 +60,14 @@ const ActorNode = z
   })
   .meta({ id: 'ActorNode' });
 
+const ActorQueryDTO = z.object({
+  kind: z.string().trim().min(1).max(64).optional(),
+  state: z.string().trim().min(1).max(256).optional(),
+  prefix: z.string().max(4096).optional().describe('systemId prefix, e.g. destination:sensors/'),
+  limit: z.coerce.number().int().min(1).max(1000).default(100).describe('entries per page (with scope=cluster: per node)'),
+  offset: z.coerce.number().int().min(0).default(0).describe('entries skipped (with scope=cluster: on each node)'),
+});
+
 const view = { permission: { permission: 'view_stats' as const } };
 const tags = ['Server Management'];
 
@@ -69,6 +79,14 @@ export const actorRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
     return r;
   };
 
+  // the other nodes' `scope=cluster` requests: the same query (validated like the REST one), paged on this node
+  serveClusterList(rt, ClusterList.Actors, (raw, cap) => {
+    const parsed = ActorQueryDTO.safeParse(raw);
+    if (!parsed.success) throw new ValidationError(`Invalid actor query: ${parsed.error.issues[0]?.message ?? 'bad value'}`);
+    const page = actorPage(root(), { ...parsed.data, limit: Math.min(parsed.data.limit, cap) }, rt);
+    return { total: page.total, items: page.items, truncated: parsed.data.limit > cap && page.total > parsed.data.offset + cap };
+  });
+
   app.get(
     '/api/v1/server/actors',
     {
@@ -77,17 +95,22 @@ export const actorRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
         tags,
         summary: 'A page of live actors (Switchyard extension)',
         description: 'Registered actors (systemId `<kind>:<name>`), depth first from the root. Destinations and subscriptions are virtual actors, listed from the engine\'s tables whether or not their XState instance is active (status `passive` when it is not). state matches the state string, one of its parallel regions, or a parent state (`live` matches `live.run.active,...`).',
-        querystring: z.object({
-          kind: z.string().trim().min(1).max(64).optional(),
-          state: z.string().trim().min(1).max(256).optional(),
-          prefix: z.string().max(4096).optional().describe('systemId prefix, e.g. destination:sensors/'),
-          limit: z.coerce.number().int().min(1).max(1000).default(100),
-          offset: z.coerce.number().int().min(0).default(0),
-        }),
-        response: { 200: z.object({ total: z.number().int(), offset: z.number().int(), limit: z.number().int(), items: z.array(ActorRowDTO) }), ...ErrorResponses },
+        querystring: ActorQueryDTO.extend({ scope: ScopeParam }),
+        response: {
+          // the cluster answer first: its `scope` tells the two apart (the page would strip its extra fields)
+          200: z.union([
+            clusterListDTO(ActorRowDTO, 'ClusterActors').extend({ offset: z.number().int(), limit: z.number().int() }),
+            z.object({ total: z.number().int(), offset: z.number().int(), limit: z.number().int(), items: z.array(ActorRowDTO) }),
+          ]),
+          ...ErrorResponses,
+        },
       },
     },
-    async (req) => actorPage(root(), req.query, rt),
+    async (req) => {
+      const { scope, ...q } = req.query;
+      if (scope !== 'cluster') return actorPage(root(), q, rt);
+      return { ...(await clusterList(rt, ClusterList.Actors, q)), offset: q.offset, limit: q.limit };
+    },
   );
 
   app.get(
