@@ -36,10 +36,10 @@ const WINDOW = 200;
 const LAT_RATE = 2000;
 const NODE_FLAGS = process.env.BENCH_NODE_FLAGS !== undefined ? process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean) : ['--max-semi-space-size=32'];
 
-type Qos = 0 | 1;
+export type Qos = 0 | 1;
 
 /** One federated pair of brokers (or NATS alone) as the bench drives it. */
-interface System {
+export interface System {
   name: string;
   /** Start `n` subscribers on B for topics `<ns>/pair/<i>`; `onMsg(i, payload)` per message. */
   subscribe(qos: Qos, topic: (i: number) => string, n: number, onMsg: (payload: Buffer) => void): Promise<() => void>;
@@ -48,7 +48,7 @@ interface System {
   stop(): Promise<void>;
 }
 
-interface Publisher {
+export interface Publisher {
   /** Keep publishing to `topic` as fast as the system takes it (QoS 1: WINDOW in flight). */
   flood(topic: string, payload: Buffer): void;
   /** Publish one message now. */
@@ -56,7 +56,7 @@ interface Publisher {
   close(): void;
 }
 
-async function until(pred: () => Promise<boolean> | boolean, ms: number, what: string): Promise<void> {
+export async function until(pred: () => Promise<boolean> | boolean, ms: number, what: string): Promise<void> {
   const end = Date.now() + ms;
   while (Date.now() < end) {
     if (await pred()) return;
@@ -68,7 +68,7 @@ async function until(pred: () => Promise<boolean> | boolean, ms: number, what: s
 // ----------------------------------------------------------------------------------------------------------------
 // MQTT brokers (Switchyard, Mosquitto): the raw-socket clients of bench/mqtt
 
-function mqttSystem(name: string, portA: number, portB: number, stop: () => Promise<void>): System {
+export function mqttSystem(name: string, portA: number, portB: number, stop: () => Promise<void>): System {
   return {
     name,
     async subscribe(qos, topic, n, onMsg) {
@@ -364,7 +364,7 @@ async function throughput(sys: System, qos: Qos): Promise<number> {
   return rate;
 }
 
-async function latency(sys: System, qos: Qos): Promise<{ p50: number; p99: number; n: number }> {
+export async function latency(sys: System, qos: Qos): Promise<{ p50: number; p99: number; n: number }> {
   const samples: number[] = [];
   let recording = false;
   const topic = `${ns(qos)}/lat/${Date.now()}`;
