@@ -19,11 +19,12 @@ import {
   storeOutbound,
   type OutboundRecord,
   type SessionRecord,
+  type StoredSubscription,
   type WillMessage,
 } from './session.js';
-import type { BrokerHost, ClusterAdmission, ClusterWillRegistry } from './types.js';
+import type { BrokerHost, ClusterAdmission, ClusterWillRegistry, SessionCluster } from './types.js';
 
-export type { BrokerHost } from './types.js';
+export type { BrokerHost, ClaimResult, SessionCluster } from './types.js';
 
 /**
  * Default cap of an MQTT subscription (held + in flight). When full, QoS 1/2 publishes that would reach it are
@@ -54,6 +55,8 @@ export class MqttBroker implements ConnectionOwner {
 
   /** Cap of every MQTT subscription (see MAX_QUEUED). */
   readonly maxQueued: number;
+  /** Set by the cluster's session plane while this broker is a cluster member (CONNECT asks it first, handlers/connect.ts). */
+  cluster: SessionCluster | undefined;
   /** Cluster mode: set by src/cluster/wills.ts and src/cluster/admission.ts while they run. */
   wills?: ClusterWillRegistry;
   admission?: ClusterAdmission;
@@ -102,31 +105,7 @@ export class MqttBroker implements ConnectionOwner {
         storeInbound(engine, s, pid, 1);
       }
       this.sessions.set(s.clientId, s);
-      for (const o of rec.subscriptions ?? []) {
-        try {
-          const sub = engine.subscribe({
-            sessionId: s.sessionId,
-            filter: o.filter,
-            qos: o.qos,
-            noLocal: o.nl,
-            retainAsPublished: o.rap,
-            retainHandling: 2, // no retained messages for a restored subscription
-            // subscribe per delivered topic, for the user the session belongs to
-            authorize: this.host.security().deliveryAuthorizer?.({ username: rec.username }),
-            durable: true,
-            subscriptionId: o.id,
-            oneCopyPerSession: true,
-            maxDepth: this.maxQueued,
-            refuseWhenFull: true,
-            sink: OFFLINE_SINK,
-          });
-          sub.retainHandling = o.rh;
-          sub.hibernate();
-          s.subs.set(o.filter, { opts: o, sub });
-        } catch (err) {
-          this.log.warn({ err, clientId: s.clientId, filter: o.filter }, 'could not restore a subscription');
-        }
-      }
+      this.restoreSubscriptions(engine, s, rec.subscriptions ?? []);
       if (rec.pendingWill) {
         try {
           s.pendingWill = loadWill(rec.pendingWill);
@@ -143,6 +122,38 @@ export class MqttBroker implements ConnectionOwner {
       if (this.sessions.get(s.clientId) === s) this.armWill(s); // a will whose delay ran out while we were down goes now
     }
     return n;
+  }
+
+  /**
+   * Make the subscriptions of an offline session (after a restart, or taken over from another broker of the
+   * cluster): hibernated, they hold messages until the client returns.
+   */
+  restoreSubscriptions(engine: Engine, s: MqttSession, list: StoredSubscription[]): void {
+    for (const o of list) {
+      try {
+        const sub = engine.subscribe({
+          sessionId: s.sessionId,
+          filter: o.filter,
+          qos: o.qos,
+          noLocal: o.nl,
+          retainAsPublished: o.rap,
+          retainHandling: 2, // no retained messages for a restored subscription
+          // subscribe per delivered topic, for the user the session belongs to
+          authorize: this.host.security().deliveryAuthorizer?.({ username: s.username }),
+          durable: true,
+          subscriptionId: o.id,
+          oneCopyPerSession: true,
+          maxDepth: this.maxQueued,
+          refuseWhenFull: true,
+          sink: OFFLINE_SINK,
+        });
+        sub.retainHandling = o.rh;
+        sub.hibernate();
+        s.subs.set(o.filter, { opts: o, sub });
+      } catch (err) {
+        this.log.warn({ err, clientId: s.clientId, filter: o.filter }, 'could not restore a subscription');
+      }
+    }
   }
 
   /**
@@ -258,6 +269,7 @@ export class MqttBroker implements ConnectionOwner {
     s.released.clear();
     s.blocked.clear();
     this.forget(s);
+    this.cluster?.ended(s);
   }
 
   /** Publish a will message now, or after its delay unless the session comes back first [MQTT-3.1.3-9]. */
@@ -332,6 +344,7 @@ export class MqttBroker implements ConnectionOwner {
   // Persistence: session records are written on lifecycle changes, batched per tick.
 
   save(s: MqttSession): void {
+    if (s.persistent) this.cluster?.saved(s);
     if (this.host.sessions === undefined || !s.persistent) return;
     this.deleted.delete(s.clientId);
     this.dirty.add(s);

@@ -85,10 +85,25 @@ export interface ClusterAdmission {
 }
 
 /** The broker as the handlers use it: the session registry and session lifecycle. */
+/** What the cluster's session plane answers a CONNECT: go on (after `delayMs`, a client that keeps displacing itself), or refuse. */
+export type ClaimResult = { ok: true; delayMs?: number } | { ok: false; reason: string };
+
+/**
+ * The cluster's session plane (src/cluster/sessions.ts) as the broker sees it: asked who holds a session at CONNECT
+ * (`claim`), told when a persistent session's state changes (`saved`) and when a session ends (`ended`).
+ */
+export interface SessionCluster {
+  claim(clientId: string, opts: { persistent: boolean; cleanStart: boolean }): Promise<ClaimResult>;
+  saved(s: MqttSession): void;
+  ended(s: MqttSession): void;
+}
+
 export interface MqttBrokerApi {
   /** Cluster mode only: the will registry and the partition policy's admission. */
   wills?: ClusterWillRegistry;
   admission?: ClusterAdmission;
+  /** Cluster mode only: the session plane (src/cluster/sessions.ts). */
+  cluster?: SessionCluster;
   readonly host: BrokerHost;
   readonly log: Logger;
   /** Client id → session. */

@@ -209,7 +209,7 @@ export function handleConnect(conn: MqttConn, p: ConnectPacket): void {
       p.username,
       (principal, authAck) => {
         if (!admit(conn, p, principal)) return;
-        accept(conn, p, clientId, assigned, will, authAck);
+        inCluster(conn, p, clientId, assigned, () => accept(conn, p, clientId, assigned, will, authAck));
       },
       (reason, why) => refuse(conn, ConnackV3.NotAuthorized, reason, why),
     );
@@ -228,8 +228,10 @@ export function handleConnect(conn: MqttConn, p: ConnectPacket): void {
       (principal) => {
         if (conn.state === 'closed') return;
         if (!admit(conn, p, principal)) return;
-        accept(conn, p, clientId, assigned, will);
-        conn.drainQueued();
+        inCluster(conn, p, clientId, assigned, () => {
+          accept(conn, p, clientId, assigned, will);
+          conn.drainQueued();
+        });
       },
       (err: unknown) => {
         if (conn.state === 'closed' || err instanceof HashAbortedError) return;
@@ -297,6 +299,33 @@ function admit(conn: MqttConn, p: ConnectPacket, principal: Principal): boolean 
   }
   conn.principal = principal;
   return true;
+}
+
+/**
+ * In a cluster (src/cluster/sessions.ts) the session plane decides first who holds the session: it may take it
+ * over from another broker (which disconnects its client with 0x8E) and rebuild it here, delay a client that keeps
+ * displacing itself, or refuse (CONNACK 0x88 Server unavailable, 3.1.1 return code 3: the client retries).
+ * Without a cluster, `go` runs at once.
+ */
+function inCluster(conn: MqttConn, p: ConnectPacket, clientId: string, assigned: string | undefined, go: () => void): void {
+  const cluster = conn.broker.cluster;
+  if (cluster === undefined || assigned !== undefined) return go(); // an assigned id is new: no broker holds it
+  const persistent = !conn.persistenceDenied && (conn.v5 ? (p.properties?.sessionExpiryInterval ?? 0) > 0 : !p.clean);
+  cluster.claim(clientId, { persistent, cleanStart: p.clean }).then(
+    (r) => {
+      if (conn.state === 'closed') return;
+      if (!r.ok) return refuse(conn, ConnackV3.ServerUnavailable, Reason.ServerUnavailable, r.reason);
+      if (r.delayMs === undefined || r.delayMs <= 0) return go();
+      setTimeout(() => {
+        if (conn.state !== 'closed') go();
+      }, r.delayMs).unref();
+    },
+    (err: unknown) => {
+      if (conn.state === 'closed') return;
+      conn.broker.log.warn({ err, clientId }, 'cluster: the session plane could not answer a CONNECT');
+      refuse(conn, ConnackV3.ServerUnavailable, Reason.ServerUnavailable, 'the cluster session store is unavailable');
+    },
+  );
 }
 
 function accept(

@@ -1,0 +1,840 @@
+/**
+ * The cluster's session plane (issue 26 items 2-4, docs/cluster.md "Sessions"): a persistent MQTT session lives in
+ * JetStream, so its client can come back on any broker of the cluster.
+ *
+ * - **Records**: one key per session in the KV bucket `switchyard_<clusterName>_sessions` (key `c_<client id as
+ *   base64url>`, or `h_<sha-256>` for a long id): owner node and its epoch, the session's own epoch (one more at every
+ *   change of owner), connected, expiry, subscriptions with their options, inbound QoS 2 ids (PUBREC sent, PUBREL
+ *   awaited), last update. Every write is a compare-and-set on the revision this broker last saw: a refused write
+ *   means another broker took the session, and this one lets it go. Only sessions that outlive their connection
+ *   (MQTT 5 Session Expiry Interval > 0, 3.1.1 clean session 0) get a record.
+ * - **Held messages and packet-id state**: the engine writes a durable subscription's held copies (`d!...`) and the
+ *   session's packet ids (`s!...`) through its EngineStore; `SessionStore` below passes every batch to the local store
+ *   and mirrors the keys of cluster sessions into the stream `SY_<clusterName>_HELD` (one subject per key, at most one
+ *   message per subject), and resolves the batch only when JetStream acknowledged it. The engine acknowledges a QoS
+ *   >= 1 publisher only once that batch is written (MQTT subscriptions use no write-behind), so what was acknowledged
+ *   and held for a cluster session is in JetStream before its PUBACK / PUBREC.
+ * - **Takeover**: a CONNECT on this broker for a record owned by another live broker writes the record with this
+ *   broker as owner (compare-and-set). The old owner watches the bucket, sees it, disconnects its client (MQTT 5
+ *   DISCONNECT 0x8E Session taken over), waits for its pending writes, drops its local copy and marks the record
+ *   released. This broker waits for that (Cluster.sessionTakeoverWaitSeconds; the old owner's lapse counts as a
+ *   release), rebuilds the session from the record and the stream, and lets accept() resume it.
+ * - **Node failure**: the node that declared a node gone (`cluster.node.gone` with `declaredHere`) adopts its
+ *   sessions as offline sessions: subscriptions made (hibernated, holding), held messages loaded.
+ */
+import { createHash } from 'node:crypto';
+import { DiscardPolicy, jetstream, jetstreamManager, JetStreamApiCodes, JetStreamApiError, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import { Kvm, KvWatchInclude, type KV, type KvEntry } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { Logger } from 'pino';
+import type { Engine, EngineStore, Message, StoreOp } from '../engine/index.js';
+import { decodeHeld } from '../engine/engine-store.js';
+import { subscriptionKey } from '../engine/subscription.js';
+import type { MqttBroker, ClaimResult } from '../protocol/mqtt/broker.js';
+import { CloseReason, Reason } from '../protocol/mqtt/reason.js';
+import { MqttSession, storeInbound, storeOutbound, type OutboundRecord, type StoredSubscription } from '../protocol/mqtt/session.js';
+import type { Runtime, Service } from '../runtime/runtime.js';
+import { ClusterState, type GoneNode } from './membership.js';
+
+/** A session record as kept in the bucket (JSON). */
+export interface SessionDoc {
+  v: 1;
+  clientId: string;
+  /** The node that holds the session, and its membership epoch when it took it. */
+  owner: string;
+  ownerEpoch: number;
+  /** The session's epoch: one more at every change of owner. */
+  epoch: number;
+  /** The owner before the last change, and whether it let the session go (its last state is in JetStream). */
+  previousOwner?: string;
+  released: boolean;
+  connected: boolean;
+  expiry: number;
+  protocolVersion: number;
+  username?: string;
+  disconnectedAt?: number;
+  subscriptions: StoredSubscription[];
+  /** Inbound QoS 2 packet ids: PUBREC sent, PUBREL awaited. */
+  inbound: number[];
+  /** When the last owner changes made by a CONNECT happened (ms), newest last, at most TAKEOVER_KEPT. */
+  takeovers: number[];
+  updated: number;
+}
+
+/** More than this many takeovers of one session within TAKEOVER_WINDOW_MS delay its CONNACK. */
+export const TAKEOVER_LIMIT = 3;
+export const TAKEOVER_WINDOW_MS = 10_000;
+/** The CONNACK delay of a client that keeps displacing itself: 250 ms for the first takeover above the limit, doubling, at most this. */
+export const TAKEOVER_DELAY_MAX_MS = 5_000;
+const TAKEOVER_DELAY_FIRST_MS = 250;
+const TAKEOVER_KEPT = 16;
+/** The sessions bucket as a whole (its values are capped by Cluster.sessionRecordMaxBytes). */
+const SESSIONS_BUCKET_MAX_BYTES = 1024 * 1024 * 1024;
+
+const wrongSequence = (err: unknown): boolean =>
+  err instanceof JetStreamApiError && (err.code === JetStreamApiCodes.StreamWrongLastSequence || err.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown);
+const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
+
+/** The record key of a client id: `c_<base64url>` (reversible, KV-safe), or `h_<sha-256 hex>` when that is too long for a key. */
+export function sessionKey(clientId: string): string {
+  const b = Buffer.from(clientId, 'utf8').toString('base64url');
+  return b.length <= 160 ? `c_${b}` : `h_${createHash('sha256').update(clientId).digest('hex')}`;
+}
+
+/** One subject token for a subscription filter in the held stream. */
+function filterToken(filter: string): string {
+  return createHash('sha256').update(filter).digest('hex').slice(0, 20);
+}
+
+function parseDoc(e: KvEntry | null): SessionDoc | undefined {
+  if (e === null || e.operation !== 'PUT') return undefined;
+  try {
+    const d = JSON.parse(e.string()) as SessionDoc;
+    return d && d.v === 1 && typeof d.owner === 'string' ? d : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The EngineStore decorator: every batch goes to the local store; the keys of mirrored sessions also go to the
+ * stream `SY_<clusterName>_HELD` as `sy.<clusterName>.h.<session key>.d.<filter token>.<message id>` (held copies)
+ * and `....s.<i|o>.<packet id>` (packet-id state). A deletion removes the subject's message by its sequence (no
+ * tombstone left behind). The batch resolves when the local store and JetStream have both taken it.
+ */
+export class SessionStore implements EngineStore {
+  /** `encodeURIComponent(session id)` (as in engine keys) → session key, for the sessions this broker mirrors. */
+  private readonly mirrored = new Map<string, string>();
+  /** Subject → the stream sequence of its message (a promise while the publish is in flight). */
+  private readonly seqs = new Map<string, Promise<number | undefined>>();
+  js: JetStreamClient | undefined;
+  jsm: JetStreamManager | undefined;
+  stream = '';
+  prefix = '';
+
+  constructor(private readonly inner: EngineStore) {}
+
+  mirror(sessionId: string, key: string): void {
+    this.mirrored.set(encodeURIComponent(sessionId), key);
+  }
+
+  /** Stop mirroring a session (released to another broker): its local keys may go, JetStream keeps them. */
+  unmirror(sessionId: string): void {
+    const key = this.mirrored.get(encodeURIComponent(sessionId));
+    this.mirrored.delete(encodeURIComponent(sessionId));
+    if (key === undefined) return;
+    const p = `${this.prefix}.${key}.`;
+    for (const s of this.seqs.keys()) if (s.startsWith(p)) this.seqs.delete(s);
+  }
+
+  isMirrored(sessionId: string): boolean {
+    return this.mirrored.has(encodeURIComponent(sessionId));
+  }
+
+  /** A subject learnt while reading the stream (a session rebuilt here). */
+  known(subject: string, seq: number): void {
+    this.seqs.set(subject, Promise.resolve(seq));
+  }
+
+  /** The stream subject of an engine key of a mirrored session; undefined for every other key. */
+  subjectOf(key: string): string | undefined {
+    if (key.startsWith('d!')) {
+      const bar = key.indexOf('|', 2);
+      const bang = key.lastIndexOf('!');
+      if (bar < 0 || bang < bar) return undefined;
+      const sk = this.mirrored.get(key.slice(2, bar));
+      return sk === undefined ? undefined : `${this.prefix}.${sk}.d.${filterToken(key.slice(bar + 1, bang))}.${key.slice(bang + 1)}`;
+    }
+    if (key.startsWith('s!')) {
+      const m = /^s!(.*)!([io])!(\d{5})$/.exec(key);
+      if (m === null) return undefined;
+      const sk = this.mirrored.get(m[1]!);
+      return sk === undefined ? undefined : `${this.prefix}.${sk}.s.${m[2]}.${m[3]}`;
+    }
+    return undefined;
+  }
+
+  async batch(ops: StoreOp[]): Promise<void> {
+    const local = this.inner.batch(ops);
+    const js = this.js;
+    if (this.mirrored.size === 0 || js === undefined) return local;
+    const mirrored: Array<Promise<unknown>> = [local];
+    for (const op of ops) {
+      const subject = this.subjectOf(op.key);
+      if (subject === undefined) continue;
+      if (op.type === 'put') {
+        const p = js.publish(subject, op.value).then((a) => a.seq);
+        this.seqs.set(subject, p.catch(() => undefined));
+        mirrored.push(p);
+      } else {
+        const prev = this.seqs.get(subject);
+        this.seqs.delete(subject);
+        if (prev !== undefined) mirrored.push(prev.then((seq) => (seq === undefined ? undefined : this.remove(seq))));
+      }
+    }
+    await Promise.all(mirrored);
+  }
+
+  /** Delete one message of the stream by its sequence (already gone: fine). */
+  async remove(seq: number): Promise<void> {
+    try {
+      await this.jsm?.streams.deleteMessage(this.stream, seq, false);
+    } catch (err) {
+      if (!/no message found|not found/i.test(messageOf(err))) throw err;
+    }
+  }
+
+  iterate(prefix: string): AsyncIterable<[string, Buffer]> {
+    return this.inner.iterate(prefix);
+  }
+}
+
+interface Owned {
+  /** The revision of the record this broker last wrote or read. */
+  rev: number;
+  doc: SessionDoc;
+  want: 'put' | 'delete' | undefined;
+  writing: boolean;
+}
+
+export class ClusterSessions implements Service {
+  readonly name = 'clusterSessions';
+  readonly dependsOn = ['messaging', 'mqttBroker', 'cluster'] as const;
+  private rt: Runtime | undefined;
+  private store: SessionStore | undefined;
+  private nc: NatsConnection | undefined;
+  private kv: KV | undefined;
+  private log!: Logger;
+  private stopped = false;
+  private watchGen = 0;
+  /** Sessions whose record this broker holds (client id → last revision seen). */
+  private readonly owned = new Map<string, Owned>();
+  /** Sessions being let go (so a second change of the record does not start a second release). */
+  private readonly releasing = new Set<string>();
+  private activating: Promise<void> | undefined;
+
+  /** Given to the messaging service: the engine's store, mirrored for cluster sessions when the cluster is on. */
+  readonly wrapStore = (inner: EngineStore, rt: Runtime): EngineStore => {
+    if (!rt.config.Cluster.enabled) return inner;
+    this.store = new SessionStore(inner);
+    return this.store;
+  };
+
+  private readonly onState = (state: ClusterState): void => {
+    if (state === ClusterState.Member) this.activate();
+  };
+  private readonly onGone = (g: GoneNode): void => {
+    if (g.declaredHere) void this.adopt(g.nodeId).catch((err: unknown) => this.log.warn({ err, node: g.nodeId }, 'cluster: adopting the sessions of a gone node failed'));
+  };
+
+  async start(rt: Runtime): Promise<void> {
+    this.rt = rt;
+    this.stopped = false;
+    if (!rt.config.Cluster.enabled) return;
+    this.log = rt.log.child({ actor: 'cluster', plane: 'sessions' });
+    rt.on('cluster.state', this.onState);
+    rt.on('cluster.node.gone', this.onGone);
+  }
+
+  running(rt: Runtime): void {
+    if (!rt.config.Cluster.enabled) return;
+    const broker = this.broker();
+    if (broker !== undefined) broker.cluster = this;
+    if (rt.service('cluster')?.state === ClusterState.Member) this.activate();
+  }
+
+  async stop(rt: Runtime): Promise<void> {
+    this.stopped = true;
+    this.watchGen++;
+    rt.off('cluster.state', this.onState);
+    rt.off('cluster.node.gone', this.onGone);
+    const broker = this.broker();
+    if (broker !== undefined && broker.cluster === this) broker.cluster = undefined;
+    // the last record writes (a client that disconnected during the stop), briefly: the records are advisory for a
+    // stopped broker's own clients, the held messages are already in JetStream
+    const end = Date.now() + 2000;
+    while ([...this.owned.values()].some((o) => o.writing) && Date.now() < end) await sleep(20);
+    this.owned.clear();
+    this.kv = undefined;
+    this.nc = undefined;
+  }
+
+  private broker(): MqttBroker | undefined {
+    return this.rt?.service('mqttBroker')?.broker;
+  }
+
+  private engine(): Engine | undefined {
+    const e = this.rt?.engine as Engine | undefined;
+    return e === undefined || e.isClosed ? undefined : e;
+  }
+
+  private get nodeId(): string {
+    return this.rt?.service('cluster')?.nodeId ?? '';
+  }
+
+  private get cfg() {
+    return this.rt!.config.Cluster;
+  }
+
+  /** Whether the plane can serve a CONNECT now (member, bucket and stream open). */
+  get active(): boolean {
+    return this.kv !== undefined && this.store?.js !== undefined && this.rt?.service('cluster')?.state === ClusterState.Member;
+  }
+
+  private activate(): void {
+    const nc = this.rt?.service('cluster')?.nats();
+    if (nc === undefined || nc === this.nc || this.stopped) return;
+    this.activating = (this.activating ?? Promise.resolve())
+      .then(() => this.open(nc))
+      .catch((err: unknown) => this.log.warn({ err: messageOf(err) }, 'cluster: the session plane could not open its bucket and stream; retried at the next state change'));
+  }
+
+  /** Opens the bucket and the stream on the membership's connection, watches the records, reconciles local sessions. */
+  private async open(nc: NatsConnection): Promise<void> {
+    if (nc === this.nc || this.stopped) return;
+    const cfg = this.cfg;
+    const js = jetstream(nc, { timeout: 5000 });
+    const jsm = await jetstreamManager(nc, { timeout: 5000 });
+    const stream = `SY_${cfg.clusterName}_HELD`;
+    const prefix = `sy.${cfg.clusterName}.h`;
+    try {
+      await jsm.streams.add({ name: stream, subjects: [`${prefix}.>`], num_replicas: cfg.replicas, max_msgs_per_subject: 1, max_bytes: cfg.heldMaxBytes, discard: DiscardPolicy.New });
+    } catch (err) {
+      if (!/already in use|different configuration|exists/i.test(messageOf(err))) throw err;
+      this.log.warn({ stream, err: messageOf(err) }, 'cluster: the held-messages stream exists with other settings; using it as it is');
+    }
+    const bucket = `switchyard_${cfg.clusterName}_sessions`;
+    const kvm = new Kvm(js);
+    let kv: KV;
+    try {
+      kv = await kvm.create(bucket, { replicas: cfg.replicas, history: 1, maxValueSize: cfg.sessionRecordMaxBytes, max_bytes: SESSIONS_BUCKET_MAX_BYTES });
+    } catch (err) {
+      if (!/already in use|different configuration/i.test(messageOf(err))) throw err;
+      kv = await kvm.open(bucket);
+      this.log.warn({ bucket, err: messageOf(err) }, 'cluster: the sessions bucket exists with other settings; using it as it is');
+    }
+    const store = this.store!;
+    store.js = js;
+    store.jsm = jsm;
+    store.stream = stream;
+    store.prefix = prefix;
+    this.kv = kv;
+    this.nc = nc;
+    await this.reconcile();
+    void this.watch(kv);
+    this.log.info({ bucket, stream, sessions: this.owned.size }, 'cluster: session plane active');
+  }
+
+  /**
+   * The persistent sessions this broker has (restored from its store at boot, or kept while it was cut off) against
+   * their records: owned here → held again under this node's epoch; owned elsewhere → dropped here; no record → made.
+   */
+  private async reconcile(): Promise<void> {
+    const broker = this.broker();
+    const kv = this.kv;
+    if (broker === undefined || kv === undefined) return;
+    for (const s of [...broker.sessions.values()]) {
+      if (!s.persistent) continue;
+      const key = sessionKey(s.clientId);
+      const e = await kv.get(key);
+      const doc = parseDoc(e);
+      if (doc !== undefined && doc.owner !== this.nodeId) {
+        this.log.info({ clientId: s.clientId, owner: doc.owner }, 'cluster: a session this broker kept is held by another node; dropped here');
+        await this.dropLocal(s, 'the session is held by another broker of the cluster');
+        continue;
+      }
+      const o: Owned = { rev: e?.revision ?? 0, doc: doc ?? this.newDoc(s), want: undefined, writing: false };
+      if (doc === undefined) {
+        const json = this.encode(o.doc, s.clientId);
+        if (json === undefined) continue;
+        try {
+          o.rev = await kv.create(key, json);
+        } catch (err) {
+          if (!wrongSequence(err)) throw err;
+          continue; // made meanwhile by a CONNECT elsewhere: the watch brings the change
+        }
+      }
+      this.own(s, o);
+      this.saved(s);
+    }
+  }
+
+  private newDoc(s: MqttSession): SessionDoc {
+    return {
+      v: 1,
+      clientId: s.clientId,
+      owner: this.nodeId,
+      ownerEpoch: this.rt?.service('cluster')?.epoch ?? 0,
+      epoch: 1,
+      released: true,
+      connected: s.conn !== undefined,
+      expiry: s.expiry,
+      protocolVersion: s.protocolVersion,
+      username: s.username,
+      disconnectedAt: s.disconnectedAt,
+      subscriptions: [...s.subs.values()].map((x) => x.opts),
+      inbound: [...s.inbound],
+      takeovers: [],
+      updated: Date.now(),
+    };
+  }
+
+  /** The record as JSON, or undefined (logged) when it is larger than the bucket takes: the session stays local. */
+  private encode(doc: SessionDoc, clientId: string): string | undefined {
+    const json = JSON.stringify(doc);
+    const bytes = Buffer.byteLength(json);
+    if (bytes > this.cfg.sessionRecordMaxBytes) {
+      this.log.warn(
+        { clientId, bytes, max: this.cfg.sessionRecordMaxBytes },
+        `cluster: the session record of ${clientId} is ${bytes} bytes, above the bucket's max value (Cluster.sessionRecordMaxBytes ${this.cfg.sessionRecordMaxBytes}): the session stays on this broker only`,
+      );
+      return undefined;
+    }
+    return json;
+  }
+
+  private own(s: MqttSession, o: Owned): void {
+    this.owned.set(s.clientId, o);
+    this.store?.mirror(s.sessionId, sessionKey(s.clientId));
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // The broker's hooks (src/protocol/mqtt/broker.ts SessionCluster)
+
+  /** A persistent session changed: its record follows (coalesced, one write at a time per session). */
+  saved(s: MqttSession): void {
+    const o = this.owned.get(s.clientId);
+    if (o === undefined || this.broker()?.sessions.get(s.clientId) !== s) return;
+    o.want = 'put';
+    if (!o.writing) void this.writeLoop(s.clientId, o);
+  }
+
+  /** A session ended here (expired, clean start, user deleted): its record goes, and what JetStream held for it. */
+  ended(s: MqttSession): void {
+    const o = this.owned.get(s.clientId);
+    if (o === undefined) return;
+    o.want = 'delete';
+    if (!o.writing) void this.writeLoop(s.clientId, o);
+  }
+
+  private async writeLoop(clientId: string, o: Owned): Promise<void> {
+    o.writing = true;
+    try {
+      while (o.want !== undefined && this.owned.get(clientId) === o && this.kv !== undefined) {
+        const want = o.want;
+        o.want = undefined;
+        const kv = this.kv;
+        const key = sessionKey(clientId);
+        const s = this.broker()?.sessions.get(clientId);
+        try {
+          if (want === 'delete' && (s === undefined || !s.persistent)) {
+            await kv.delete(key, { previousSeq: o.rev });
+            this.owned.delete(clientId);
+            // the session ended: what the stream held for it goes too (a new session starts empty)
+            await this.store?.jsm?.streams.purge(this.store.stream, { filter: `${this.store.prefix}.${key}.>` }).catch(() => undefined);
+            return;
+          }
+          if (s === undefined) return;
+          const doc: SessionDoc = {
+            ...o.doc,
+            connected: s.conn !== undefined,
+            expiry: s.expiry,
+            protocolVersion: s.protocolVersion,
+            username: s.username,
+            disconnectedAt: s.disconnectedAt,
+            subscriptions: [...s.subs.values()].map((x) => x.opts),
+            inbound: [...s.inbound],
+            updated: Date.now(),
+          };
+          const json = this.encode(doc, clientId);
+          if (json === undefined) return;
+          o.rev = await kv.update(key, json, o.rev);
+          o.doc = doc;
+        } catch (err) {
+          if (!wrongSequence(err)) {
+            this.log.warn({ clientId, err: messageOf(err) }, 'cluster: a session record could not be written');
+            return;
+          }
+          // someone else wrote the record: this broker lost the session (the watch usually saw it first)
+          const e = await kv.get(key).catch(() => null);
+          const now = parseDoc(e);
+          if (e !== null && now !== undefined && now.owner === this.nodeId) {
+            // a write of this broker's own record it had not seen (the old owner marking it released): again on top
+            o.rev = e.revision;
+            o.doc = now;
+            o.want ??= want;
+            continue;
+          }
+          this.owned.delete(clientId);
+          void this.release(clientId);
+          return;
+        }
+      }
+    } finally {
+      o.writing = false;
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Watching the records: a session this broker holds and another broker took is let go
+
+  private async watch(kv: KV): Promise<void> {
+    const gen = ++this.watchGen;
+    while (!this.stopped && gen === this.watchGen) {
+      try {
+        const it = await kv.watch({ include: KvWatchInclude.UpdatesOnly });
+        // what changed before the watch began: each session held here against its record
+        void this.recheck().catch(() => undefined);
+        for await (const e of it) {
+          if (gen !== this.watchGen) {
+            it.stop();
+            break;
+          }
+          this.changed(e);
+        }
+      } catch (err) {
+        if (this.stopped) return;
+        this.log.debug({ err: messageOf(err) }, 'cluster: the session watch ended; watching again');
+      }
+      await sleep(500);
+      // records changed while the watch was down: compare every session held here with its record
+      if (!this.stopped && gen === this.watchGen) await this.recheck().catch(() => undefined);
+    }
+  }
+
+  private changed(e: KvEntry): void {
+    const doc = parseDoc(e);
+    for (const [clientId, o] of this.owned) {
+      if (sessionKey(clientId) !== e.key) continue;
+      if (e.revision <= o.rev) return; // this broker's own write, or older
+      if (doc !== undefined && doc.owner === this.nodeId) {
+        o.rev = e.revision;
+        o.doc = doc;
+        return;
+      }
+      this.owned.delete(clientId);
+      void this.release(clientId);
+      return;
+    }
+  }
+
+  private async recheck(): Promise<void> {
+    const kv = this.kv;
+    if (kv === undefined) return;
+    for (const [clientId, o] of [...this.owned]) {
+      const e = await kv.get(sessionKey(clientId));
+      if (e !== null && e.revision > o.rev) this.changed(e);
+    }
+  }
+
+  /**
+   * Another broker took the session: its client here is disconnected (v5 DISCONNECT 0x8E), the writes in flight
+   * finish (so JetStream has the last state), the local copy goes without touching JetStream, and the record is
+   * marked released.
+   */
+  private async release(clientId: string): Promise<void> {
+    if (this.releasing.has(clientId)) return;
+    this.releasing.add(clientId);
+    try {
+      const s = this.broker()?.sessions.get(clientId);
+      if (s !== undefined) await this.dropLocal(s, 'the session was taken over by another broker of the cluster');
+      const kv = this.kv;
+      if (kv === undefined) return;
+      for (let i = 0; i < 10; i++) {
+        const e = await kv.get(sessionKey(clientId));
+        const doc = parseDoc(e);
+        if (e === null || doc === undefined || doc.owner === this.nodeId || doc.released) return;
+        try {
+          await kv.update(e.key, JSON.stringify({ ...doc, released: true, updated: Date.now() }), e.revision);
+          this.log.info({ clientId, owner: doc.owner }, 'cluster: session released to another broker');
+          return;
+        } catch (err) {
+          if (!wrongSequence(err)) throw err;
+        }
+      }
+    } catch (err) {
+      this.log.warn({ clientId, err: messageOf(err) }, 'cluster: marking a session released failed');
+    } finally {
+      this.releasing.delete(clientId);
+    }
+  }
+
+  /** The local copy of a session goes (its client disconnected with 0x8E), JetStream keeps what it held. */
+  private async dropLocal(s: MqttSession, why: string): Promise<void> {
+    const broker = this.broker();
+    if (broker === undefined) return;
+    this.owned.delete(s.clientId);
+    const conn = s.conn;
+    if (conn !== undefined) conn.close(CloseReason.TakenOver, Reason.SessionTakenOver, why);
+    await this.engine()?.flush(); // every batch of the session mirrored
+    this.store?.unmirror(s.sessionId);
+    if (broker.sessions.get(s.clientId) !== s) return;
+    // the session goes on elsewhere: a will waiting for its delay is not this broker's to publish
+    s.pendingWill = undefined;
+    broker.endSession(s);
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // CONNECT
+
+  /** Who holds the session of `clientId`: this broker (taking it over or rebuilding it if needed), or refuse. */
+  async claim(clientId: string, opts: { persistent: boolean; cleanStart: boolean }): Promise<ClaimResult> {
+    const kv = this.kv;
+    const broker = this.broker();
+    if (!this.active || kv === undefined || broker === undefined) {
+      // no record can be checked or written: a session that outlives the connection is not started (partition policy)
+      if (!opts.persistent) return { ok: true };
+      return { ok: false, reason: 'the cluster session store is not reachable' };
+    }
+    const key = sessionKey(clientId);
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const e = await kv.get(key);
+      const doc = parseDoc(e);
+      if (doc === undefined) {
+        if (!opts.persistent) return { ok: true };
+        const s = broker.sessions.get(clientId);
+        const fresh: SessionDoc = { ...this.newDoc(s ?? new MqttSession(clientId)), connected: true };
+        const json = this.encode(fresh, clientId);
+        if (json === undefined) return { ok: true };
+        try {
+          const rev = e === null ? await kv.create(key, json) : await kv.update(key, json, e.revision);
+          this.owned.set(clientId, { rev, doc: fresh, want: undefined, writing: false });
+          this.store?.mirror(`mqtt:${clientId}`, key);
+          return { ok: true };
+        } catch (err) {
+          if (!wrongSequence(err)) throw err;
+          // a CONNECT on another broker made it at the same moment: the compare-and-set chose that one
+          return { ok: false, reason: 'another broker of the cluster took this client id at the same moment' };
+        }
+      }
+      if (doc.owner === this.nodeId) {
+        const o = this.owned.get(clientId);
+        if (o === undefined) this.owned.set(clientId, { rev: e!.revision, doc, want: undefined, writing: false });
+        else if (e!.revision > o.rev) {
+          o.rev = e!.revision;
+          o.doc = doc;
+        }
+        if (!doc.released && doc.previousOwner !== undefined && !(await this.waitRelease(key, doc.previousOwner))) {
+          return { ok: false, reason: `broker ${doc.previousOwner} has not released this session yet` };
+        }
+        return this.arrive(clientId, key, opts);
+      }
+      // held by another broker: take it (compare-and-set on the revision read)
+      const now = Date.now();
+      const recent = doc.takeovers.filter((t) => now - t < TAKEOVER_WINDOW_MS);
+      recent.push(now);
+      const ownerLive = this.isLive(doc.owner);
+      const taken: SessionDoc = {
+        ...doc,
+        owner: this.nodeId,
+        ownerEpoch: this.rt?.service('cluster')?.epoch ?? 0,
+        epoch: doc.epoch + 1,
+        previousOwner: doc.owner,
+        released: !ownerLive,
+        connected: false,
+        takeovers: recent.slice(-TAKEOVER_KEPT),
+        updated: now,
+      };
+      let rev: number;
+      try {
+        rev = await kv.update(key, JSON.stringify(taken), e!.revision);
+      } catch (err) {
+        if (!wrongSequence(err)) throw err;
+        if (attempt === 2) return { ok: false, reason: 'another broker of the cluster took this session at the same moment' };
+        continue;
+      }
+      this.owned.set(clientId, { rev, doc: taken, want: undefined, writing: false });
+      this.log.info({ clientId, from: doc.owner, epoch: taken.epoch }, 'cluster: session taken over from another broker');
+      if (ownerLive && !(await this.waitRelease(key, doc.owner))) {
+        return { ok: false, reason: `broker ${doc.owner} did not release this session in ${this.cfg.sessionTakeoverWaitSeconds} s` };
+      }
+      const r = await this.arrive(clientId, key, opts);
+      if (!r.ok) return r;
+      const over = recent.length - TAKEOVER_LIMIT;
+      return over > 0 ? { ok: true, delayMs: Math.min(TAKEOVER_DELAY_FIRST_MS * 2 ** (over - 1), TAKEOVER_DELAY_MAX_MS) } : r;
+    }
+    return { ok: false, reason: 'the session record kept changing' };
+  }
+
+  /**
+   * This broker holds the record: the session is rebuilt here if it is not (and the client asks to resume it); a
+   * clean start or a session that ends with the connection empties what JetStream held for it.
+   */
+  private async arrive(clientId: string, key: string, opts: { persistent: boolean; cleanStart: boolean }): Promise<ClaimResult> {
+    const broker = this.broker()!;
+    const local = broker.sessions.get(clientId);
+    if (opts.cleanStart || !opts.persistent) {
+      if (local === undefined) await this.store?.jsm?.streams.purge(this.store.stream, { filter: `${this.store.prefix}.${key}.>` }).catch(() => undefined);
+      if (!opts.persistent && local === undefined) {
+        // a session that ends with its connection has no record; accept() makes it fresh
+        const o = this.owned.get(clientId);
+        this.owned.delete(clientId);
+        if (o !== undefined) await this.kv?.delete(key, { previousSeq: o.rev }).catch(() => undefined);
+        return { ok: true };
+      }
+      if (local === undefined) {
+        this.store?.mirror(`mqtt:${clientId}`, key);
+        return { ok: true };
+      }
+    }
+    if (local === undefined) {
+      const o = this.owned.get(clientId);
+      if (o !== undefined) await this.rebuild(o.doc, key);
+    } else this.store?.mirror(local.sessionId, key);
+    return { ok: true };
+  }
+
+  private isLive(nodeId: string): boolean {
+    const v = this.rt?.service('cluster')?.view();
+    if (v === undefined || !('nodes' in v)) return false;
+    const n = v.nodes.find((x) => x.nodeId === nodeId);
+    return n !== undefined && n.state === 'live' && !v.unreachable.includes(nodeId);
+  }
+
+  /** Waits (Cluster.sessionTakeoverWaitSeconds) until the record is marked released or its previous owner is not live. */
+  private async waitRelease(key: string, previous: string): Promise<boolean> {
+    const end = Date.now() + this.cfg.sessionTakeoverWaitSeconds * 1000;
+    for (;;) {
+      const doc = parseDoc((await this.kv?.get(key)) ?? null);
+      if (doc === undefined || doc.owner !== this.nodeId) return false;
+      if (doc.released || !this.isLive(previous)) return true;
+      if (Date.now() >= end) return false;
+      await sleep(50);
+    }
+  }
+
+  /**
+   * The session from its record and the stream: subscriptions (hibernated, holding), their held messages, the packet
+   * ids in flight (unacknowledged PUBLISHes resent with DUP and their ids, PUBRELs awaiting PUBCOMP, inbound QoS 2
+   * ids). Everything is written to this broker's store (and so mirrored again under the same subjects).
+   */
+  private async rebuild(doc: SessionDoc, key: string): Promise<MqttSession | undefined> {
+    const broker = this.broker();
+    const engine = this.engine();
+    const store = this.store;
+    if (broker === undefined || engine === undefined || store?.js === undefined) return undefined;
+    const s = new MqttSession(doc.clientId);
+    s.expiry = doc.expiry;
+    s.protocolVersion = doc.protocolVersion;
+    s.username = doc.username;
+    s.restored = true;
+    s.disconnectedAt = doc.disconnectedAt ?? Date.now();
+    store.mirror(s.sessionId, key);
+    const byToken = new Map<string, string>();
+    for (const o of doc.subscriptions) byToken.set(filterToken(o.filter), o.filter);
+    const held = new Map<string, Array<[string, Message]>>();
+    const state: Array<{ kind: string; pid: number; value: Uint8Array }> = [];
+    const base = `${store.prefix}.${key}.`;
+    let stale = 0;
+    const consumer = await store.js.consumers.get(store.stream, { filter_subjects: `${base}>` });
+    try {
+      for (;;) {
+        const m = await consumer.next({ expires: 1000 });
+        if (m === null) break;
+        const t = m.subject.slice(base.length).split('.');
+        if (t[0] === 'd' && t.length === 3) {
+          const filter = byToken.get(t[1]!);
+          if (filter === undefined) {
+            stale++;
+            await store.remove(m.seq);
+          } else {
+            const { destination, msg } = decodeHeld(Buffer.from(m.data));
+            let list = held.get(filter);
+            if (list === undefined) held.set(filter, (list = []));
+            list.push([destination, msg]);
+          }
+        } else if (t[0] === 's' && t.length === 3) state.push({ kind: t[1]!, pid: Number(t[2]), value: m.data });
+        if (m.info.pending === 0) break;
+      }
+    } finally {
+      await consumer.delete().catch(() => undefined);
+    }
+    let messages = 0;
+    const ids = new Map<string, Set<number>>();
+    for (const [filter, list] of held) {
+      messages += list.length;
+      ids.set(filter, new Set(list.map(([, m]) => m.id)));
+      void engine.adoptHeld(subscriptionKey(s.sessionId, filter), list);
+    }
+    broker.sessions.set(s.clientId, s);
+    broker.restoreSubscriptions(engine, s, doc.subscriptions);
+    for (const x of state) {
+      if (x.pid < 1 || x.pid > 65535) continue;
+      if (x.kind === 'i') {
+        const accepted = x.value[0] === 1;
+        if (accepted) s.inbound.add(x.pid);
+        else s.released.add(x.pid);
+        void storeInbound(engine, s, x.pid, accepted ? 1 : 2);
+        continue;
+      }
+      let rec: OutboundRecord;
+      try {
+        rec = JSON.parse(Buffer.from(x.value).toString('utf8')) as OutboundRecord;
+      } catch {
+        continue;
+      }
+      if (rec.s === 2) {
+        s.outbound.set(x.pid, { sub: undefined, msgId: 0, qos: 2, stage: 2 });
+        void storeOutbound(engine, s, x.pid, rec);
+        continue;
+      }
+      const sub = rec.f === undefined ? undefined : s.subs.get(rec.f)?.sub;
+      if (sub === undefined || rec.m === undefined || !ids.get(rec.f!)?.has(rec.m)) continue; // acknowledged or gone
+      s.reserved.add(x.pid);
+      s.redeliver.set(`${sub.id}:${rec.m}`, x.pid);
+      void storeOutbound(engine, s, x.pid, rec);
+    }
+    // packet ids of the record that the stream did not have (written before the session was mirrored)
+    for (const pid of doc.inbound) if (!s.inbound.has(pid) && !s.released.has(pid)) s.inbound.add(pid);
+    await engine.flush();
+    this.log.info({ clientId: s.clientId, subscriptions: doc.subscriptions.length, messages, stale, inFlight: s.reserved.size + s.outbound.size }, 'cluster: session rebuilt from JetStream');
+    return s;
+  }
+
+  // ------------------------------------------------------------------------------------------------------------
+  // Node failure
+
+  /** This node declared `gone` gone: it takes every session record the gone node held, as offline sessions. */
+  private async adopt(gone: string): Promise<void> {
+    const kv = this.kv;
+    const broker = this.broker();
+    if (kv === undefined || broker === undefined) return;
+    let adopted = 0;
+    const keys: string[] = [];
+    for await (const k of await kv.keys()) keys.push(k);
+    for (const key of keys) {
+      const e = await kv.get(key);
+      const doc = parseDoc(e);
+      if (e === null || doc === undefined || doc.owner !== gone) continue;
+      const taken: SessionDoc = {
+        ...doc,
+        owner: this.nodeId,
+        ownerEpoch: this.rt?.service('cluster')?.epoch ?? 0,
+        epoch: doc.epoch + 1,
+        previousOwner: gone,
+        released: true,
+        connected: false,
+        disconnectedAt: doc.connected ? Date.now() : (doc.disconnectedAt ?? Date.now()),
+        updated: Date.now(),
+      };
+      let rev: number;
+      try {
+        rev = await kv.update(key, JSON.stringify(taken), e.revision);
+      } catch (err) {
+        if (wrongSequence(err)) continue; // a client came back elsewhere first
+        throw err;
+      }
+      if (broker.sessions.has(doc.clientId)) continue;
+      this.owned.set(doc.clientId, { rev, doc: taken, want: undefined, writing: false });
+      const s = await this.rebuild(taken, key);
+      if (s !== undefined) broker.scheduleExpiry(s);
+      adopted++;
+    }
+    this.log.info({ node: gone, sessions: adopted }, 'cluster: sessions of a gone node adopted');
+  }
+}
+
+export function clusterSessionsService(): ClusterSessions {
+  return new ClusterSessions();
+}
