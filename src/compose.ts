@@ -8,6 +8,7 @@
  */
 import './sections.js'; // the domains' configuration sections, before any configuration is loaded
 import { clusterService } from './cluster/cluster.service.js';
+import { clusterWillsService } from './cluster/wills.js';
 import { clusterViewsService } from './cluster/views.service.js';
 import { clusterMessagesService } from './cluster/messages.js';
 import { devicesService } from './devices/devices.service.js';
@@ -54,5 +55,6 @@ export function registerServices(rt: Runtime): void {
   rt.use(devicesService()); // I²C sensors: one actor each under the devices supervisor, readings into the engine
   rt.use(loraService()); // LoRa radios (RN2483 on serial ports): one actor each under the lora supervisor, uplinks into the engine
   rt.use(clusterService()); // membership of the cluster over NATS JetStream (off unless Cluster.enabled); last, so a clean stop writes its lease as left first
+  rt.use(clusterWillsService()); // wills of this node's clients in JetStream, published by a survivor; the partition policy's refusals (off unless Cluster.enabled)
   rt.use(clusterViewsService()); // scope=cluster on REST lists and the cluster totals of $SYS and /metrics (off unless Cluster.enabled)
 }

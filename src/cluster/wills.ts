@@ -1,0 +1,557 @@
+/**
+ * Wills across the cluster (docs/cluster.md "Wills"): the will of every client connected to this node is kept in the
+ * JetStream KV bucket `switchyard_<clusterName>_wills` under its client id, with this node's id and epoch, so that
+ * when this node dies a survivor publishes it, once.
+ *
+ * The record's life, every step a compare-and-set on the key's revision:
+ * - written (put) when a client with a will connects here; a client connecting anywhere replaces it (its new will)
+ *   or removes it (no will): the key is the client id, so the newest connection wins wherever it is;
+ * - removed when the connection ends without a will (clean DISCONNECT), or when this node publishes the will itself:
+ *   the removal comes first and the will is published only if it succeeded, so a will the cluster already took
+ *   (this node was declared gone while cut off) is never published a second time here;
+ * - claimed by the node whose compare-and-set declared its node gone (`cluster.node.gone` with `declaredHere`): the
+ *   claim names the claimer's node id and epoch. The claimer waits the will delay (the smaller of will delay and
+ *   session expiry, counted from the gone node's last heartbeat, i.e. a lease before the declaration, on the
+ *   claimer's clock), then removes the record with compare-and-set on its claim revision: the removal fails if the
+ *   client connected again meanwhile (its connection rewrote the key), and the will is then not published.
+ *   Removed, the will goes through the one ingress path (src/engine/ingress.ts: $SYS refusal, the client's ACL,
+ *   payload schema, flow control) as if its client had published it here.
+ * - a claimer that dies before publishing leaves the claim: whoever declares the claimer gone claims the record
+ *   again (it names the claimer) and publishes it after what is left of the delay. Removing before publishing means
+ *   a will is published at most once; the one instant in which a will can be lost is a claimer killed between the
+ *   answer to its removal and the synchronous ingress call that follows it in the same turn of its event loop.
+ *
+ * Bounded: a record is at most MAX_WILL_BYTES (a larger will stays on its node only, WARN), this node holds at most
+ * MAX_WILLS records, wills waiting for a NATS answer are at most MAX_DEFERRED, the bucket at most BUCKET_BYTES
+ * (JetStream refuses writes past it: the will then stays on its node, WARN).
+ */
+import { jetstream, JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
+import { Kvm, type KV, type KvEntry } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { Logger } from 'pino';
+import { ingress, ingressContext, IngressResult, refusalText } from '../engine/ingress.js';
+import type { MessageInit } from '../engine/message.js';
+import { LogLimiter } from '../log-limit.js';
+import type { MqttBroker } from '../protocol/mqtt/broker.js';
+import type { ClusterWillRegistry } from '../protocol/mqtt/types.js';
+import type { WillMessage } from '../protocol/mqtt/session.js';
+import type { Runtime, Service } from '../runtime/runtime.js';
+import { ANONYMOUS, type Principal } from '../security/types.js';
+import { PartitionAdmission } from './admission.js';
+import type { ClusterService } from './cluster.service.js';
+import { ClusterState, type GoneNode } from './membership.js';
+
+declare module '../runtime/runtime.js' {
+  interface RuntimeServices {
+    clusterWills: ClusterWillsService;
+  }
+}
+
+/** A will record's JSON at most (NATS's default max_payload is 1 MiB). */
+export const MAX_WILL_BYTES = 512 * 1024;
+/** Will records this node keeps in the bucket at most (its connected clients with a will). */
+export const MAX_WILLS = 100_000;
+/** Wills due here while NATS does not answer, kept until it does. */
+export const MAX_DEFERRED = 10_000;
+/** Wills this node claimed and is waiting to publish. */
+export const MAX_CLAIMED = 100_000;
+const BUCKET_BYTES = 256 * 1024 * 1024;
+
+/** The value of a client's key in the wills bucket. */
+export interface WillRecord {
+  clientId: string;
+  /** The node the client is connected to, and its epoch when it wrote this. */
+  nodeId: string;
+  epoch: number;
+  topic: string;
+  /** Base64. */
+  payload: string;
+  qos: 0 | 1 | 2;
+  retain: boolean;
+  /** Will Delay Interval and Session Expiry Interval, s. */
+  delay: number;
+  sessionExpiry: number;
+  properties?: {
+    payloadFormatIndicator?: number;
+    messageExpiryInterval?: number;
+    contentType?: string;
+    responseTopic?: string;
+    /** Base64. */
+    correlationData?: string;
+    userProperties?: Record<string, string | string[]>;
+  };
+  /** Whose ACL the will is published under. */
+  principal?: { username: string; uniqueId: string; groups: string[] };
+  /** ISO time (the writer's clock), shown in logs only. */
+  written: string;
+  /** Set by the node that claimed it after its node was declared gone. */
+  claim?: { by: string; epoch: number; at: string; waitSeconds: number; from?: string };
+}
+
+const wrongSequence = (err: unknown): boolean =>
+  err instanceof JetStreamApiError && (err.code === JetStreamApiCodes.StreamWrongLastSequence || err.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown);
+const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+/** The KV key of a client id: any bytes become `c.<base64url>` (KV keys allow letters, digits, `-_=./`). */
+export function willKey(clientId: string): string {
+  return `c.${Buffer.from(clientId, 'utf8').toString('base64url')}`;
+}
+
+function parseRecord(e: KvEntry | null): WillRecord | undefined {
+  if (e === null || e.operation !== 'PUT') return undefined;
+  try {
+    const r = e.json<WillRecord>();
+    if (!r || typeof r.clientId !== 'string' || typeof r.nodeId !== 'string' || typeof r.topic !== 'string' || typeof r.payload !== 'string') return undefined;
+    return r;
+  } catch {
+    return undefined;
+  }
+}
+
+function toRecord(clientId: string, will: WillMessage, sessionExpiry: number, principal: Principal | undefined, nodeId: string, epoch: number): WillRecord {
+  const p = will.properties;
+  return {
+    clientId,
+    nodeId,
+    epoch,
+    topic: will.topic,
+    payload: will.payload.toString('base64'),
+    qos: will.qos,
+    retain: will.retain,
+    delay: will.delay,
+    sessionExpiry,
+    properties: p
+      ? {
+          payloadFormatIndicator: p.payloadFormatIndicator,
+          messageExpiryInterval: p.messageExpiryInterval,
+          contentType: p.contentType,
+          responseTopic: p.responseTopic,
+          correlationData: p.correlationData?.toString('base64'),
+          userProperties: p.userProperties,
+        }
+      : undefined,
+    principal: principal ? { username: principal.username, uniqueId: principal.uniqueId, groups: [...principal.groups] } : undefined,
+    written: new Date().toISOString(),
+  };
+}
+
+/**
+ * The wills plane of one broker: the registry the MQTT broker asks (ClusterWillRegistry) and the claimer of a gone
+ * node's wills. Owned by ClusterWillsService; the NATS connection is the membership's (never closed here).
+ */
+export class ClusterWills implements ClusterWillRegistry {
+  /** Client id → revision of the record this node wrote for its connection here. */
+  private readonly held = new Map<string, number>();
+  /** Per client id, the operations in order (a takeover's will and the new connection's record, in that order). */
+  private readonly chains = new Map<string, Promise<void>>();
+  /** Wills due here while NATS did not answer: published once the removal of their record goes through. */
+  private readonly deferred = new Map<string, () => void>();
+  /** Claimed records waiting for their delay: key → timer. */
+  private readonly claimed = new Map<string, NodeJS.Timeout>();
+  private kv?: KV;
+  private kvFor?: NatsConnection;
+  private opening?: Promise<KV | undefined>;
+  private scannedEpoch = 0;
+  private stopped = false;
+  private readonly warnings = new LogLimiter({ intervalMs: 60_000 });
+  /** Counters for tests and logs: wills this node published for gone nodes, and claims cancelled by a reconnect. */
+  readonly stats = { claimed: 0, published: 0, cancelled: 0, droppedHere: 0 };
+
+  constructor(
+    private readonly rt: Runtime,
+    private readonly cluster: ClusterService,
+    private readonly broker: MqttBroker,
+    private readonly log: Logger,
+  ) {}
+
+  get bucket(): string {
+    return `switchyard_${this.rt.config.Cluster.clusterName}_wills`;
+  }
+
+  private get member(): boolean {
+    return this.cluster.state === ClusterState.Member;
+  }
+
+  /** The bucket on the membership's current connection (opened again after the membership made a new one). */
+  private async openKv(): Promise<KV | undefined> {
+    const nc = this.cluster.nats();
+    if (nc === undefined || nc.isClosed()) return undefined;
+    if (this.kv !== undefined && this.kvFor === nc) return this.kv;
+    if (this.opening) return this.opening;
+    const cfg = this.rt.config.Cluster;
+    const kvm = new Kvm(jetstream(nc, { timeout: Math.max(2000, cfg.heartbeatSeconds * 1000) }));
+    this.opening = (async () => {
+      try {
+        let kv: KV;
+        try {
+          kv = await kvm.create(this.bucket, { replicas: cfg.replicas, history: 1, maxValueSize: MAX_WILL_BYTES, max_bytes: BUCKET_BYTES });
+        } catch (err) {
+          if (!/already in use|different configuration/i.test(messageOf(err))) throw err;
+          kv = await kvm.open(this.bucket); // made with other settings: used as it is
+        }
+        this.kv = kv;
+        this.kvFor = nc;
+        return kv;
+      } catch (err) {
+        this.warnings.warn(this.log, 'bucket', '', { bucket: this.bucket, err: messageOf(err) }, 'cluster: cannot open the wills bucket yet');
+        return undefined;
+      } finally {
+        this.opening = undefined;
+      }
+    })();
+    return this.opening;
+  }
+
+  /** Runs `op` after the earlier operations of this client id (errors are logged, never thrown). */
+  private enqueue(clientId: string, op: () => Promise<void>): void {
+    const before = this.chains.get(clientId) ?? Promise.resolve();
+    const next = before.then(op).catch((err: unknown) => {
+      this.warnings.warn(this.log, 'op', '', { clientId, err: messageOf(err) }, 'cluster: a will record could not be written');
+    });
+    this.chains.set(clientId, next);
+    void next.finally(() => {
+      if (this.chains.get(clientId) === next) this.chains.delete(clientId);
+    });
+  }
+
+  // ---- ClusterWillRegistry: what the MQTT broker tells ----
+
+  connected(clientId: string, will: WillMessage | undefined, sessionExpiry: number, principal: Principal | undefined): void {
+    if (this.stopped) return;
+    const nodeId = this.cluster.nodeId;
+    if (nodeId === undefined) return;
+    const epoch = this.cluster.epoch;
+    this.deferred.delete(clientId); // a will of an earlier connection still waiting here: the client is back
+    this.enqueue(clientId, async () => {
+      const kv = this.member ? await this.openKv() : undefined;
+      if (kv === undefined) {
+        this.held.delete(clientId);
+        return; // not a member (the first start, before joining): the will lives on this node only
+      }
+      const key = willKey(clientId);
+      if (will !== undefined) {
+        const value = JSON.stringify(toRecord(clientId, will, sessionExpiry, principal, nodeId, epoch));
+        if (value.length <= MAX_WILL_BYTES && (this.held.size < MAX_WILLS || this.held.has(clientId))) {
+          try {
+            this.held.set(clientId, await kv.put(key, value));
+            return;
+          } catch (err) {
+            this.warnings.warn(this.log, 'put', '', { clientId, err: messageOf(err) }, 'cluster: a will could not be written to the wills bucket; it is kept on this node only');
+          }
+        } else {
+          this.warnings.warn(this.log, 'cap', '', { clientId, bytes: value.length, held: this.held.size }, `cluster: a will over ${MAX_WILL_BYTES} bytes, or more than ${MAX_WILLS} wills on this node: kept on this node only`);
+        }
+      }
+      // no will (or one kept here only): a record of an earlier connection, here or on another node, must go
+      this.held.delete(clientId);
+      const e = await kv.get(key);
+      if (e !== null && e.operation === 'PUT') await kv.delete(key, { previousSeq: e.revision }).catch((err: unknown) => (wrongSequence(err) ? undefined : Promise.reject(err)));
+    });
+  }
+
+  discarded(clientId: string): void {
+    if (this.stopped || !this.held.has(clientId)) return;
+    this.deferred.delete(clientId);
+    this.enqueue(clientId, async () => {
+      const rev = this.held.get(clientId);
+      if (rev === undefined) return;
+      const kv = await this.openKv();
+      if (kv === undefined) return; // left as it is: if this node is declared gone meanwhile, the will goes out (it cannot tell)
+      this.held.delete(clientId);
+      await kv.delete(willKey(clientId), { previousSeq: rev }).catch((err: unknown) => (wrongSequence(err) ? undefined : Promise.reject(err)));
+    });
+  }
+
+  publishing(clientId: string, publish: () => void): boolean {
+    if (this.stopped || !this.held.has(clientId)) return false; // no record in the cluster: published here as always
+    this.enqueue(clientId, () => this.releaseAndPublish(clientId, publish));
+    return true;
+  }
+
+  /** Removes this node's record of the will (compare-and-set), then publishes it; without NATS, waits for it. */
+  private async releaseAndPublish(clientId: string, publish: () => void): Promise<void> {
+    const rev = this.held.get(clientId);
+    if (rev === undefined) return; // a later connection replaced it meanwhile
+    const kv = this.member ? await this.openKv() : undefined;
+    if (kv === undefined) return this.defer(clientId, publish);
+    try {
+      await kv.delete(willKey(clientId), { previousSeq: rev });
+    } catch (err) {
+      if (!wrongSequence(err)) return this.defer(clientId, publish);
+      // the record changed: another node claimed it (this node was declared gone) or the client connected elsewhere
+      this.held.delete(clientId);
+      const cur = parseRecord(await kv.get(willKey(clientId)).catch(() => null));
+      this.stats.droppedHere++;
+      this.log.info(
+        { clientId, claimedBy: cur?.claim?.by, connectedTo: cur && !cur.claim ? cur.nodeId : undefined },
+        cur?.claim ? `cluster: the will of ${clientId} is not published here: node ${cur.claim.by} claimed it` : `cluster: the will of ${clientId} is not published here: the cluster holds another record for it (or published it)`,
+      );
+      return;
+    }
+    this.held.delete(clientId);
+    publish();
+  }
+
+  private defer(clientId: string, publish: () => void): void {
+    if (this.deferred.size >= MAX_DEFERRED && !this.deferred.has(clientId)) {
+      // past the cap the will is published here at once: better a will the cluster may publish too than none
+      this.held.delete(clientId);
+      this.warnings.warn(this.log, 'deferred', '', { clientId, cap: MAX_DEFERRED }, 'cluster: too many wills wait for NATS; publishing on this node without the cluster');
+      publish();
+      return;
+    }
+    this.deferred.set(clientId, publish);
+  }
+
+  // ---- membership events ----
+
+  /** This node is a member (again): deferred wills go, and its records from an earlier run are dealt with. */
+  onMember(): void {
+    for (const [clientId, publish] of [...this.deferred]) {
+      this.deferred.delete(clientId);
+      this.enqueue(clientId, () => this.releaseAndPublish(clientId, publish));
+    }
+    const epoch = this.cluster.epoch;
+    if (epoch > this.scannedEpoch) {
+      this.scannedEpoch = epoch;
+      void this.scanOwn(epoch).catch((err: unknown) => this.log.warn({ err: messageOf(err) }, 'cluster: the wills of an earlier run of this node could not be read'));
+    }
+  }
+
+  /**
+   * Records of this node from an earlier epoch. A record still unclaimed whose client is connected here (this node
+   * was declared gone while isolated and nobody claimed it yet, or it kept running) is rewritten with the new epoch; a
+   * record whose client is not here belongs to a run that ended without removing it (a crash and a restart
+   * within the lease: nobody declared it gone) and is claimed and published like a gone node's; a record another node
+   * claimed means the cluster publishes that will, so the connection here no longer has one.
+   */
+  private async scanOwn(epoch: number): Promise<void> {
+    const kv = await this.openKv();
+    const self = this.cluster.nodeId;
+    if (kv === undefined || self === undefined) return;
+    // records held for this process's connections: still ours and unclaimed, or taken by the cluster
+    for (const [clientId, rev] of [...this.held]) {
+      this.enqueue(clientId, async () => {
+        if (this.held.get(clientId) !== rev) return;
+        const e = await kv.get(willKey(clientId));
+        const rec = parseRecord(e);
+        if (e !== null && rec !== undefined && e.revision === rev) {
+          this.held.set(clientId, await kv.update(willKey(clientId), JSON.stringify({ ...rec, epoch }), rev));
+          return;
+        }
+        this.held.delete(clientId);
+        this.dropLocalWill(clientId, rec?.claim?.by);
+      });
+    }
+    await this.eachRecord(kv, (key, rec, rev) => {
+      if (rec.claim !== undefined || rec.nodeId !== self || rec.epoch >= epoch) return;
+      const s = this.broker.sessions.get(rec.clientId);
+      if (s !== undefined && (s.conn !== undefined || s.pendingWill !== undefined)) {
+        if (!this.held.has(rec.clientId)) this.held.set(rec.clientId, rev); // this node's restored session publishes it, after removing this record
+        return;
+      }
+      void this.claim(kv, key, rec, rev, `an earlier run of this node (epoch ${rec.epoch})`);
+    });
+  }
+
+  /** The cluster published (or will publish) this client's will: its connection here drops it. */
+  private dropLocalWill(clientId: string, by: string | undefined): void {
+    const s = this.broker.sessions.get(clientId);
+    if (s === undefined) return;
+    const conn = s.conn !== undefined ? this.broker.connections.get(s.conn.id) : undefined;
+    if (conn !== undefined) conn.will = undefined;
+    if (s.pendingWill !== undefined) this.broker.cancelWill(s);
+    this.stats.droppedHere++;
+    this.log.info({ clientId, claimedBy: by }, `cluster: the will of ${clientId} was taken by the cluster while this node was cut off; it is not published here`);
+  }
+
+  /** A node was declared gone: the declarer claims its clients' wills (and those it had claimed itself). */
+  async onGone(g: GoneNode): Promise<void> {
+    if (!g.declaredHere || this.stopped) return;
+    const kv = await this.openKv();
+    if (kv === undefined) return;
+    let n = 0;
+    await this.eachRecord(kv, (key, rec, rev) => {
+      const ofGone = rec.claim !== undefined ? rec.claim.by === g.nodeId : rec.nodeId === g.nodeId && rec.epoch <= g.epoch;
+      if (!ofGone) return;
+      n++;
+      void this.claim(kv, key, rec, rev, `node ${g.nodeId} (epoch ${g.epoch}) is gone`);
+    });
+    if (n > 0) this.log.info({ nodeId: g.nodeId, wills: n }, `cluster: claiming ${n} will(s) of node ${g.nodeId}`);
+  }
+
+  /** Every record of the bucket (read in parallel, 64 at a time). */
+  private async eachRecord(kv: KV, fn: (key: string, rec: WillRecord, revision: number) => void): Promise<void> {
+    const keys: string[] = [];
+    for await (const k of await kv.keys()) keys.push(k);
+    for (let i = 0; i < keys.length; i += 64) {
+      const batch = await Promise.all(keys.slice(i, i + 64).map((k) => kv.get(k).catch(() => null)));
+      batch.forEach((e, j) => {
+        const rec = parseRecord(e);
+        if (e !== null && rec !== undefined) fn(keys[i + j]!, rec, e.revision);
+      });
+    }
+  }
+
+  /** Claims a record (compare-and-set: one claimer cluster-wide), then publishes it after its delay unless the client came back. */
+  private async claim(kv: KV, key: string, rec: WillRecord, rev: number, why: string): Promise<void> {
+    const self = this.cluster.nodeId;
+    if (self === undefined || this.stopped || this.claimed.has(key)) return;
+    if (this.claimed.size >= MAX_CLAIMED) {
+      this.warnings.warn(this.log, 'claimed', '', { cap: MAX_CLAIMED }, 'cluster: too many claimed wills waiting; the rest is claimed at the next declaration');
+      return;
+    }
+    const lease = this.rt.config.Cluster.leaseSeconds;
+    // the delay runs from the last heartbeat, a lease before the declaration; a re-claim waits what it was given again
+    const effective = Math.max(0, Math.min(rec.delay, rec.sessionExpiry));
+    const waitSeconds = rec.claim !== undefined ? rec.claim.waitSeconds : Math.max(0, effective - lease);
+    const claimedRec: WillRecord = { ...rec, claim: { by: self, epoch: this.cluster.epoch, at: new Date().toISOString(), waitSeconds, from: rec.claim?.by } };
+    let claimRev: number;
+    try {
+      claimRev = await kv.update(key, JSON.stringify(claimedRec), rev);
+    } catch (err) {
+      if (!wrongSequence(err)) this.log.warn({ clientId: rec.clientId, err: messageOf(err) }, 'cluster: a will could not be claimed; it is claimed at the next declaration');
+      return; // changed meanwhile: the client connected again, or another node claimed it
+    }
+    this.stats.claimed++;
+    this.log.info({ clientId: rec.clientId, topic: rec.topic, waitSeconds, from: rec.nodeId }, `cluster: claimed the will of ${rec.clientId} (${why}); publishing in ${waitSeconds} s unless the client connects again`);
+    const fire = () => {
+      this.claimed.delete(key);
+      void this.publishClaimed(kv, key, claimedRec, claimRev);
+    };
+    const timer = setTimeout(fire, Math.min(waitSeconds * 1000, 2 ** 31 - 1));
+    timer.unref();
+    this.claimed.set(key, timer);
+  }
+
+  private async publishClaimed(kv: KV, key: string, rec: WillRecord, claimRev: number): Promise<void> {
+    if (this.stopped) return;
+    try {
+      await kv.delete(key, { previousSeq: claimRev });
+    } catch (err) {
+      if (wrongSequence(err)) {
+        this.stats.cancelled++;
+        this.log.info({ clientId: rec.clientId }, `cluster: the will of ${rec.clientId} is not published: the client connected again within its delay`);
+        return;
+      }
+      // NATS did not answer: tried again after a heartbeat (the claim stays, so a successor finds it if this node dies)
+      const timer = setTimeout(() => {
+        this.claimed.delete(key);
+        void this.publishClaimed(kv, key, rec, claimRev);
+      }, this.rt.config.Cluster.heartbeatSeconds * 1000);
+      timer.unref();
+      this.claimed.set(key, timer);
+      return;
+    }
+    this.publishRecord(rec);
+  }
+
+  /** The will through the one ingress path, under its client's principal. */
+  private publishRecord(rec: WillRecord): void {
+    const p = rec.properties ?? {};
+    const init: MessageInit = {
+      payload: Buffer.from(rec.payload, 'base64'),
+      qos: rec.qos,
+      retain: rec.retain,
+      contentType: p.contentType,
+      responseTopic: p.responseTopic,
+      correlationData: p.correlationData !== undefined ? Buffer.from(p.correlationData, 'base64') : undefined,
+      userProperties: p.userProperties,
+      payloadFormat: p.payloadFormatIndicator === 1 ? 1 : p.payloadFormatIndicator === 0 ? 0 : undefined,
+      expiresAt: p.messageExpiryInterval !== undefined ? Date.now() + p.messageExpiryInterval * 1000 : undefined,
+    };
+    const engine = this.rt.engine;
+    const security = this.rt.security;
+    // the ACL of this node decides, for the user of that name here (user ids and groups are each node's own); a user
+    // unknown here publishes with no rights of its own (the ACL's default deny, or what anonymous may)
+    const manager = this.rt.service('security')?.manager;
+    const user = rec.principal !== undefined ? manager?.identities.userByUsername(rec.principal.username) : undefined;
+    const principal: Principal = user !== undefined && manager !== undefined ? manager.principalOf(user) : rec.principal !== undefined ? { username: rec.principal.username, uniqueId: '', groups: [], anonymous: false } : ANONYMOUS;
+    const cx = ingressContext(engine, security, principal, rec.topic, init, { origin: `will:${rec.nodeId}:${rec.clientId}` });
+    const result = ingress(cx);
+    if (result !== IngressResult.Accepted) {
+      this.log.warn({ clientId: rec.clientId, topic: rec.topic, err: refusalText(cx, result) }, `cluster: the will of ${rec.clientId} was refused`);
+      return;
+    }
+    this.stats.published++;
+    this.log.info({ clientId: rec.clientId, topic: rec.topic, from: rec.nodeId }, `cluster: published the will of ${rec.clientId} (client of node ${rec.nodeId})`);
+    cx.written?.catch((err: unknown) => this.log.warn({ clientId: rec.clientId, err: messageOf(err) }, 'cluster: a published will could not be stored'));
+  }
+
+  /**
+   * A clean stop: the records of this node's connections are removed (their wills are published, or not, here as
+   * the connections close), and claimed wills still waiting are left claimed for the next declarer.
+   */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const t of this.claimed.values()) clearTimeout(t);
+    this.claimed.clear();
+    await Promise.all([...this.chains.values()]);
+    const kv = this.kv;
+    if (kv !== undefined && this.member) {
+      const removals = [...this.held].map(([clientId, rev]) => kv.delete(willKey(clientId), { previousSeq: rev }).catch(() => undefined));
+      await Promise.race([Promise.all(removals), new Promise((r) => setTimeout(r, 3000).unref())]);
+    }
+    this.held.clear();
+    this.deferred.clear();
+    this.warnings.close();
+  }
+}
+
+/**
+ * Runs the wills plane and the partition admission while `Cluster.enabled`: attaches both to the MQTT broker and
+ * follows the membership's runtime events. Started after the cluster and the MQTT broker, stopped before them (so a
+ * clean stop removes this node's records while the connection to NATS is still there).
+ */
+export class ClusterWillsService implements Service {
+  readonly name = 'clusterWills';
+  readonly dependsOn = ['mqttBroker', 'cluster'] as const;
+  wills?: ClusterWills;
+  private admission?: PartitionAdmission;
+  private broker?: MqttBroker;
+  private rt?: Runtime;
+
+  private readonly onState = (state: ClusterState, reason: string): void => {
+    this.admission?.onState(state, reason);
+    if (state === ClusterState.Member) this.wills?.onMember();
+  };
+  private readonly onRejoined = (): void => this.wills?.onMember();
+  private readonly onGone = (g: GoneNode): void => {
+    void this.wills?.onGone(g);
+  };
+
+  async start(rt: Runtime): Promise<void> {
+    this.rt = rt;
+    if (!rt.config.Cluster.enabled) return;
+    const cluster = rt.service('cluster');
+    const broker = rt.service('mqttBroker')?.broker;
+    if (cluster === undefined || broker === undefined) return;
+    this.broker = broker;
+    this.wills = new ClusterWills(rt, cluster, broker, rt.log.child({ actor: 'cluster', plane: 'wills' }));
+    this.admission = new PartitionAdmission();
+    broker.wills = this.wills;
+    broker.admission = this.admission;
+    rt.on('cluster.state', this.onState);
+    rt.on('cluster.rejoined', this.onRejoined);
+    rt.on('cluster.node.gone', this.onGone);
+  }
+
+  async stop(): Promise<void> {
+    const rt = this.rt;
+    if (rt === undefined || this.wills === undefined) return;
+    rt.off('cluster.state', this.onState);
+    rt.off('cluster.rejoined', this.onRejoined);
+    rt.off('cluster.node.gone', this.onGone);
+    if (this.broker !== undefined) {
+      if (this.broker.wills === this.wills) this.broker.wills = undefined;
+      if (this.broker.admission === this.admission) this.broker.admission = undefined;
+    }
+    await this.wills.stop();
+    this.wills = undefined;
+    this.admission = undefined;
+  }
+}
+
+export function clusterWillsService(): ClusterWillsService {
+  return new ClusterWillsService();
+}

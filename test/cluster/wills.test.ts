@@ -1,0 +1,206 @@
+/**
+ * Wills across the cluster (src/cluster/wills.ts, docs/cluster.md "Wills"): three real nats-servers with JetStream in a
+ * cluster (R3), three Switchyard brokers as child processes (heartbeat 1 s, lease 4 s), mqtt.js clients. The wills of
+ * a SIGKILLed broker's clients are published once by the survivor that declared it gone, after their delay, unless the
+ * client connected again meanwhile; every survivor's subscribers get each of them exactly once.
+ */
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { jetstream } from '@nats-io/jetstream';
+import { Kvm, type KV } from '@nats-io/kv';
+import mqtt, { type MqttClient } from 'mqtt';
+import { adminPasswordOf, removeDir, spawnBroker, tempDir, waitUntil, type BrokerProcess } from '../helpers.js';
+import { startNatsCluster, type NatsCluster } from './nats-cluster.js';
+
+const CLUSTER = 'wills';
+const HEARTBEAT = 1;
+const LEASE = 4;
+
+interface Broker {
+  nodeId: string;
+  dataDir: string;
+  configDir: string;
+  p?: BrokerProcess;
+  mqttPort: number;
+}
+
+interface Got {
+  topic: string;
+  payload: string;
+  at: number;
+}
+
+const keyOf = (clientId: string): string => `c.${Buffer.from(clientId).toString('base64url')}`;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('cluster wills - published once by a survivor', { timeout: 240000 }, () => {
+  let nats: NatsCluster;
+  let nc: NatsConnection;
+  let kv: KV;
+  const brokers: Broker[] = [];
+  const dirs: string[] = [];
+  const clients: MqttClient[] = [];
+  let a: Broker;
+  let b: Broker;
+  let c: Broker;
+
+  const makeBroker = (nodeId: string): Broker => {
+    const configDir = tempDir('switchyard-clw-config-');
+    const dataDir = tempDir('switchyard-clw-data-');
+    dirs.push(configDir, dataDir);
+    const cfg = { Cluster: { enabled: true, servers: nats.urls, clusterName: CLUSTER, nodeId, replicas: 3, heartbeatSeconds: HEARTBEAT, leaseSeconds: LEASE } };
+    writeFileSync(join(configDir, 'Cluster.yaml'), JSON.stringify(cfg)); // JSON is YAML
+    const x: Broker = { nodeId, dataDir, configDir, mqttPort: 0 };
+    brokers.push(x);
+    return x;
+  };
+  const api = async (x: Broker, path: string): Promise<unknown> => (await fetch(`http://127.0.0.1:${x.p!.port}${path}`, { headers: x.p!.auth() })).json();
+  const launch = async (x: Broker): Promise<void> => {
+    x.p = await spawnBroker({ SWITCHYARD_DATA_DIR: x.dataDir, SWITCHYARD_CONFIG_DIR: x.configDir });
+    await waitUntil(async () => {
+      const list = (await api(x, '/api/v1/server/interfaces')) as Array<{ name: string; port: number; state: string }>;
+      const e = list.find((i) => i.name === 'MQTT Interface');
+      if (e?.state !== 'Started' || !e.port) return false;
+      x.mqttPort = e.port;
+      return ((await api(x, '/api/v1/server/cluster')) as { state?: string }).state === 'Member';
+    }, 30000, `${x.nodeId}: MQTT endpoint started and a cluster member`);
+  };
+  const client = async (x: Broker, clientId: string, opts: mqtt.IClientOptions = {}): Promise<MqttClient> => {
+    const cl = await mqtt.connectAsync(`mqtt://127.0.0.1:${x.mqttPort}`, {
+      clientId,
+      protocolVersion: 5,
+      username: 'admin',
+      password: adminPasswordOf(x.dataDir),
+      reconnectPeriod: 0,
+      connectTimeout: 10000,
+      ...opts,
+    });
+    clients.push(cl);
+    return cl;
+  };
+  const collect = (cl: MqttClient): Got[] => {
+    const got: Got[] = [];
+    cl.on('message', (topic, payload) => got.push({ topic, payload: payload.toString(), at: Date.now() }));
+    return got;
+  };
+  const count = (got: Got[], topic: string): number => got.filter((g) => g.topic === topic).length;
+  const will = (topic: string, delay?: number): mqtt.IClientOptions['will'] => ({
+    topic,
+    payload: Buffer.from(`gone:${topic}`),
+    qos: 1,
+    retain: false,
+    ...(delay !== undefined ? { properties: { willDelayInterval: delay } } : {}),
+  });
+  const record = async (clientId: string): Promise<{ nodeId: string; epoch: number; claim?: { by: string } } | undefined> => {
+    const e = await kv.get(keyOf(clientId));
+    return e && e.operation === 'PUT' ? e.json() : undefined;
+  };
+
+  before(async () => {
+    nats = await startNatsCluster(3);
+    a = makeBroker('alpha');
+    b = makeBroker('beta');
+    c = makeBroker('gamma');
+    await Promise.all([launch(a), launch(b), launch(c)]);
+    nc = await connect({ servers: nats.urls });
+    kv = await new Kvm(jetstream(nc)).open(`switchyard_${CLUSTER}_wills`);
+  });
+
+  after(async () => {
+    for (const cl of clients) cl.end(true);
+    await nc?.close();
+    for (const x of brokers) await x.p?.stop('SIGKILL');
+    await nats?.dispose();
+    for (const d of dirs) removeDir(d);
+  });
+
+  test('cluster wills - a will is kept in JetStream while its client is connected, removed by a clean DISCONNECT, and published once by its own node when the connection breaks', async () => {
+    const watcherA = await client(a, 'watch-local-a');
+    const watcherB = await client(b, 'watch-local-b');
+    await watcherA.subscribeAsync('local/#', { qos: 1 });
+    await watcherB.subscribeAsync('local/#', { qos: 1 });
+    const gotA = collect(watcherA);
+    const gotB = collect(watcherB);
+
+    const clean = await client(a, 'local-clean', { will: will('local/clean') });
+    const broken = await client(a, 'local-broken', { will: will('local/broken') });
+    await waitUntil(async () => (await record('local-clean'))?.nodeId === 'alpha' && (await record('local-broken'))?.nodeId === 'alpha', 10000, 'will records written by alpha');
+    assert.equal((await record('local-broken'))!.epoch, 1);
+
+    await clean.endAsync(); // DISCONNECT 0x00: the will is discarded
+    await waitUntil(async () => (await record('local-clean')) === undefined, 10000, 'the clean client’s record removed');
+
+    broken.stream.destroy(); // no DISCONNECT: the will is due now
+    await waitUntil(() => count(gotA, 'local/broken') >= 1 && count(gotB, 'local/broken') >= 1, 15000, 'the broken client’s will on alpha and beta');
+    await waitUntil(async () => (await record('local-broken')) === undefined, 10000, 'the broken client’s record removed');
+    await sleep(1500);
+    assert.equal(count(gotA, 'local/broken'), 1);
+    assert.equal(count(gotB, 'local/broken'), 1);
+    assert.equal(count(gotA, 'local/clean') + count(gotB, 'local/clean'), 0, 'a clean DISCONNECT publishes no will');
+  });
+
+  test('cluster wills - SIGKILL of a broker: its clients’ wills are published once by the declaring survivor, after their delay, and a client back within the delay cancels its own', async () => {
+    const watcherA = await client(a, 'watch-a');
+    const watcherB = await client(b, 'watch-b');
+    await watcherA.subscribeAsync('dead/#', { qos: 1 });
+    await watcherB.subscribeAsync('dead/#', { qos: 1 });
+    const gotA = collect(watcherA);
+    const gotB = collect(watcherB);
+
+    // on gamma: wills without delay (v5 and 3.1.1), one with a delay of 7 s, one whose session expiry (0) ends the delay,
+    // one with a delay of 10 s whose client comes back on alpha, and one that disconnects cleanly
+    await client(c, 'now-5', { will: will('dead/now-5') });
+    await client(c, 'now-311', { protocolVersion: 4, will: will('dead/now-311') });
+    await client(c, 'delayed', { will: will('dead/delayed', 7), properties: { sessionExpiryInterval: 60 } });
+    await client(c, 'expiry-0', { will: will('dead/expiry-0', 30) });
+    await client(c, 'returns', { will: will('dead/returns', 10), properties: { sessionExpiryInterval: 60 } });
+    const clean = await client(c, 'clean', { will: will('dead/clean') });
+    await clean.endAsync();
+    for (const id of ['now-5', 'now-311', 'delayed', 'expiry-0', 'returns']) {
+      await waitUntil(async () => (await record(id))?.nodeId === 'gamma', 10000, `${id}: will record of gamma`);
+    }
+    await waitUntil(async () => (await record('clean')) === undefined, 10000, 'clean: record removed');
+
+    await c.p!.stop('SIGKILL');
+    const killedAt = Date.now();
+    // the two survivors agree on one declarer
+    let declarer: Broker | undefined;
+    await waitUntil(async () => {
+      const v = (await api(a, '/api/v1/server/cluster')) as { nodes: Array<{ nodeId: string; state: string; declaredBy?: string }> };
+      const g = v.nodes.find((n) => n.nodeId === 'gamma');
+      if (g?.state !== 'gone') return false;
+      declarer = g.declaredBy === 'alpha' ? a : b;
+      return true;
+    }, 20000, 'gamma declared gone');
+
+    await waitUntil(() => ['now-5', 'now-311', 'expiry-0'].every((t) => count(gotA, `dead/${t}`) >= 1 && count(gotB, `dead/${t}`) >= 1), 15000, 'the wills without delay on both survivors');
+    // the client with a 10 s delay is back (on alpha) before its delay ran out: its will is not published
+    const back = await client(a, 'returns', { properties: { sessionExpiryInterval: 60 } });
+    await waitUntil(() => count(gotA, 'dead/delayed') >= 1 && count(gotB, 'dead/delayed') >= 1, 20000, 'the delayed will on both survivors');
+    const delayedAt = gotA.find((g) => g.topic === 'dead/delayed')!.at;
+    // counted from gamma's last heartbeat (at most one heartbeat before the kill)
+    assert.ok(delayedAt - killedAt >= (7 - HEARTBEAT) * 1000 - 500, `the delayed will waited its delay (${delayedAt - killedAt} ms after the kill)`);
+    // past the returning client's delay, and a few heartbeats more for anything late or doubled
+    await sleep(Math.max(0, killedAt + 12000 - Date.now()));
+    await sleep(2000);
+    for (const [name, got] of [['alpha', gotA], ['beta', gotB]] as const) {
+      for (const t of ['now-5', 'now-311', 'expiry-0', 'delayed']) assert.equal(count(got, `dead/${t}`), 1, `${name} got dead/${t} once`);
+      assert.equal(count(got, 'dead/returns'), 0, `${name}: the will of the client that came back is not published`);
+      assert.equal(count(got, 'dead/clean'), 0, `${name}: no will after a clean DISCONNECT`);
+      assert.equal(got.find((g) => g.topic === 'dead/now-5')!.payload, 'gone:dead/now-5');
+    }
+    // the declarer logged the claims and the publications; the other survivor published none
+    const out = declarer!.p!.stdout();
+    assert.equal(out.split('\n').filter((l) => l.includes('cluster: published the will of')).length, 4, 'the declarer published four wills');
+    assert.match(out, /the will of returns is not published: the client connected again within its delay/);
+    const other = declarer === a ? b : a;
+    assert.equal(other.p!.stdout().split('\n').filter((l) => l.includes('cluster: published the will of')).length, 0, 'the other survivor published none');
+    // the bucket keeps only the returned client's record, now alpha's (it connected without a will: none)
+    for (const id of ['now-5', 'now-311', 'delayed', 'expiry-0']) assert.equal(await record(id), undefined, `${id}: record removed after publishing`);
+    assert.equal(await record('returns'), undefined, 'returns: its new connection has no will, so no record');
+    back.end(true);
+  });
+});
