@@ -1,0 +1,279 @@
+/**
+ * Persistent MQTT sessions across the cluster (docs/cluster.md "Sessions"): three real `nats-server -js` in a cluster
+ * (R3), three Switchyard brokers as child processes (heartbeat 1 s, lease 4 s), raw MQTT clients so the tests choose
+ * exactly which packets are acknowledged.
+ */
+import assert from 'node:assert/strict';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { connect as natsConnect } from '@nats-io/transport-node';
+import { jetstream } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import { removeDir, spawnBroker, tempDir, waitUntil, type BrokerProcess } from '../helpers.js';
+import { RawClient, rest } from '../mqtt/helpers.js';
+import { startNatsCluster, type NatsCluster } from './nats-cluster.js';
+
+interface Broker {
+  nodeId: string;
+  dataDir: string;
+  configDir: string;
+  p?: BrokerProcess;
+  mqtt: number;
+}
+
+const HEARTBEAT = 1;
+const LEASE = 4;
+const SESSION = { sessionExpiryInterval: 600 };
+
+/** The record key of a client id (src/cluster/sessions.ts sessionKey, for short ids). */
+const recordKey = (clientId: string) => `c_${Buffer.from(clientId, 'utf8').toString('base64url')}`;
+
+describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster', { timeout: 300000 }, () => {
+  let nats: NatsCluster;
+  const brokers: Broker[] = [];
+  const dirs: string[] = [];
+  const clients: RawClient[] = [];
+  let a: Broker;
+  let b: Broker;
+  let c: Broker;
+
+  const launch = async (nodeId: string): Promise<Broker> => {
+    const dataDir = tempDir('switchyard-cls-data-');
+    const configDir = tempDir('switchyard-cls-config-');
+    dirs.push(dataDir, configDir);
+    mkdirSync(configDir, { recursive: true });
+    const cfg = { Cluster: { enabled: true, servers: nats.urls, clusterName: 'sess', nodeId, replicas: 3, heartbeatSeconds: HEARTBEAT, leaseSeconds: LEASE } };
+    writeFileSync(join(configDir, 'Cluster.yaml'), JSON.stringify(cfg)); // JSON is YAML
+    const br: Broker = { nodeId, dataDir, configDir, mqtt: 0 };
+    brokers.push(br);
+    br.p = await spawnBroker({ SWITCHYARD_DATA_DIR: dataDir, SWITCHYARD_CONFIG_DIR: configDir, SWITCHYARD_ALLOW_ANONYMOUS: 'true' });
+    const list = await rest(br.p.port, br.p.auth(), 'GET', '/api/v1/server/interfaces');
+    br.mqtt = (list.json as Array<{ name: string; port: number }>).find((i) => i.name === 'MQTT Interface')!.port;
+    return br;
+  };
+  const member = async (br: Broker): Promise<void> => {
+    await waitUntil(async () => {
+      const r = await rest(br.p!.port, br.p!.auth(), 'GET', '/api/v1/server/cluster');
+      return r.json.state === 'Member' && br.p!.stdout().includes('session plane active');
+    }, 30000, `${br.nodeId} member with its session plane`);
+  };
+  const open = async (br: Broker): Promise<RawClient> => {
+    const cl = await RawClient.open(br.mqtt, 5);
+    clients.push(cl);
+    return cl;
+  };
+  /** CONNECT until CONNACK 0 (0x88 while the cluster decides who holds the session: the client retries). */
+  const resume = async (br: Broker, clientId: string, ms = 30000): Promise<{ cl: RawClient; connack: Record<string, any> }> => {
+    const end = Date.now() + ms;
+    for (;;) {
+      const cl = await open(br);
+      const connack = await cl.connect({ clientId, clean: false, properties: SESSION });
+      if (connack.reasonCode === 0) return { cl, connack };
+      cl.destroy();
+      if (Date.now() > end) throw new Error(`${clientId} not resumed on ${br.nodeId}: CONNACK ${connack.reasonCode}`);
+      await new Promise((r) => setTimeout(r, 300));
+    }
+  };
+  /** Every packet of `cmd` that arrives within `ms` (removed from the client's list). */
+  const drain = async (cl: RawClient, cmd: string, ms: number): Promise<Array<Record<string, any>>> => {
+    const out: Array<Record<string, any>> = [];
+    const end = Date.now() + ms;
+    for (;;) {
+      const left = end - Date.now();
+      if (left <= 0) return out;
+      try {
+        out.push(await cl.next(cmd, left));
+      } catch {
+        return out;
+      }
+    }
+  };
+  /** A QoS 1/2 publisher on a broker: resolves when the broker acknowledged (PUBACK, or PUBREC then PUBCOMP). */
+  const publisher = async (br: Broker, clientId: string) => {
+    const cl = await open(br);
+    assert.equal((await cl.connect({ clientId, clean: true })).reasonCode, 0);
+    let pid = 0;
+    return async (topic: string, payload: string, qos: 1 | 2): Promise<void> => {
+      const messageId = (pid = (pid % 65535) + 1);
+      cl.send({ cmd: 'publish', topic, payload: Buffer.from(payload), qos, messageId, retain: false, dup: false });
+      if (qos === 1) {
+        const ack = await cl.next('puback', 15000);
+        assert.equal(ack.reasonCode ?? 0, 0, `${payload} acknowledged`);
+        return;
+      }
+      const rec = await cl.next('pubrec', 15000);
+      assert.equal(rec.reasonCode ?? 0, 0, `${payload} received`);
+      cl.send({ cmd: 'pubrel', messageId });
+      await cl.next('pubcomp', 15000);
+    };
+  };
+  const record = async (clientId: string): Promise<{ owner: string; epoch: number; subscriptions: Array<{ filter: string; qos: number }> } | undefined> => {
+    const nc = await natsConnect({ servers: nats.urls });
+    try {
+      const kv = await new Kvm(jetstream(nc)).open('switchyard_sess_sessions');
+      const e = await kv.get(recordKey(clientId));
+      return e === null || e.operation !== 'PUT' ? undefined : (e.json() as never);
+    } finally {
+      await nc.close();
+    }
+  };
+
+  before(async () => {
+    nats = await startNatsCluster(3);
+    [a, b, c] = await Promise.all([launch('alpha'), launch('beta'), launch('gamma')]);
+    await Promise.all([a, b, c].map(member));
+  });
+
+  after(async () => {
+    for (const cl of clients) cl.destroy();
+    for (const br of brokers) await br.p?.stop('SIGKILL');
+    await nats?.dispose();
+    for (const d of dirs) removeDir(d);
+  });
+
+  test('cluster sessions - a persistent MQTT 5 session moves from A to B: no acknowledged QoS 1 lost, QoS 2 exactly once, subscriptions intact, A gets 0x8E', async () => {
+    const x = await open(a);
+    const ack = await x.connect({ clientId: 'mover', clean: false, properties: SESSION });
+    assert.equal(ack.reasonCode, 0);
+    x.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: 'move/q1', qos: 1 }, { topic: 'move/q2', qos: 2 }] });
+    assert.deepEqual((await x.next('suback')).granted, [1, 2]);
+    assert.deepEqual((await record('mover'))?.subscriptions.map((s) => s.filter).sort(), ['move/q1', 'move/q2']);
+
+    const pub = await publisher(a, 'mover-pub');
+    for (let i = 0; i < 10; i++) await pub('move/q1', `q1-${i}`, 1);
+    for (let i = 0; i < 10; i++) await pub('move/q2', `q2-${i}`, 2);
+    const seenX = new Map<string, number>(); // payload → packet id at A
+    for (let i = 0; i < 20; i++) {
+      const p = await x.next('publish', 10000);
+      seenX.set(p.payload.toString(), p.messageId);
+    }
+    // A's client acknowledges part: QoS 1 q1-0..4; QoS 2 q2-0..2 completed, q2-3..5 PUBREC only (PUBREL pending)
+    const q1Acked = new Set<string>();
+    const q2Delivered = new Set<string>();
+    for (let i = 0; i < 5; i++) {
+      x.send({ cmd: 'puback', messageId: seenX.get(`q1-${i}`)! });
+      q1Acked.add(`q1-${i}`);
+    }
+    const pendingRel = new Set<number>();
+    for (let i = 0; i < 6; i++) {
+      const pid = seenX.get(`q2-${i}`)!;
+      x.send({ cmd: 'pubrec', messageId: pid });
+      q2Delivered.add(`q2-${i}`); // delivered to the application at PUBREC (exactly once from here)
+      const rel = await x.next('pubrel', 10000);
+      assert.equal(rel.messageId, pid);
+      if (i < 3) x.send({ cmd: 'pubcomp', messageId: pid });
+      else pendingRel.add(pid);
+    }
+    await new Promise((r) => setTimeout(r, 500)); // the acknowledgements are written (store and JetStream)
+
+    const moved = await resume(b, 'mover');
+    assert.equal(moved.connack.sessionPresent, true, 'B resumes the session');
+    const disc = await x.next('disconnect', 10000);
+    assert.equal(disc.reasonCode, 0x8e, "A's connection gets DISCONNECT 0x8E Session taken over");
+    await x.waitClosed(5000);
+    const y = moved.cl;
+
+    // PUBREL for the QoS 2 messages awaiting PUBCOMP, with their ids
+    const rels = await drain(y, 'pubrel', 3000);
+    assert.deepEqual(new Set(rels.map((r) => r.messageId)), pendingRel, 'PUBREL resent for the QoS 2 ids awaiting PUBCOMP');
+    for (const r of rels) y.send({ cmd: 'pubcomp', messageId: r.messageId });
+    const again = [...(await drain(y, 'publish', 3000))];
+    const q1Y = again.filter((p) => p.topic === 'move/q1');
+    const q2Y = again.filter((p) => p.topic === 'move/q2');
+    for (const p of again) {
+      const payload = p.payload.toString();
+      assert.equal(p.dup, true, `${payload} resent with DUP`);
+      assert.equal(p.messageId, seenX.get(payload), `${payload} resent with its packet id`);
+      if (p.qos === 1) y.send({ cmd: 'puback', messageId: p.messageId });
+      else {
+        y.send({ cmd: 'pubrec', messageId: p.messageId });
+        await y.next('pubrel', 5000);
+        y.send({ cmd: 'pubcomp', messageId: p.messageId });
+      }
+    }
+    // QoS 1: every message A's client did not acknowledge arrives at B (none lost)
+    const q1All = new Set([...q1Acked, ...q1Y.map((p) => p.payload.toString())]);
+    assert.equal(q1All.size, 10, `QoS 1 at A (acknowledged) and B: ${[...q1All].sort().join(',')}`);
+    // QoS 2: the six delivered at A never again, the four others once
+    const q2Payloads = q2Y.map((p) => p.payload.toString());
+    assert.deepEqual(q2Payloads.filter((p) => q2Delivered.has(p)), [], 'no QoS 2 message delivered twice');
+    assert.equal(new Set(q2Payloads).size, q2Payloads.length, 'no QoS 2 message resent twice');
+    assert.equal(q2Payloads.length + q2Delivered.size, 10, `QoS 2 exactly once: ${q2Payloads.sort().join(',')}`);
+
+    // subscriptions intact: new messages reach B's session without a new SUBSCRIBE, published on B and on C
+    const pubB = await publisher(b, 'mover-pub-b');
+    await pubB('move/q1', 'after-b', 1);
+    const pubC = await publisher(c, 'mover-pub-c');
+    await pubC('move/q2', 'after-c', 2);
+    const late = new Set<string>();
+    await waitUntil(async () => {
+      for (const p of await drain(y, 'publish', 200)) {
+        late.add(p.payload.toString());
+        if (p.qos === 1) y.send({ cmd: 'puback', messageId: p.messageId });
+        if (p.qos === 2) y.send({ cmd: 'pubrec', messageId: p.messageId });
+      }
+      return late.has('after-b') && late.has('after-c');
+    }, 20000, 'messages published after the move');
+    const rec = await record('mover');
+    assert.equal(rec?.owner, 'beta');
+    assert.equal(rec?.epoch, 2);
+  });
+
+  test('cluster sessions - two simultaneous CONNECTs with one client id on two brokers end with one owner', async () => {
+    const p = await open(a);
+    const q = await open(b);
+    const connect = { cmd: 'connect', protocolId: 'MQTT', protocolVersion: 5, clean: false, clientId: 'twin', keepalive: 0, properties: SESSION };
+    p.send(connect);
+    q.send(connect);
+    const [ap, aq] = await Promise.all([p.next('connack', 15000), q.next('connack', 15000)]);
+    await new Promise((r) => setTimeout(r, 3000)); // a takeover between the two settles
+    const open2 = [
+      { cl: p, br: a, ok: ap.reasonCode === 0 },
+      { cl: q, br: b, ok: aq.reasonCode === 0 },
+    ].filter((x) => x.ok && !x.cl.closed);
+    assert.equal(open2.length, 1, `one connection holds the session (CONNACK ${ap.reasonCode} / ${aq.reasonCode}, closed ${p.closed} / ${q.closed})`);
+    const loser = open2[0]!.cl === p ? { cl: q, ack: aq } : { cl: p, ack: ap };
+    // the other was refused (0x88: the compare-and-set chose the other) or taken over (DISCONNECT 0x8E)
+    if (loser.ack.reasonCode === 0) assert.equal((loser.cl.packets.find((x) => x.cmd === 'disconnect') ?? {}).reasonCode, 0x8e);
+    else assert.equal(loser.ack.reasonCode, 0x88);
+    assert.equal((await record('twin'))?.owner, open2[0]!.br.nodeId, 'the record names the broker holding the connection');
+  });
+
+  test('cluster sessions - SIGKILL of the broker holding 100 persistent sessions: they resume on the others with every acknowledged message', async () => {
+    const N = 100;
+    const PER = 3;
+    for (let i = 0; i < N; i++) {
+      const cl = await open(a);
+      assert.equal((await cl.connect({ clientId: `k-${i}`, clean: false, properties: SESSION })).reasonCode, 0);
+      cl.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: `kill/${i}`, qos: 1 }] });
+      await cl.next('suback');
+      cl.send({ cmd: 'disconnect', reasonCode: 0 });
+      await cl.waitClosed();
+    }
+    const pub = await publisher(a, 'kill-pub');
+    for (let i = 0; i < N; i++) for (let j = 0; j < PER; j++) await pub(`kill/${i}`, `m-${i}-${j}`, 1);
+    await a.p!.stop('SIGKILL');
+
+    const got = new Map<number, Set<string>>();
+    await Promise.all(
+      Array.from({ length: N }, async (_, i) => {
+        const { cl, connack } = await resume(i % 2 === 0 ? b : c, `k-${i}`, 60000);
+        assert.equal(connack.sessionPresent, true, `k-${i} resumed its session`);
+        const mine = new Set<string>();
+        got.set(i, mine);
+        const end = Date.now() + 20000;
+        while (mine.size < PER && Date.now() < end) {
+          const p = await cl.next('publish', end - Date.now()).catch(() => undefined);
+          if (p === undefined) break;
+          mine.add(p.payload.toString());
+          cl.send({ cmd: 'puback', messageId: p.messageId });
+        }
+      }),
+    );
+    const missing: string[] = [];
+    for (let i = 0; i < N; i++) for (let j = 0; j < PER; j++) if (!got.get(i)?.has(`m-${i}-${j}`)) missing.push(`m-${i}-${j}`);
+    console.log(`cluster sessions: ${N} sessions, ${N * PER} acknowledged messages before SIGKILL, missing after resuming on beta/gamma: ${missing.length}`);
+    assert.deepEqual(missing, [], 'every message acknowledged to its publisher arrives');
+  });
+});
