@@ -1,0 +1,243 @@
+/**
+ * A real partition (docs/cluster.md "Partitions"): broker gamma runs in a network namespace of the test's own and
+ * reaches the three nats-servers (on 127.0.0.1) over a veth pair through socat forwarders; the test reaches its MQTT
+ * and REST listeners over a second veth pair. Taking the NATS pair's host end down cuts gamma off from NATS and
+ * nothing else. Alpha and beta run on the host. The namespace's addresses are private to the test (10.x.y.0/24 on
+ * two veth pairs); nothing leaves the machine.
+ *
+ * What the isolated node must answer: CONNACK 0x88 (3.1.1: 3) to new clients, /readyz 503, SUBACK 0x80 to a persistent
+ * session's SUBSCRIBE, PUBACK 0x80 to QoS 1; its connected clients stay connected and QoS 0 flows between them. The
+ * others declare it gone and publish its client's will once; when the link is back it rejoins with the next epoch,
+ * serves again, and does not publish that will a second time when the client's connection breaks.
+ */
+import assert from 'node:assert/strict';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { connect as tcpConnect } from 'node:net';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import mqtt, { type MqttClient } from 'mqtt';
+import { adminPasswordOf, NPM_START_SETTINGS, removeDir, ROOT, spawnBroker, tempDir, waitUntil, type BrokerProcess } from '../helpers.js';
+import { startNatsCluster, type NatsCluster } from './nats-cluster.js';
+
+const CLUSTER = 'part';
+const HEARTBEAT = 1;
+const LEASE = 4;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface Proc {
+  proc: ChildProcess;
+  out: string;
+}
+
+/** Stops a process by its pid and waits for its exit. */
+async function stopProc(p: ChildProcess | undefined, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+  if (!p || p.exitCode !== null || p.signalCode !== null) return;
+  const exited = new Promise<void>((r) => p.once('exit', () => r()));
+  process.kill(p.pid!, signal);
+  await exited;
+}
+
+function started(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv } = {}): Proc {
+  const proc = spawn(cmd, args, { cwd: ROOT, env: opts.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const p: Proc = { proc, out: '' };
+  const add = (d: Buffer) => {
+    p.out += d.toString();
+    if (p.out.length > 2_000_000) p.out = p.out.slice(-1_000_000);
+  };
+  proc.stdout!.on('data', add);
+  proc.stderr!.on('data', add);
+  return p;
+}
+
+const canConnect = (host: string, port: number): Promise<boolean> =>
+  new Promise((resolve) => {
+    const s = tcpConnect({ host, port, timeout: 1000 });
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+    s.once('timeout', () => {
+      s.destroy();
+      resolve(false);
+    });
+  });
+
+const ip = (...args: string[]) => execFileSync('ip', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+
+describe('cluster partition - a broker cut off from NATS inside a network namespace', { timeout: 240000 }, () => {
+  let nats: NatsCluster;
+  const dirs: string[] = [];
+  const clients: MqttClient[] = [];
+  const forwarders: Proc[] = [];
+  let holder: Proc | undefined;
+  let gammaProc: Proc | undefined;
+  let alpha: BrokerProcess | undefined;
+  let beta: BrokerProcess | undefined;
+  let alphaData = '';
+  let gammaData = '';
+  let gammaRest = 0;
+  let gammaMqtt = 0;
+  let alphaMqtt = 0;
+  // two /24 networks private to this test: NATS link (host .1, namespace .2) and client link
+  const x = 200 + (process.pid % 50);
+  const y = (process.pid >> 6) % 250;
+  const natsNet = `10.${x}.${y}`;
+  const clientNet = `10.${x}.${y + 1}`;
+  const natsIf = `syn${process.pid % 100000}`;
+  const clientIf = `syc${process.pid % 100000}`;
+  const gammaHost = `${clientNet}.2`;
+
+  const clusterYaml = (nodeId: string, servers: string[]): string => {
+    const dir = tempDir('switchyard-clp-config-');
+    dirs.push(dir);
+    const cfg = { Cluster: { enabled: true, servers, clusterName: CLUSTER, nodeId, replicas: 3, heartbeatSeconds: HEARTBEAT, leaseSeconds: LEASE } };
+    writeFileSync(join(dir, 'Cluster.yaml'), JSON.stringify(cfg)); // JSON is YAML
+    return dir;
+  };
+  const gammaGet = (path: string): Promise<Response> => fetch(`http://${gammaHost}:${gammaRest}${path}`, { headers: { authorization: `Basic ${Buffer.from(`admin:${adminPasswordOf(gammaData)}`).toString('base64')}` } });
+  const gammaState = async (): Promise<{ state: string; epoch: number }> => (await (await gammaGet('/api/v1/server/cluster')).json()) as { state: string; epoch: number };
+  const mqttPortOf = async (get: (p: string) => Promise<Response>): Promise<number> => {
+    let port = 0;
+    await waitUntil(async () => {
+      const list = (await (await get('/api/v1/server/interfaces')).json()) as Array<{ name: string; port: number; state: string }>;
+      const e = list.find((i) => i.name === 'MQTT Interface');
+      port = e?.state === 'Started' ? e.port : 0;
+      return port > 0;
+    }, 30000, 'the MQTT endpoint started');
+    return port;
+  };
+  const mqttTo = async (url: string, dataDir: string, opts: mqtt.IClientOptions): Promise<MqttClient> => {
+    const cl = await mqtt.connectAsync(url, { protocolVersion: 5, username: 'admin', password: adminPasswordOf(dataDir), reconnectPeriod: 0, connectTimeout: 10000, ...opts });
+    clients.push(cl);
+    return cl;
+  };
+
+  before(async () => {
+    nats = await startNatsCluster(3);
+    // the namespace: held by a process of its own (stopped by pid in after; the kernel removes the namespace and the
+    // veth pairs with it)
+    holder = started('unshare', ['-n', 'sleep', '600']);
+    await sleep(300);
+    const pid = String(holder.proc.pid);
+    ip('link', 'add', natsIf, 'type', 'veth', 'peer', 'name', 'nats0', 'netns', pid);
+    ip('link', 'add', clientIf, 'type', 'veth', 'peer', 'name', 'client0', 'netns', pid);
+    ip('addr', 'add', `${natsNet}.1/24`, 'dev', natsIf);
+    ip('addr', 'add', `${clientNet}.1/24`, 'dev', clientIf);
+    ip('link', 'set', natsIf, 'up');
+    ip('link', 'set', clientIf, 'up');
+    const inNs = (...args: string[]) => execFileSync('nsenter', ['-t', pid, '-n', 'ip', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    inNs('link', 'set', 'lo', 'up');
+    inNs('addr', 'add', `${natsNet}.2/24`, 'dev', 'nats0');
+    inNs('addr', 'add', `${clientNet}.2/24`, 'dev', 'client0');
+    inNs('link', 'set', 'nats0', 'up');
+    inNs('link', 'set', 'client0', 'up');
+    // NATS listens on 127.0.0.1: a forwarder per server on the NATS link's host address, same port
+    for (const n of nats.nodes) forwarders.push(started('socat', [`TCP-LISTEN:${n.port},bind=${natsNet}.1,fork,reuseaddr`, `TCP:127.0.0.1:${n.port}`]));
+    for (const n of nats.nodes) await waitUntil(() => canConnect(`${natsNet}.1`, n.port), 10000, `forwarder of ${n.name}`);
+
+    alphaData = tempDir('switchyard-clp-data-');
+    const betaData = tempDir('switchyard-clp-data-');
+    gammaData = tempDir('switchyard-clp-data-');
+    dirs.push(alphaData, betaData, gammaData);
+    [alpha, beta] = await Promise.all([
+      spawnBroker({ SWITCHYARD_DATA_DIR: alphaData, SWITCHYARD_CONFIG_DIR: clusterYaml('alpha', nats.urls) }),
+      spawnBroker({ SWITCHYARD_DATA_DIR: betaData, SWITCHYARD_CONFIG_DIR: clusterYaml('beta', nats.urls) }),
+    ]);
+    // gamma in the namespace, as `npm start` runs it, listening on the client link
+    const gammaEnv = {
+      ...process.env,
+      ...NPM_START_SETTINGS.env,
+      SWITCHYARD_DATA_DIR: gammaData,
+      SWITCHYARD_CONFIG_DIR: clusterYaml('gamma', nats.nodes.map((n) => `nats://${natsNet}.1:${n.port}`)),
+      SWITCHYARD_REST_PORT: '0',
+      SWITCHYARD_REST_HOST: '0.0.0.0',
+      SWITCHYARD_MQTT_PORT: '0',
+      SWITCHYARD_MQTT_WS_PORT: '0',
+      SWITCHYARD_MQTT_HOST: '0.0.0.0',
+    };
+    gammaProc = started('nsenter', ['-t', pid, '-n', '--', process.execPath, ...NPM_START_SETTINGS.flags, '--import', 'tsx', join(ROOT, 'src/main.ts')], { env: gammaEnv });
+    await waitUntil(() => /SWITCHYARD_(?:LISTENING|READY) rest=\d+/.test(gammaProc!.out) || gammaProc!.proc.exitCode !== null, 30000, 'gamma listening');
+    gammaRest = Number(/SWITCHYARD_(?:LISTENING|READY) rest=(\d+)/.exec(gammaProc.out)?.[1] ?? 0);
+    assert.ok(gammaRest > 0, `gamma started in the namespace:\n${gammaProc.out.slice(-3000)}`);
+    gammaMqtt = await mqttPortOf(gammaGet);
+    alphaMqtt = await mqttPortOf((p) => fetch(`http://127.0.0.1:${alpha!.port}${p}`, { headers: alpha!.auth() }));
+    await waitUntil(async () => (await gammaState()).state === 'Member', 30000, 'gamma a member');
+  });
+
+  after(async () => {
+    for (const cl of clients) cl.end(true);
+    await stopProc(gammaProc?.proc);
+    await alpha?.stop('SIGKILL');
+    await beta?.stop('SIGKILL');
+    for (const f of forwarders) await stopProc(f.proc);
+    await stopProc(holder?.proc);
+    for (const dev of [natsIf, clientIf]) {
+      try {
+        ip('link', 'del', dev); // the kernel frees the namespace (and so the pair) lazily; not left behind for the next run
+      } catch {
+        /* gone with the namespace already */
+      }
+    }
+    await nats?.dispose();
+    for (const d of dirs) removeDir(d);
+  });
+
+  test('cluster partition - the isolated node refuses new clients and cluster changes, keeps its clients and local QoS 0, the others publish its client’s will once, and it rejoins and serves again', async () => {
+    const gammaUrl = `mqtt://${gammaHost}:${gammaMqtt}`;
+    // before the cut: a client with a will and a persistent subscriber on gamma, a watcher of the wills on alpha
+    const watcher = await mqttTo(`mqtt://127.0.0.1:${alphaMqtt}`, alphaData, { clientId: 'watcher' });
+    await watcher.subscribeAsync('part/#', { qos: 1 });
+    const wills: string[] = [];
+    watcher.on('message', (topic) => wills.push(topic));
+    const g1 = await mqttTo(gammaUrl, gammaData, { clientId: 'g1', will: { topic: 'part/g1', payload: Buffer.from('g1 gone'), qos: 1, retain: false } });
+    const g2 = await mqttTo(gammaUrl, gammaData, { clientId: 'g2', properties: { sessionExpiryInterval: 300 } });
+    await g2.subscribeAsync('local/#', { qos: 0 });
+    const local: string[] = [];
+    g2.on('message', (topic) => local.push(topic));
+    assert.equal((await gammaGet('/readyz')).status, 200);
+
+    // the cut: the NATS link's host end goes down (the client link stays)
+    ip('link', 'set', natsIf, 'down');
+    const cutAt = Date.now();
+    await waitUntil(async () => (await gammaState()).state === 'Isolated', 20000, 'gamma isolated');
+    const ready = await gammaGet('/readyz');
+    assert.equal(ready.status, 503);
+    assert.match(JSON.stringify(await ready.json()), /cluster: Isolated/);
+
+    // new clients: MQTT 5 CONNACK 0x88 Server unavailable, 3.1.1 return code 3
+    await assert.rejects(mqttTo(gammaUrl, gammaData, { clientId: 'new-5' }), (err: Error & { code?: number }) => err.code === 0x88);
+    await assert.rejects(mqttTo(gammaUrl, gammaData, { clientId: 'new-311', protocolVersion: 4 }), (err: Error & { code?: number }) => err.code === 3);
+    // a persistent session's SUBSCRIBE: 0x80; a QoS 1 publish: PUBACK 0x80 (not delivered); QoS 0 flows locally
+    await assert.rejects(g2.subscribeAsync('local/more', { qos: 1 }), (err: Error & { packet?: { granted?: number[] } }) => err.packet?.granted?.[0] === 0x80);
+    await assert.rejects(g1.publishAsync('local/q1', 'refused', { qos: 1 }));
+    await g1.publishAsync('local/q0', 'flows', { qos: 0 });
+    await waitUntil(() => local.includes('local/q0'), 5000, 'QoS 0 between gamma’s own clients');
+    assert.ok(!local.includes('local/q1'), 'the refused QoS 1 message was not delivered');
+
+    // the others declare gamma gone after its lease and publish g1's will, once (g1 is still connected to gamma:
+    // the majority side is the one that decides)
+    await waitUntil(() => wills.includes('part/g1'), 20000, 'g1’s will published by the majority side');
+    assert.ok(Date.now() - cutAt >= (LEASE - HEARTBEAT) * 1000, 'not before gamma’s lease could lapse');
+    assert.ok(g1.connected && g2.connected, 'gamma’s clients stay connected');
+    assert.equal((await gammaState()).state, 'Isolated');
+
+    // the link is back: gamma rejoins with the next epoch and accepts clients again
+    ip('link', 'set', natsIf, 'up');
+    await waitUntil(async () => {
+      const s = await gammaState();
+      return s.state === 'Member' && s.epoch === 2;
+    }, 30000, 'gamma a member again with epoch 2');
+    assert.match(gammaProc!.out, /was declared gone by (alpha|beta) while it was isolated; rejoined with epoch 2/);
+    assert.equal((await gammaGet('/readyz')).status, 200);
+    const again = await mqttTo(gammaUrl, gammaData, { clientId: 'after' });
+    assert.ok(again.connected);
+    await waitUntil(() => /the will of g1 was taken by the cluster while this node was cut off/.test(gammaProc!.out), 10000, 'gamma knows g1’s will was published');
+
+    // g1's connection breaks now: its will was published already, so it is not published again
+    g1.stream.destroy();
+    await sleep(3000);
+    assert.deepEqual(wills.filter((t) => t === 'part/g1'), ['part/g1'], 'g1’s will received exactly once');
+  });
+});
