@@ -31,29 +31,33 @@ import { openSecurity } from './security/types.js';
 import './runtime/virtual-kinds.js';
 import './security/lockouts.js';
 
-/** Registers the services booted with the server tree. */
+/**
+ * Registers the services booted with the server tree. A service is given the services it depends on as typed
+ * arguments (a missing one is a type error) and reads its start and stop order from them (`dependsOn`).
+ */
 export function registerServices(rt: Runtime): void {
   rt.security = openSecurity; // authentication off until the security service installs the real one at boot
-  rt.use(securityService()); // first: rt.security must be in place before any protocol or route uses it
+  const security = securityService(); // first: rt.security must be in place before any protocol or route uses it
+  rt.use(security);
   rt.use(modelsService()); // ML model store under {data}/models (before messaging: selector model functions use it)
-  rt.use(messagingService());
-  rt.use(schemasService()); // schema registry: binds payload schemas to destinations, $schema/<destination> topics
-  rt.use(restSessionsService()); // persistent REST messaging sessions, restored hibernated before any endpoint runs
-  // services given what they depend on as typed arguments: a missing one is a type error, and their dependsOn
-  // (start and stop order) is read from what they were given
-  const mqttBroker = mqttBrokerService(); // the MQTT broker: sessions (restored at boot) and connections
+  const messaging = messagingService(); // the engine
+  rt.use(messaging);
+  rt.use(schemasService({ messaging })); // schema registry: binds payload schemas to destinations, $schema/<destination> topics
+  const restSessions = restSessionsService({ messaging }); // persistent REST messaging sessions, restored hibernated before any endpoint runs
+  rt.use(restSessions);
+  const mqttBroker = mqttBrokerService({ security, messaging, restSessions }); // the MQTT broker: sessions (restored at boot) and connections
   rt.use(mqttBroker);
   const endpoints = endpointsService({ mqttBroker }); // network endpoints (one actor each, under the endpoints supervisor)
   rt.use(endpoints);
   rt.use(discoveryService({ endpoints })); // mDNS / NATS discovery (off unless DiscoveryManager.enabled)
-  rt.use(subscriptionsService()); // virtual actors for durable subscriptions (activated on demand, under the subscriptions supervisor)
-  rt.use(destinationsService()); // virtual actors for destinations (activated on demand, under the destinations supervisor)
+  rt.use(subscriptionsService({ messaging })); // virtual actors for durable subscriptions (activated on demand, under the subscriptions supervisor)
+  rt.use(destinationsService({ messaging })); // virtual actors for destinations (activated on demand, under the destinations supervisor)
   const integrations = integrationsService(); // integration links (one actor each, under the integrations supervisor; outboxes in the engine)
   rt.use(integrations);
   rt.use(clusterMessagesService({ integrations })); // messages across the cluster's nodes: the link `cluster` (off unless Cluster.enabled)
-  rt.use(sysTopicsService()); // $SYS topics into the engine
-  rt.use(devicesService()); // I²C sensors: one actor each under the devices supervisor, readings into the engine
-  rt.use(loraService()); // LoRa radios (RN2483 on serial ports): one actor each under the lora supervisor, uplinks into the engine
+  rt.use(sysTopicsService({ messaging, endpoints })); // $SYS topics into the engine
+  rt.use(devicesService({ messaging })); // I²C sensors: one actor each under the devices supervisor, readings into the engine
+  rt.use(loraService({ messaging })); // LoRa radios (RN2483 on serial ports): one actor each under the lora supervisor, uplinks into the engine
   rt.use(clusterService()); // membership of the cluster over NATS JetStream (off unless Cluster.enabled); last, so a clean stop writes its lease as left first
   rt.use(clusterWillsService()); // wills of this node's clients in JetStream, published by a survivor; the partition policy's refusals (off unless Cluster.enabled)
   rt.use(clusterViewsService()); // scope=cluster on REST lists and the cluster totals of $SYS and /metrics (off unless Cluster.enabled)

@@ -18,6 +18,7 @@ import { IngressResult, ingress, ingressContext, refusalText } from '../engine/i
 import { ConflictError } from '../errors.js';
 import { defineActorKind } from '../runtime/actor-kind.js';
 import type { CommandRecord } from '../runtime/events.js';
+import type { MessagingService } from '../messaging/messaging.service.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
 import type { DeviceManagerConfig, DeviceOptions } from './config.js';
 import { BusHandle } from './i2c/bus-handle.js';
@@ -74,10 +75,19 @@ export interface DeviceEntry {
   publishFailures: number;
 }
 
+/** What the devices service is given (src/compose.ts): readings go into the engine. */
+export interface DevicesDeps {
+  messaging: MessagingService;
+}
+
 export class DevicesService implements Service {
   readonly name = 'devices';
-  /** Readings go into the engine. */
-  readonly dependsOn = ['messaging'] as const;
+  readonly dependsOn: readonly string[];
+
+  constructor(private readonly deps: DevicesDeps) {
+    this.dependsOn = Object.keys(deps);
+  }
+
   /** Opens `/dev/i2c-N`; the real i2c-bus by default. Tests replace it before `rt.start()`. */
   openBus: I2cBusOpener = openI2cBus;
   readonly entries = new Map<string, DeviceEntry>();
@@ -192,7 +202,7 @@ export class DevicesService implements Service {
 
   /** The JSON a reading is published as: the device, driver, time, then the quantities (units: docs/devices.md). */
   private publish(e: DeviceEntry, reading: DeviceReading): void {
-    const engine = this.rt.engine;
+    const engine = this.deps.messaging.engine;
     if (!engine || engine.isClosed) return;
     const payload = JSON.stringify({ device: e.name, driver: e.driver.id, time: new Date(this.rt.now()).toISOString(), ...reading });
     e.published++;
@@ -355,8 +365,8 @@ export class DevicesService implements Service {
   }
 }
 
-export function devicesService(): DevicesService {
-  return new DevicesService();
+export function devicesService(deps: DevicesDeps): DevicesService {
+  return new DevicesService(deps);
 }
 
 /** The device service of a runtime, or undefined (not registered). */

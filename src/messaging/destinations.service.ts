@@ -3,6 +3,7 @@ import { destinationMachine } from '../../actors/destinations/destination.machin
 import { NotFoundError, ServiceUnavailableError, ValidationError } from '../errors.js';
 import { command, type CommandTarget } from '../runtime/command.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
+import type { MessagingService } from './messaging.service.js';
 import { Activations, makeRoom, PASSIVATE_AFTER_MS, PASSIVATE_SWEEP_MS, type VirtualActorKind } from '../runtime/virtual-actors.js';
 import { actorState } from '../runtime/inspector.js';
 
@@ -36,33 +37,39 @@ export function destinationActor(rt: Runtime, name: string): AnyActorRef | undef
 
 const RESTING = 'live.run.active,load.normal';
 
-export function destinationsService(): Service {
+/** What the destinations service is given (src/compose.ts); its start and stop order follows from it. */
+export interface DestinationsDeps {
+  messaging: MessagingService;
+}
+
+export function destinationsService(deps: DestinationsDeps): Service {
   let cleanup: (() => void) | undefined;
   return {
     name: 'destinations',
-    dependsOn: ['messaging'],
+    dependsOn: Object.keys(deps),
     async start(rt: Runtime) {
+      const engine = deps.messaging.requireEngine(); // the same engine until this service stops
       const logic = destinationMachine.provide({
         actions: {
-          pauseDestination: ({ context }) => void rt.engine?.pauseDestination(context.name).catch(() => {}), // a store failure is reported by the engine
-          resumeDestination: ({ context }) => void rt.engine?.resumeDestination(context.name).catch(() => {}),
-          purgeDestination: assign({ purged: ({ context }) => (rt.engine?.hasDestination(context.name) === true ? rt.engine.purgeDestination(context.name) : 0) }),
+          pauseDestination: ({ context }) => void engine.pauseDestination(context.name).catch(() => {}), // a store failure is reported by the engine
+          resumeDestination: ({ context }) => void engine.resumeDestination(context.name).catch(() => {}),
+          purgeDestination: assign({ purged: ({ context }) => (engine.hasDestination(context.name) ? engine.purgeDestination(context.name) : 0) }),
           deleteDestination: ({ context }) => {
             // the engine's deleted notice (onDeleted below) stops the actor once it has reached `deleting`
-            if (rt.engine?.hasDestination(context.name) === true) void rt.engine.deleteDestination(context.name, { force: true }).catch(() => {});
+            if (engine.hasDestination(context.name)) void engine.deleteDestination(context.name, { force: true }).catch(() => {});
           },
         },
         guards: {
-          wasPaused: ({ context }) => rt.engine?.hasDestination(context.name) === true && rt.engine.isPaused(context.name),
-          wasAboveHighWater: ({ context }) => rt.engine?.isAboveHighWater(context.name) === true,
+          wasPaused: ({ context }) => engine.hasDestination(context.name) && engine.isPaused(context.name),
+          wasAboveHighWater: ({ context }) => engine.isAboveHighWater(context.name),
         },
       });
       const activations = new Activations(() => rt.now());
       // system destinations are counted as they come and go, so the actor count is O(1)
       let systemCount = 0;
-      for (const name of rt.engine?.destinationNameIterator() ?? []) if (isSystem(name)) systemCount++;
+      for (const name of engine.destinationNameIterator()) if (isSystem(name)) systemCount++;
 
-      const exists = (name: string) => !isSystem(name) && rt.engine?.hasDestination(name) === true;
+      const exists = (name: string) => !isSystem(name) && engine.hasDestination(name);
       const live = (name: string) => rt.childActor('destinations', destinationActorId(name));
       const maxActive = rt.config.MessageDaemon.virtualActors.maxActive;
       const atRest = (name: string) => {
@@ -76,7 +83,7 @@ export function destinationsService(): Service {
           activations.touch(name);
           return current;
         }
-        const type = rt.engine?.destinationType(name);
+        const type = engine.destinationType(name);
         if (type === undefined || isSystem(name) || rt.supervisor('destinations') === undefined) return undefined;
         if (!makeRoom(activations, maxActive, atRest, (n) => rt.stopChild('destinations', destinationActorId(n)), name) && rt.now() - overCapLoggedAt >= 60_000) {
           overCapLoggedAt = rt.now();
@@ -91,14 +98,14 @@ export function destinationsService(): Service {
         kind: 'destination',
         supervisor: 'destinations',
         machine: 'destination',
-        count: () => Math.max(0, (rt.engine?.destinationCount ?? 0) - systemCount),
+        count: () => Math.max(0, engine.destinationCount - systemCount),
         names: function* () {
-          for (const name of rt.engine?.destinationNameIterator() ?? []) if (!isSystem(name)) yield name;
+          for (const name of engine.destinationNameIterator()) if (!isSystem(name)) yield name;
         },
         slice: (from, n) => {
           const out: string[] = [];
           let i = 0;
-          for (const name of rt.engine?.destinationNameIterator() ?? []) {
+          for (const name of engine.destinationNameIterator()) {
             if (out.length >= n) break;
             if (name.charCodeAt(0) === 36 /* $ */ || i++ < from) continue;
             out.push(name);
@@ -107,11 +114,10 @@ export function destinationsService(): Service {
         },
         has: exists,
         view: (name) => {
-          const e = rt.engine;
-          const type = e?.destinationType(name);
-          if (e === undefined || type === undefined || isSystem(name)) return undefined;
-          const degraded = e.isAboveHighWater(name);
-          return { value: { live: { run: e.isPaused(name) ? 'paused' : 'active', load: degraded ? 'degraded' : 'normal' } }, tags: degraded ? ['degraded'] : [], context: { name, type } };
+          const type = engine.destinationType(name);
+          if (type === undefined || isSystem(name)) return undefined;
+          const degraded = engine.isAboveHighWater(name);
+          return { value: { live: { run: engine.isPaused(name) ? 'paused' : 'active', load: degraded ? 'degraded' : 'normal' } }, tags: degraded ? ['degraded'] : [], context: { name, type } };
         },
         live,
         activate,
@@ -137,9 +143,8 @@ export function destinationsService(): Service {
       let sup: AnyActorRef | undefined;
       /** The supervisor was just (re)started: activate every destination that is not at rest. */
       const sync = () => {
-        const engine = rt.engine;
         activations.clear();
-        if (sup === undefined || engine === undefined) return;
+        if (sup === undefined) return;
         // at most the cap: the others stay passive, their state read from the engine's record (a paused destination
         // holds its delivery in the engine, with or without a machine)
         for (const name of engine.destinationNameIterator()) {

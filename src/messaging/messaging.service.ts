@@ -1,4 +1,5 @@
 import { Engine, levelEngineStore, type DestinationType, type DurableChange, type Subscription } from '../engine/index.js';
+import { ServiceUnavailableError } from '../errors.js';
 import { RECLAIM_MIN_REMOVED, reclaimMemory } from '../runtime/reclaim.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
 
@@ -27,13 +28,33 @@ declare module '../runtime/events.js' {
  * configured destinations, recovers persisted queues, retained and durable messages, and schedules the expiry
  * sweep and the idle-topic sweep (DestinationManager.idleTimeout). On stop (or restart) it flushes pending group
  * commits.
+ *
+ * The services that need the engine take this service as a typed dependency (src/compose.ts) and read the engine
+ * in their own start(): it is the same engine until they are stopped, since they start after this service and stop
+ * before it. (`rt.engine` is the same engine, for the REST routes.)
  */
-export function messagingService(): Service {
+export interface MessagingService extends Service {
+  readonly name: 'messaging';
+  /** The engine between this service's start and stop, else undefined. */
+  readonly engine: Engine | undefined;
+  /** The engine, or ServiceUnavailableError (503) while the server is not running. */
+  requireEngine(): Engine;
+}
+
+export function messagingService(): MessagingService {
+  let current: Engine | undefined;
   let sweep: NodeJS.Timeout | undefined;
   let idle: NodeJS.Timeout | undefined;
   let reclaimTimer: NodeJS.Timeout | undefined;
   return {
     name: 'messaging',
+    get engine() {
+      return current;
+    },
+    requireEngine() {
+      if (current === undefined || current.isClosed) throw new ServiceUnavailableError('The messaging engine is not running (the server is starting, restarting or stopping); try again');
+      return current;
+    },
     dependsOn: ['security'], // deliveries are authorised per subscriber
     async start(rt: Runtime) {
       const dm = rt.config.DestinationManager;
@@ -69,7 +90,7 @@ export function messagingService(): Service {
       }
       const recovered = await engine.recover();
       rt.log.info(recovered, 'messages recovered from the store');
-      rt.engine = engine;
+      current = rt.engine = engine;
       rt.engineView = {
         totals: () => engine.stats(),
         destinationCount: () => engine.stats().destinations,
@@ -102,7 +123,7 @@ export function messagingService(): Service {
       sweep = idle = reclaimTimer = undefined;
       const engine = rt.engine;
       rt.engineView = undefined;
-      rt.engine = undefined;
+      current = rt.engine = undefined;
       await engine?.close();
     },
   };

@@ -3,6 +3,7 @@ import type { Engine, SubscribeOptions } from '../engine/index.js';
 import type { Sub } from '../store/store.js';
 import { USER_DELETED, type UserDeletion } from '../security/types.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
+import type { MessagingService } from './messaging.service.js';
 
 /**
  * Persistent REST messaging sessions (`POST /api/v1/login` with `persistent: true`): their subscriptions are durable
@@ -80,9 +81,19 @@ export function restSessionsOf(rt: Runtime): RestSessionsService | undefined {
   return rt.service('restSessions');
 }
 
+/** What the REST sessions service is given (src/compose.ts); its start and stop order follows from it. */
+export interface RestSessionsDeps {
+  messaging: MessagingService;
+}
+
 export class RestSessionsService implements Service {
   readonly name = 'restSessions';
-  readonly dependsOn = ['messaging'] as const;
+  readonly dependsOn: readonly string[];
+
+  constructor(private readonly deps: RestSessionsDeps) {
+    this.dependsOn = Object.keys(deps);
+  }
+
   private readonly records = new Map<string, DurableRestRecord>();
   private rt!: Runtime;
   private store: Sub | undefined;
@@ -104,7 +115,7 @@ export class RestSessionsService implements Service {
     rt.on(USER_DELETED, this.onUserDeleted);
     this.store = rt.store.sublevel('restSessions');
     this.records.clear();
-    const engine = rt.engine;
+    const engine = this.deps.messaging.requireEngine();
     const now = rt.now();
     let restored = 0;
     for await (const [key, value] of this.store.iterator()) {
@@ -122,11 +133,11 @@ export class RestSessionsService implements Service {
         this.write(key, rec);
       }
       if (rec.detachedAt + this.expiry <= now) {
-        engine?.closeSession(key); // forgets the messages recovered for it
+        engine.closeSession(key); // forgets the messages recovered for it
         await this.store.del(key);
         continue;
       }
-      if (engine !== undefined) for (const s of rec.subscriptions) {
+      for (const s of rec.subscriptions) {
         try {
           const authorize = rt.security.deliveryAuthorizer?.({ uniqueId: rec.uniqueId });
           const maxPerDestination = rt.config.RestApi.maxEventsPerDestination;
@@ -187,7 +198,7 @@ export class RestSessionsService implements Service {
   }
 
   /** Ends the session for good: its subscriptions and held messages go. */
-  discard(engineSessionId: string, engine: Engine | undefined = this.rt.engine): void {
+  discard(engineSessionId: string, engine: Engine | undefined = this.deps.messaging.engine): void {
     if (engine !== undefined && !engine.isClosed) engine.closeSession(engineSessionId);
     if (this.records.delete(engineSessionId)) this.write(engineSessionId, undefined);
   }
@@ -237,6 +248,6 @@ export class RestSessionsService implements Service {
   }
 }
 
-export function restSessionsService(): Service {
-  return new RestSessionsService();
+export function restSessionsService(deps: RestSessionsDeps): RestSessionsService {
+  return new RestSessionsService(deps);
 }

@@ -5,6 +5,7 @@ import { NotFoundError, ServiceUnavailableError, ValidationError } from '../erro
 import { command, type CommandTarget } from '../runtime/command.js';
 import { actorState } from '../runtime/inspector.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
+import type { MessagingService } from './messaging.service.js';
 import { Activations, makeRoom, PASSIVATE_AFTER_MS, PASSIVATE_SWEEP_MS, type VirtualActorKind } from '../runtime/virtual-actors.js';
 
 
@@ -33,18 +34,24 @@ function policyOf(sub: Subscription): 'refuse' | 'drop-new' {
   return sub.refuseWhenFull ? 'refuse' : 'drop-new';
 }
 
-export function subscriptionsService(): Service {
+/** What the subscriptions service is given (src/compose.ts); its start and stop order follows from it. */
+export interface SubscriptionsDeps {
+  messaging: MessagingService;
+}
+
+export function subscriptionsService(deps: SubscriptionsDeps): Service {
   let cleanup: (() => void) | undefined;
   return {
     name: 'subscriptions',
-    dependsOn: ['messaging'],
+    dependsOn: Object.keys(deps),
     async start(rt) {
+      const engine = deps.messaging.requireEngine(); // the same engine until this service stops
       // a (re)activated actor starts in the engine's current state
-      const record = (sessionId: string, filter: string) => rt.engine?.subscription(sessionId, filter);
+      const record = (sessionId: string, filter: string) => engine.subscription(sessionId, filter);
       const logic = subscriptionMachine.provide({
         actions: {
-          pauseSubscription: ({ context }) => void rt.engine?.pauseSubscription(context.sessionId, context.filter).catch(() => {}), // a store failure is reported by the engine
-          resumeSubscription: ({ context }) => void rt.engine?.resumeSubscription(context.sessionId, context.filter).catch(() => {}),
+          pauseSubscription: ({ context }) => void engine.pauseSubscription(context.sessionId, context.filter).catch(() => {}), // a store failure is reported by the engine
+          resumeSubscription: ({ context }) => void engine.resumeSubscription(context.sessionId, context.filter).catch(() => {}),
         },
         guards: {
           isPaused: ({ context }) => record(context.sessionId, context.filter)?.paused ?? context.paused,
@@ -75,7 +82,7 @@ export function subscriptionsService(): Service {
         } catch {
           return undefined;
         }
-        const sub = rt.engine?.subscription(sessionId, key.slice(i + 1));
+        const sub = engine.subscription(sessionId, key.slice(i + 1));
         return sub !== undefined && sub.durable && !sub.closed ? sub : undefined;
       };
       const live = (key: string) => rt.childActor('subscriptions', subscriptionActorId(key));
@@ -112,16 +119,16 @@ export function subscriptionsService(): Service {
         machine: 'subscription',
         count: () => {
           let n = 0;
-          for (const _ of rt.engine?.eachDurableSubscription() ?? []) n++; // counted, not copied
+          for (const _ of engine.eachDurableSubscription()) n++; // counted, not copied
           return n;
         },
         names: function* () {
-          for (const sub of rt.engine?.eachDurableSubscription() ?? []) yield sub.key;
+          for (const sub of engine.eachDurableSubscription()) yield sub.key;
         },
         slice: (from, n) => {
           const out: string[] = [];
           let i = 0;
-          for (const sub of rt.engine?.eachDurableSubscription() ?? []) {
+          for (const sub of engine.eachDurableSubscription()) {
             if (i++ < from) continue;
             out.push(sub.key);
             if (out.length >= n) break;
@@ -197,7 +204,7 @@ export function subscriptionsService(): Service {
         activations.clear();
         if (sup === undefined) return;
         // at most the cap: the others stay passive, their state read from the engine's record
-        for (const sub of rt.engine?.durableSubscriptions() ?? []) {
+        for (const sub of engine.durableSubscriptions()) {
           if (activations.size >= maxActive) break;
           if (sub.paused || (sub.full && !sub.hibernating)) activate(sub.key);
         }

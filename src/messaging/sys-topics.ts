@@ -1,7 +1,9 @@
 import { serverStats } from '../runtime/monitor.js';
 import type { Engine } from '../engine/index.js';
 import { VERSION, serverInfo } from '../runtime/monitor.js';
+import type { EndpointsService } from '../endpoints/endpoints.service.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
+import type { MessagingService } from './messaging.service.js';
 
 /**
  * `$SYS` topics (reference section 12): every `MessageDaemon.systemTopicInterval` ms the server publishes its
@@ -161,6 +163,7 @@ export class SysTopicPublisher {
 
   constructor(
     private readonly rt: Runtime,
+    private readonly deps: SysTopicsDeps,
     private readonly opts: { averages: boolean; statusTopics: boolean },
   ) {}
 
@@ -213,7 +216,7 @@ export class SysTopicPublisher {
 
   /** One round: compute every figure and publish the topics whose payload changed. */
   async tick(): Promise<void> {
-    const engine = this.rt.engine;
+    const engine = this.deps.messaging.engine;
     if (engine === undefined || engine.isClosed) return;
     const f = this.figures(engine);
     for (const def of SYS_TOPICS) {
@@ -237,10 +240,10 @@ export class SysTopicPublisher {
     const json = 'application/json';
     this.publish(engine, '$SYS/server/status', JSON.stringify(serverStats(this.rt)), json);
     const info = await serverInfo(this.rt, this.rt.destinationCount());
-    if (this.rt.engine !== engine || engine.isClosed) return;
+    if (this.deps.messaging.engine !== engine || engine.isClosed) return;
     this.publish(engine, '$SYS/server/details', JSON.stringify(info), json);
     const links = this.rt.service('integrations'); // integration connections are interfaces too (MAPS)
-    this.publish(engine, '$SYS/server/interface/status', JSON.stringify([...(this.rt.service('endpoints')?.views.interfaceStatuses() ?? []), ...(links?.interfaceStatuses() ?? [])]), json);
+    this.publish(engine, '$SYS/server/interface/status', JSON.stringify([...this.deps.endpoints.views.interfaceStatuses(), ...(links?.interfaceStatuses() ?? [])]), json);
     for (const e of links?.entries() ?? []) this.publish(engine, `$SYS/server/integration/${e.name.replace(/[+#/\u0000]/g, '_')}/status`, JSON.stringify(links!.status(e)), json);
     this.publish(
       engine,
@@ -251,16 +254,22 @@ export class SysTopicPublisher {
   }
 }
 
-/** The `$SYS` publisher as a service: registered after the messaging service, so the engine is there. */
-export function sysTopicsService(): Service {
+/** What the `$SYS` publisher is given (src/compose.ts): the engine, and the endpoint views for $SYS/server/interface/status. */
+export interface SysTopicsDeps {
+  messaging: MessagingService;
+  endpoints: EndpointsService;
+}
+
+/** The `$SYS` publisher as a service, started after (stopped before) what it is given. */
+export function sysTopicsService(deps: SysTopicsDeps): Service {
   let timer: NodeJS.Timeout | undefined;
   return {
     name: 'sys-topics',
-    dependsOn: ['messaging', 'endpoints'], // $SYS/server/interface/status reads the endpoint views
+    dependsOn: Object.keys(deps),
     async start(rt: Runtime) {
       const md = rt.config.MessageDaemon;
       if (!md.enableSystemTopics) return;
-      const publisher = new SysTopicPublisher(rt, { averages: md.enableSystemTopicAverages, statusTopics: md.enableSystemStatusTopics });
+      const publisher = new SysTopicPublisher(rt, deps, { averages: md.enableSystemTopicAverages, statusTopics: md.enableSystemStatusTopics });
       let running = false;
       const tick = () => {
         if (running) return; // a slow round (store size walk) is never overlapped

@@ -1,4 +1,5 @@
 import { LogLimiter } from '../log-limit.js';
+import type { MessagingService } from '../messaging/messaging.service.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
 import { SchemaRegistry, type Enforcement } from './registry.js';
 
@@ -19,16 +20,22 @@ export function schemaRegistryOf(rt: Runtime): SchemaRegistry | undefined {
   return rt.service('schemas')?.registry;
 }
 
+/** What the schemas service is given (src/compose.ts): the engine it attaches to at every boot. */
+export interface SchemasDeps {
+  messaging: MessagingService;
+}
+
 /**
  * The schema registry as a service: loads the stored schemas once (they survive restarts in the store's `schemas`
  * sublevel), attaches to the engine at every boot (binds destinations, publishes `$schema/<destination>` retained),
- * follows new destinations, and detaches on stop. Registered after the messaging service.
+ * follows new destinations, and detaches on stop. Started after (stopped before) the messaging service.
  */
-export function schemasService(): SchemasService {
+export function schemasService(deps: SchemasDeps): SchemasService {
   const violations = new LogLimiter();
   let onCreated: ((name: string) => void) | undefined;
   const service: SchemasService = {
     name: 'schemas',
+    dependsOn: Object.keys(deps),
     registry: undefined,
     async start(rt: Runtime) {
       let reg = service.registry;
@@ -49,7 +56,7 @@ export function schemasService(): SchemasService {
         service.registry = reg;
         log.info({ schemas: reg.size }, 'schemas loaded');
       }
-      reg.attach(rt.engine);
+      reg.attach(deps.messaging.requireEngine());
       const r = reg;
       onCreated = (name: string) => r.destinationCreated(name);
       rt.on('destination.created', onCreated);

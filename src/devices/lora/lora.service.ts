@@ -10,6 +10,7 @@ import { IngressResult, ingress, ingressContext, refusalText } from '../../engin
 import { NotFoundError, ValidationError } from '../../errors.js';
 import { defineActorKind } from '../../runtime/actor-kind.js';
 import { findByName } from '../../runtime/registry.js';
+import type { MessagingService } from '../../messaging/messaging.service.js';
 import type { Runtime, Service } from '../../runtime/runtime.js';
 import { filterOf, nodeOfTopic, type LoRaSerialDevice } from './config.js';
 import { LoRaRadio, type NodeRecord, type Uplink } from './radio.js';
@@ -69,9 +70,19 @@ export interface LoRaConnectionInfo {
   lastWriteTime: number;
 }
 
+/** What the LoRa service is given (src/compose.ts): uplinks go into the engine, downlinks come from it. */
+export interface LoRaDeps {
+  messaging: MessagingService;
+}
+
 export class LoRaService implements Service {
   readonly name = 'lora';
-  readonly dependsOn = ['messaging'] as const;
+  readonly dependsOn: readonly string[];
+
+  constructor(private readonly deps: LoRaDeps) {
+    this.dependsOn = Object.keys(deps);
+  }
+
   readonly radios = new Map<string, LoRaRadio>();
   /**
    * Modem closes under way. The `lora:<name>` actor is the modem's only owner (its `modemSession` closes it on exit);
@@ -88,7 +99,7 @@ export class LoRaService implements Service {
   }
 
   running(rt: Runtime): void {
-    const engine = rt.engine;
+    const engine = this.deps.messaging.engine;
     const cfg = rt.config.LoRaDeviceManager;
     for (const radio of this.radios.values()) {
       if (engine) {
@@ -112,8 +123,8 @@ export class LoRaService implements Service {
     }
   }
 
-  async stop(rt: Runtime): Promise<void> {
-    const engine = rt.engine;
+  async stop(): Promise<void> {
+    const engine = this.deps.messaging.engine;
     for (const s of this.subs.splice(0)) if (engine) engine.unsubscribe(s);
     for (const r of this.radios.values()) r.stop();
     await Promise.all([...this.closing]);
@@ -179,7 +190,7 @@ export class LoRaService implements Service {
   }
 
   private publishUplink(d: LoRaSerialDevice, u: Uplink): void {
-    const engine = this.rt.engine;
+    const engine = this.deps.messaging.engine;
     if (!engine) return;
     const metaData: Record<string, string> = {
       loraRadio: d.name,
@@ -272,8 +283,8 @@ export class LoRaService implements Service {
   }
 }
 
-export function loraService(): LoRaService {
-  return new LoRaService();
+export function loraService(deps: LoRaDeps): LoRaService {
+  return new LoRaService(deps);
 }
 
 /** The LoRa service of a runtime (an empty list of radios when it is not registered). */

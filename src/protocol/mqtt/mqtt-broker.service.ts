@@ -1,6 +1,9 @@
 import { MqttBroker } from './broker.js';
 import { USER_DELETED, type UserDeletion } from '../../security/types.js';
+import type { MessagingService } from '../../messaging/messaging.service.js';
+import type { RestSessionsService } from '../../messaging/rest-sessions.service.js';
 import type { Runtime, Service } from '../../runtime/runtime.js';
+import type { SecurityManagerService } from '../../security/service.js';
 
 /**
  * Owns the MQTT broker shared by every endpoint: creates it at boot over the engine and the security service,
@@ -14,12 +17,25 @@ declare module '../../runtime/runtime.js' {
   }
 }
 
+/**
+ * What the MQTT broker is given (src/compose.ts): security (authentication at connect), the engine, and the REST
+ * sessions service, so that persistent REST sessions are restored hibernated before any MQTT client can connect.
+ */
+export interface MqttBrokerDeps {
+  security: SecurityManagerService;
+  messaging: MessagingService;
+  restSessions: RestSessionsService;
+}
+
 export class MqttBrokerService implements Service {
   readonly name = 'mqttBroker';
-  // persistent REST sessions are restored hibernated before any MQTT client can connect
-  readonly dependsOn = ['security', 'messaging', 'restSessions'] as const;
+  readonly dependsOn: readonly string[];
   broker: MqttBroker | undefined;
   private rt!: Runtime;
+
+  constructor(private readonly deps: MqttBrokerDeps) {
+    this.dependsOn = Object.keys(deps);
+  }
 
   /** A user was deleted: its MQTT connections and sessions end (counted into the audit line). */
   private readonly onUserDeleted = (d: UserDeletion): void => {
@@ -34,7 +50,7 @@ export class MqttBrokerService implements Service {
     this.rt = rt;
     rt.on(USER_DELETED, this.onUserDeleted);
     this.broker = new MqttBroker({
-      engine: () => rt.engine,
+      engine: () => this.deps.messaging.engine,
       security: () => rt.security,
       get serverName() {
         return rt.serverName;
@@ -55,6 +71,6 @@ export class MqttBrokerService implements Service {
   }
 }
 
-export function mqttBrokerService(): MqttBrokerService {
-  return new MqttBrokerService();
+export function mqttBrokerService(deps: MqttBrokerDeps): MqttBrokerService {
+  return new MqttBrokerService(deps);
 }
