@@ -344,10 +344,20 @@ export class ClusterWills implements ClusterWillRegistry {
       });
     }
     await this.eachRecord(kv, (key, rec, rev) => {
-      if (rec.claim !== undefined || rec.nodeId !== self || rec.epoch >= epoch) return;
+      if (rec.claim !== undefined) {
+        // a claim of an earlier run of this node (it died while waiting, and came back within its lease)
+        if (rec.claim.by === self && rec.claim.epoch < epoch) void this.claim(kv, key, rec, rev, `claimed by an earlier run of this node (epoch ${rec.claim.epoch})`);
+        return;
+      }
+      if (rec.nodeId !== self || rec.epoch >= epoch) return;
       const s = this.broker.sessions.get(rec.clientId);
-      if (s !== undefined && (s.conn !== undefined || s.pendingWill !== undefined)) {
-        if (!this.held.has(rec.clientId)) this.held.set(rec.clientId, rev); // this node's restored session publishes it, after removing this record
+      if (s !== undefined) {
+        // a persistent session restored from this node's store: its will is this node's business, as on a single
+        // broker (a pending delayed will is published here, after removing this record; one published or dropped at
+        // the restore already, or never stored, is not published again)
+        if (s.pendingWill !== undefined) {
+          if (!this.held.has(rec.clientId)) this.held.set(rec.clientId, rev);
+        } else if (s.conn === undefined) void kv.delete(key, { previousSeq: rev }).catch(() => undefined);
         return;
       }
       void this.claim(kv, key, rec, rev, `an earlier run of this node (epoch ${rec.epoch})`);
@@ -366,18 +376,33 @@ export class ClusterWills implements ClusterWillRegistry {
   }
 
   /** A node was declared gone: the declarer claims its clients' wills (and those it had claimed itself). */
-  async onGone(g: GoneNode): Promise<void> {
+  async onGone(g: GoneNode, attempt = 1): Promise<void> {
     if (!g.declaredHere || this.stopped) return;
-    const kv = await this.openKv();
-    if (kv === undefined) return;
+    // every node gone now, not only this one: records a declarer that died before claiming them left behind are
+    // claimed here as well (the compare-and-set keeps it to one claimer)
+    const view = this.cluster.view();
+    const gone = new Map<string, number>([[g.nodeId, g.epoch]]);
+    if (view.enabled) for (const n of view.nodes) if (n.state === 'gone' && !n.self) gone.set(n.nodeId, Math.max(n.epoch, gone.get(n.nodeId) ?? 0));
     let n = 0;
-    await this.eachRecord(kv, (key, rec, rev) => {
-      const ofGone = rec.claim !== undefined ? rec.claim.by === g.nodeId : rec.nodeId === g.nodeId && rec.epoch <= g.epoch;
-      if (!ofGone) return;
-      n++;
-      void this.claim(kv, key, rec, rev, `node ${g.nodeId} (epoch ${g.epoch}) is gone`);
-    });
-    if (n > 0) this.log.info({ nodeId: g.nodeId, wills: n }, `cluster: claiming ${n} will(s) of node ${g.nodeId}`);
+    try {
+      const kv = await this.openKv();
+      if (kv === undefined) throw new Error('no connection to NATS');
+      await this.eachRecord(kv, (key, rec, rev) => {
+        const ofGone = rec.claim !== undefined ? gone.has(rec.claim.by) && rec.claim.by !== this.cluster.nodeId : rec.epoch <= (gone.get(rec.nodeId) ?? -1);
+        if (!ofGone) return;
+        n++;
+        void this.claim(kv, key, rec, rev, `node ${rec.claim?.by ?? rec.nodeId} is gone`);
+      });
+    } catch (err) {
+      // read again after a heartbeat (a few times): the wills of a gone node are not left unclaimed by one failed read
+      if (attempt >= 5) {
+        this.log.warn({ nodeId: g.nodeId, err: messageOf(err) }, `cluster: the wills of node ${g.nodeId} could not be read; they are claimed at the next declaration`);
+        return;
+      }
+      setTimeout(() => void this.onGone(g, attempt + 1), this.rt.config.Cluster.heartbeatSeconds * 1000).unref();
+      return;
+    }
+    if (n > 0) this.log.info({ nodeId: g.nodeId, wills: n }, `cluster: claiming ${n} will(s) of gone node(s) (${[...gone.keys()].join(', ')})`);
   }
 
   /** Every record of the bucket (read in parallel, 64 at a time). */

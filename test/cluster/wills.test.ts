@@ -36,7 +36,7 @@ interface Got {
 const keyOf = (clientId: string): string => `c.${Buffer.from(clientId).toString('base64url')}`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-describe('cluster wills - published once by a survivor', { timeout: 240000 }, () => {
+describe('cluster wills - published once by a survivor', { timeout: 300000 }, () => {
   let nats: NatsCluster;
   let nc: NatsConnection;
   let kv: KV;
@@ -202,5 +202,31 @@ describe('cluster wills - published once by a survivor', { timeout: 240000 }, ()
     for (const id of ['now-5', 'now-311', 'delayed', 'expiry-0']) assert.equal(await record(id), undefined, `${id}: record removed after publishing`);
     assert.equal(await record('returns'), undefined, 'returns: its new connection has no will, so no record');
     back.end(true);
+  });
+
+  test('cluster wills - a claimer SIGKILLed while it waits out a will delay: the node that declares it gone claims the will again and publishes it once', async () => {
+    await launch(c); // gamma again, with the next epoch
+    await waitUntil(async () => ((await api(c, '/api/v1/server/cluster')) as { epoch: number }).epoch === 2, 10000, 'gamma back with epoch 2');
+    await client(c, 'slow', { will: will('dead/slow', 12), properties: { sessionExpiryInterval: 60 } });
+    await waitUntil(async () => (await record('slow'))?.nodeId === 'gamma', 10000, 'slow: will record of gamma');
+    await c.p!.stop('SIGKILL');
+    // the declarer claims it (waiting 12 - 4 s) and is SIGKILLed before it publishes
+    let claimer: Broker | undefined;
+    await waitUntil(async () => {
+      const by = (await record('slow'))?.claim?.by;
+      claimer = by === 'alpha' ? a : by === 'beta' ? b : undefined;
+      return claimer !== undefined;
+    }, 20000, 'slow: claimed by a survivor');
+    await claimer!.p!.stop('SIGKILL');
+    const survivor = claimer === a ? b : a;
+    const watcher = await client(survivor, `watch-slow-${survivor.nodeId}`);
+    await watcher.subscribeAsync('dead/slow', { qos: 1 });
+    const got = collect(watcher);
+    await waitUntil(async () => (await record('slow'))?.claim?.by === survivor.nodeId, 20000, `slow: claimed again by ${survivor.nodeId}`);
+    await waitUntil(() => survivor.p!.stdout().includes(`claimed the will of slow (node ${claimer!.nodeId} is gone)`), 5000, 'the re-claim logged');
+    await waitUntil(() => count(got, 'dead/slow') >= 1, 25000, 'the slow will published by the survivor');
+    await sleep(2000);
+    assert.equal(count(got, 'dead/slow'), 1, 'received once');
+    assert.equal(await record('slow'), undefined, 'record removed');
   });
 });
