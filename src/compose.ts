@@ -52,7 +52,7 @@ export function registerServices(rt: Runtime): void {
   rt.use(discoveryService({ endpoints })); // mDNS / NATS discovery (off unless DiscoveryManager.enabled)
   rt.use(subscriptionsService({ messaging })); // virtual actors for durable subscriptions (activated on demand, under the subscriptions supervisor)
   rt.use(destinationsService({ messaging })); // virtual actors for destinations (activated on demand, under the destinations supervisor)
-  const integrations = integrationsService(); // integration links (one actor each, under the integrations supervisor; outboxes in the engine)
+  const integrations = integrationsService({ messaging }); // integration links (one actor each, under the integrations supervisor; outboxes in the engine)
   rt.use(integrations);
   rt.use(clusterMessagesService({ integrations })); // messages across the cluster's nodes: the link `cluster` (off unless Cluster.enabled)
   rt.use(sysTopicsService({ messaging, endpoints })); // $SYS topics into the engine

@@ -14,6 +14,7 @@ import {
 } from '../../actors/integrations/integration.machine.js';
 import { BrokerError, ConflictError, NotFoundError, ServiceUnavailableError, ValidationError } from '../errors.js';
 import { defineActorKind } from '../runtime/actor-kind.js';
+import type { MessagingService } from '../messaging/messaging.service.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
 import type { LinkConfig } from './link-config.js';
 import { LinkManager, type LinkEntry } from './link-manager.js';
@@ -65,17 +66,25 @@ export function integrationsOf(rt: Runtime): IntegrationsService {
   return s;
 }
 
+/** What the integrations service is given (src/compose.ts): the outboxes are engine subscriptions. */
+export interface IntegrationsDeps {
+  messaging: MessagingService;
+}
+
 export class IntegrationsService implements Service {
   readonly name = 'integrations';
-  /** The outboxes are engine subscriptions. */
-  readonly dependsOn = ['messaging'] as const;
+  readonly dependsOn: readonly string[];
   manager?: LinkManager;
   private rt!: Runtime;
+
+  constructor(private readonly deps: IntegrationsDeps) {
+    this.dependsOn = Object.keys(deps);
+  }
 
   async start(rt: Runtime): Promise<void> {
     this.rt = rt;
     const manager = new LinkManager(rt, rt.config.NetworkConnectionManager);
-    if (rt.engine) manager.openOutboxes(rt.engine);
+    manager.openOutboxes(this.deps.messaging.requireEngine());
     this.manager = manager;
   }
 
@@ -304,6 +313,6 @@ function round(x: number): number {
   return Math.round(x * 100) / 100;
 }
 
-export function integrationsService(): IntegrationsService {
-  return new IntegrationsService();
+export function integrationsService(deps: IntegrationsDeps): IntegrationsService {
+  return new IntegrationsService(deps);
 }

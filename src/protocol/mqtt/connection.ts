@@ -425,7 +425,7 @@ export class MqttConnection implements MqttConn {
     this.scheduled = false;
     const n = this.out.length;
     if (n === 0) return;
-    const buf = n === 1 ? this.out[0]! : Buffer.concat(this.out, this.outBytes);
+    const buf = n === 1 ? this.out[0]! : this.broker.writes.join(this.out, this.outBytes);
     this.out = [];
     const bytes = this.outBytes;
     this.outBytes = 0;

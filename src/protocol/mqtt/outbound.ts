@@ -1,6 +1,7 @@
 /**
  * Outbound state a broker's connections share, owned by the broker instance (no module-level state):
- * - `WriteBatch`: connections with bytes to write, flushed once per tick (one socket write per connection per tick);
+ * - `WriteBatch`: connections with bytes to write, flushed once per tick (one socket write per connection per tick),
+ *   one concatenation shared by connections that write the same buffers;
  * - `EncodeCache`: the last message fanned out, encoded once per (protocol class, QoS, retain) with packet id 0, so
  *   a message delivered to many subscribers is encoded a handful of times, not once per subscriber.
  */
@@ -13,12 +14,46 @@ export interface Flushable {
 export class WriteBatch {
   private readonly dirty: Flushable[] = [];
   private scheduled = false;
+  /** The parts and bytes `join` concatenated last in this flush (released when the flush ends). */
+  private lastParts: Buffer[] | undefined = undefined;
+  private lastJoined: Buffer | undefined = undefined;
   private readonly flushAll = (): void => {
     this.scheduled = false;
     const d = this.dirty;
     for (let i = 0; i < d.length; i++) d[i]!.flush();
     d.length = 0;
+    this.lastParts = undefined;
+    this.lastJoined = undefined;
   };
+
+  /**
+   * The bytes of `parts` (`total` long) as one buffer for one socket write. Subscribers of one fan-out get the same
+   * encoded PUBLISH buffers in the same order (EncodeCache), so the previous connection's concatenation is reused
+   * when its parts are the same buffer objects: 100 subscribers of a topic cost one copy of a turn's messages, not
+   * 100 (Buffer.concat and its allocation were 16 % of the broker's CPU in fan-out 1→100). The joined buffer is only
+   * read by the sockets, never written, like the shared PUBLISH bytes it is made of. The caller gives up `parts`.
+   */
+  join(parts: Buffer[], total: number): Buffer {
+    const last = this.lastParts;
+    const n = parts.length;
+    if (last !== undefined && last.length === n && this.lastJoined!.length === total) {
+      let same = true;
+      for (let i = 0; i < n; i++) {
+        if (last[i] !== parts[i]) {
+          same = false;
+          break;
+        }
+      }
+      if (same) return this.lastJoined!;
+    }
+    const joined = Buffer.concat(parts, total);
+    // only inside a flush: a connection flushed on its own (close) must not keep a buffer alive until the next one
+    if (this.scheduled || this.dirty.length > 0) {
+      this.lastParts = parts;
+      this.lastJoined = joined;
+    }
+    return joined;
+  }
 
   /** `c` has bytes to write: flush it with the others at the end of this tick. */
   add(c: Flushable): void {
