@@ -17,6 +17,7 @@ import { run as sseFanout } from './sse-fanout.js';
 import { runMqttBench } from './mqtt/run.js';
 import { runFootprintBench } from './footprint.js';
 import { runFederationBench } from './federation/run.js';
+import { runClusterBench } from './cluster/run.js';
 import { formatSummary, type SummaryInput } from './summary.js';
 
 const load = loadavg().map((x) => x.toFixed(2)).join(' ');
@@ -53,6 +54,7 @@ for (const [name, run] of reports) {
 }
 summary.mqtt = await attempt('mqtt', runMqttBench);
 summary.federation = await attempt('federation', runFederationBench);
+summary.cluster = await attempt('cluster', runClusterBench);
 await attempt('footprint', runFootprintBench);
 process.stdout.write(`\n=== summary (load average at start: ${load}; node ${process.version}) ===\n`);
 process.stdout.write(formatSummary(summary));

@@ -4,12 +4,14 @@
  * latency and memory it is best peer / Switchyard, so that above 1.00× always means Switchyard is ahead. The targets
  * are the issue's. A scenario whose bench did not run (BENCH_MQTT_BROKERS, BENCH_FEDERATION_ONLY, ...) shows '—'.
  */
+import type { ClusterBenchRow } from './cluster/run.js';
 import type { FederationRow } from './federation/run.js';
 import type { MqttRow } from './mqtt/run.js';
 
 export interface SummaryInput {
   mqtt?: Record<string, MqttRow>;
   federation?: Array<[string, FederationRow]>;
+  cluster?: Array<[string, ClusterBenchRow]>;
   rest?: { broker: number; bare: number };
   sse?: { deliveries: number; offered: number };
 }
@@ -61,6 +63,15 @@ export function summaryLines(input: SummaryInput): Line[] {
     lines.push({ scenario: 'Federation QoS 1 A→B (msg/s; Mosquitto bridge)', peers: { Mosquitto: mq?.tput[1] ?? NaN }, switchyard: sy?.tput[1] ?? NaN, higher: true, show: num, target: '≥ 1.0× bridge' });
     lines.push({ scenario: 'Federation QoS 0 A→B (msg/s; Mosquitto bridge, NATS alone)', peers: { Mosquitto: mq?.tput[0] ?? NaN, NATS: nats?.tput[0] ?? NaN }, switchyard: sy?.tput[0] ?? NaN, higher: true, show: num, target: '—' });
     lines.push({ scenario: 'Federation QoS 1 p99 at 2 000 msg/s (ms; NATS alone)', peers: { Mosquitto: mq?.lat[1].p99 ?? NaN, NATS: nats?.lat[1].p99 ?? NaN }, switchyard: sy?.lat[1].p99 ?? NaN, higher: false, show: ms, target: '≤ 2× NATS' });
+  }
+  const cl = input.cluster;
+  if (cl) {
+    const find = (prefix: string) => cl.find(([n]) => n.startsWith(prefix))?.[1];
+    const sy = find('Switchyard x3');
+    const nats = find('NATS');
+    lines.push({ scenario: 'Cluster QoS 0 broker A→B of 3 (msg/s; NATS x3 alone n1→n2)', peers: { NATS: nats?.tput[0] ?? NaN }, switchyard: sy?.tput[0] ?? NaN, higher: true, show: num, target: 'reported' });
+    lines.push({ scenario: 'Cluster QoS 1 broker A→B of 3 (msg/s; NATS x3 alone n1→n2)', peers: { NATS: nats?.tput[1] ?? NaN }, switchyard: sy?.tput[1] ?? NaN, higher: true, show: num, target: 'reported' });
+    lines.push({ scenario: 'Cluster QoS 1 p99 at 2 000 msg/s (ms; NATS x3 alone)', peers: { NATS: nats?.lat[1].p99 ?? NaN }, switchyard: sy?.lat[1].p99 ?? NaN, higher: false, show: ms, target: 'reported' });
   }
   if (input.rest) {
     lines.push({ scenario: 'REST POST /messaging/publish (req/s; bare Fastify route)', peers: { 'bare Fastify': input.rest.bare }, switchyard: input.rest.broker, higher: true, show: num, target: '≥ 0.8×' });

@@ -1,0 +1,374 @@
+/**
+ * bench/cluster: the cluster's message plane against one broker and against NATS alone, in one run (issue 26,
+ * docs/cluster.md "Capacity"):
+ *   (a) three `nats-server -js` in a cluster (test/cluster/nats-cluster.ts) and three Switchyard brokers with the
+ *       `Cluster` section on (R3 streams): MQTT publishers on broker A, subscribers on broker B;
+ *   (b) one Switchyard broker, cluster off: publishers and subscribers on it;
+ *   (c) the same traffic through the NATS cluster alone with nats.js: publishers on server n1, subscribers on n2;
+ *       QoS 0 as core publish/subscribe, QoS 1 as a JetStream publish (R3 stream) with PubAck and a durable consumer
+ *       with explicit acks (as bench/federation does on one server).
+ * Per system and QoS: throughput (messages/s received while 4 publishers keep 200 QoS 1 messages in flight each, or
+ * their socket buffers full at QoS 0), latency p50/p99 at a fixed 2 000 msg/s (bench/federation's scenarios), and the
+ * CPU each process spent per message received during the throughput window: utime + stime from /proc/<pid>/stat
+ * before and after, in µs per message. The bench's own process (the load generator) is not counted.
+ * `BENCH_SECONDS` (default 3) is the length of each measured window; `BENCH_CLUSTER_ONLY=cluster,single,nats` runs
+ * some of the systems only. `npm run bench` runs it; `tsx bench/cluster/run.ts` alone too. Not a test: the numbers
+ * vary with the machine (and here two shared cores carry all seven processes and the load generator).
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { connect as natsConnect, createInbox, type NatsConnection } from '@nats-io/transport-node';
+import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, StorageType } from '@nats-io/jetstream';
+import { latency, mqttSystem, until, type Publisher, type Qos, type System } from '../federation/run.js';
+import { startNatsCluster, type NatsCluster } from '../../test/cluster/nats-cluster.js';
+import { freePort, stopProc, waitLine } from '../procs.js';
+
+const ROOT = resolve(import.meta.dirname, '..', '..');
+const DURATION = Number(process.env.BENCH_SECONDS ?? 3) * 1000;
+const WARMUP = 1000;
+const PAIRS = 4;
+const WINDOW = 200;
+const NODE_FLAGS = process.env.BENCH_NODE_FLAGS !== undefined ? process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean) : ['--max-semi-space-size=32'];
+const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
+
+/** A process whose CPU time is measured, by its role in the system. */
+interface Proc {
+  label: string;
+  pid: number;
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat (fields 14 and 15). */
+export function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // comm may hold spaces; fields from state on
+  return (Number(fields[11]) + Number(fields[12])) / CLK_TCK; // utime, stime (fields 14, 15 of the whole line)
+}
+
+export interface ClusterBenchRow {
+  tput: Record<Qos, number>;
+  lat: Record<Qos, { p50: number; p99: number; n: number }>;
+  /** µs of CPU per message received, per process label, during the throughput window. */
+  cpu: Record<Qos, Record<string, number>>;
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Switchyard brokers
+
+async function startBroker(tmp: string, tag: string, cluster?: { servers: string[]; nodeId: string }): Promise<{ port: number; rest: number; pid: number; stop: () => Promise<void> }> {
+  const configDir = join(tmp, `${tag}-config`);
+  const dataDir = join(tmp, `${tag}-data`);
+  mkdirSync(configDir, { recursive: true });
+  for (const f of readdirSync(join(ROOT, 'config'))) {
+    if (f.endsWith('.yaml') && f !== 'AuthManager.yaml' && f !== 'Cluster.yaml') copyFileSync(join(ROOT, 'config', f), join(configDir, f));
+  }
+  writeFileSync(join(configDir, 'AuthManager.yaml'), 'AuthManager:\n  authenticationEnabled: false\n');
+  if (cluster) {
+    const cfg = { enabled: true, servers: cluster.servers, clusterName: 'bench', nodeId: cluster.nodeId, replicas: 3 };
+    writeFileSync(join(configDir, 'Cluster.yaml'), JSON.stringify({ Cluster: cfg })); // JSON is YAML
+  }
+  const port = await freePort();
+  const proc = spawn(process.execPath, [...NODE_FLAGS, '--import', 'tsx', join(ROOT, 'src/main.ts')], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      SWITCHYARD_CONFIG_DIR: configDir,
+      SWITCHYARD_DATA_DIR: dataDir,
+      SWITCHYARD_REST_PORT: '0',
+      SWITCHYARD_REST_HOST: '127.0.0.1',
+      SWITCHYARD_MQTT_PORT: String(port),
+      SWITCHYARD_MQTT_WS_PORT: '0',
+      SWITCHYARD_MQTT_HOST: '127.0.0.1',
+      SWITCHYARD_LOG_LEVEL: 'warn',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const m = await waitLine(proc, /SWITCHYARD_READY rest=(\d+)/, `switchyard ${tag}`);
+  return { port, rest: Number(m[1]), pid: proc.pid!, stop: stopProc(proc) };
+}
+
+/** A system under test: the processes whose CPU is measured, and a wait until a backlog is drained. */
+interface Under {
+  sys: System;
+  procs: Proc[];
+  /** Resolves once the system has delivered what it had taken (the cluster's stream backlog); default: 3 s. */
+  settle?(): Promise<void>;
+}
+
+/** Resolves once `read()` has not changed for 1 s (at most `maxMs`). */
+async function quiet(read: () => Promise<number>, maxMs: number): Promise<void> {
+  const end = Date.now() + maxMs;
+  let last = await read();
+  while (Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 1000));
+    const now = await read();
+    if (now === last) return;
+    last = now;
+  }
+}
+
+async function clusterSystem(tmp: string, nats: NatsCluster): Promise<Under> {
+  const ids = ['a', 'b', 'c'];
+  // each broker lists every NATS server, its own first (a client connects to the first it reaches)
+  const brokers = await Promise.all(ids.map((id, i) => startBroker(tmp, `sy-${id}`, { servers: [nats.urls[i]!, ...nats.urls.filter((_, j) => j !== i)], nodeId: id })));
+  const json = async (rest: number, path: string): Promise<Record<string, unknown> | undefined> => {
+    const r = await fetch(`http://127.0.0.1:${rest}${path}`).catch(() => undefined);
+    return r?.ok ? ((await r.json()) as Record<string, unknown>) : undefined;
+  };
+  for (const b of brokers) {
+    await until(
+      async () => {
+        const v = (await json(b.rest, '/api/v1/server/cluster')) as { state?: string; nodes?: Array<{ state: string }> } | undefined;
+        const link = (await json(b.rest, '/api/v1/server/integration/cluster/status')) as { state?: string } | undefined;
+        return v?.state === 'Member' && v.nodes?.filter((n) => n.state === 'live').length === 3 && link?.state === 'Established';
+      },
+      60000,
+      'three cluster members with their message link established',
+    );
+  }
+  const [a, b] = brokers as [(typeof brokers)[0], (typeof brokers)[0]];
+  const sys = mqttSystem('Switchyard x3 cluster (A -> B)', a.port, b.port, async () => {
+    for (const x of brokers) await x.stop();
+  });
+  // the plane is up when a message published on A reaches B, at both QoS
+  for (const qos of [0, 1] as const) {
+    let got = 0;
+    const unsub = await sys.subscribe(qos, () => `b${qos}/probe`, 1, () => got++);
+    const pub = await sys.publisher(qos);
+    await until(() => (pub.one(`b${qos}/probe`, Buffer.from('x')), got > 0), 30000, `cluster A -> B at QoS ${qos}`);
+    pub.close();
+    unsub();
+  }
+  const procs = [...brokers.map((x, i) => ({ label: `broker ${ids[i]!.toUpperCase()}`, pid: x.pid })), ...nats.nodes.map((n) => ({ label: `nats ${n.name}`, pid: n.proc!.pid! }))];
+  // every node pulls every message from the stream: wait until B and C have published what A pushed
+  const published = async (): Promise<number> => {
+    let sum = 0;
+    for (const x of brokers.slice(1)) {
+      const text = await (await fetch(`http://127.0.0.1:${x.rest}/metrics`)).text();
+      sum += Number(/^switchyard_messages_published_total (\S+)$/m.exec(text)?.[1] ?? 0);
+    }
+    return sum;
+  };
+  return { sys, procs, settle: () => quiet(published, 120000) };
+}
+
+async function singleSystem(tmp: string): Promise<Under> {
+  const b = await startBroker(tmp, 'sy-single');
+  return { sys: mqttSystem('Switchyard x1 (cluster off)', b.port, b.port, b.stop), procs: [{ label: 'broker', pid: b.pid }] };
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// The NATS cluster alone (nats.js): publishers on n1, subscribers on n2
+
+async function natsSystem(nats: NatsCluster): Promise<Under> {
+  const conns: NatsConnection[] = [];
+  const conn = async (server: string) => {
+    const nc = await natsConnect({ servers: server });
+    conns.push(nc);
+    return nc;
+  };
+  const [n1, n2] = nats.urls as [string, string];
+  const admin = await conn(n1);
+  const jsm = await jetstreamManager(admin);
+  await jsm.streams.add({ name: 'BENCH_CLUSTER', subjects: ['b1.>'], storage: StorageType.File, num_replicas: 3 });
+  let consumerSeq = 0;
+  const sys: System = {
+    name: 'NATS x3 alone (n1 -> n2, nats.js)',
+    async subscribe(qos, topic, n, onMsg) {
+      const stops: Array<() => void> = [];
+      for (let i = 0; i < n; i++) {
+        const subject = topic(i).replaceAll('/', '.');
+        const nc = await conn(n2);
+        if (qos === 0) {
+          const sub = nc.subscribe(subject, { callback: (_e, m) => onMsg(Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength)) });
+          await nc.flush();
+          stops.push(() => sub.unsubscribe());
+        } else {
+          const durable = `bench${consumerSeq++}`;
+          await jsm.consumers.add('BENCH_CLUSTER', { durable_name: durable, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.New, filter_subject: subject, max_ack_pending: 4096 });
+          const c = await jetstream(nc).consumers.get('BENCH_CLUSTER', durable);
+          const msgs = await c.consume({ max_messages: 512 });
+          void (async () => {
+            for await (const m of msgs) {
+              onMsg(Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength));
+              m.ack();
+            }
+          })();
+          stops.push(() => msgs.stop());
+        }
+      }
+      return () => stops.forEach((s) => s());
+    },
+    async publisher(qos): Promise<Publisher> {
+      const nc = await conn(n1);
+      // a JetStream publish as the cluster link makes it: a core publish with a reply subject, settled by the PubAck
+      const inbox = createInbox();
+      let seq = 0;
+      const pending = new Map<string, { ok(): void; fail(): void }>();
+      nc.subscribe(`${inbox}.*`, {
+        callback: (_e, m) => {
+          const p = pending.get(m.subject);
+          if (!p) return;
+          pending.delete(m.subject);
+          const stored = m.data.length > 0 && !m.headers?.hasError && (JSON.parse(new TextDecoder().decode(m.data)) as { stream?: string }).stream !== undefined;
+          if (stored) p.ok();
+          else p.fail();
+        },
+      });
+      const pubAck = (subject: string, payload: Buffer) =>
+        new Promise<void>((ok, fail) => {
+          const reply = `${inbox}.${(seq++).toString(36)}`;
+          pending.set(reply, { ok, fail });
+          nc.publish(subject, payload, { reply });
+        });
+      let stopped = false;
+      return {
+        flood(topic, payload) {
+          const subject = topic.replaceAll('/', '.');
+          if (qos === 0) {
+            const tick = (): void => {
+              if (stopped) return;
+              for (let k = 0; k < 500; k++) nc.publish(subject, payload);
+              void nc.flush().then(tick, () => undefined);
+            };
+            tick();
+            return;
+          }
+          let inflight = 0;
+          const send = (): void => {
+            while (!stopped && inflight < WINDOW) {
+              inflight++;
+              pubAck(subject, payload).then(
+                () => {
+                  inflight--;
+                  send();
+                },
+                () => inflight--,
+              );
+            }
+          };
+          send();
+        },
+        one(topic, payload) {
+          const subject = topic.replaceAll('/', '.');
+          if (qos === 0) nc.publish(subject, payload);
+          else void pubAck(subject, payload).catch(() => undefined);
+        },
+        close: () => {
+          stopped = true;
+        },
+      };
+    },
+    async stop() {
+      await jsm.streams.delete('BENCH_CLUSTER').catch(() => undefined);
+      for (const nc of conns) await nc.close().catch(() => undefined);
+    },
+  };
+  return { sys, procs: nats.nodes.map((n) => ({ label: `nats ${n.name}`, pid: n.proc!.pid! })) };
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// The throughput scenario with CPU per message
+
+async function throughputCpu(sys: System, procs: Proc[], qos: Qos): Promise<{ rate: number; cpu: Record<string, number> }> {
+  let received = 0;
+  const topic = (i: number) => `b${qos}/tp/${i}`;
+  const unsub = await sys.subscribe(qos, topic, PAIRS, () => received++);
+  const pubs: Publisher[] = [];
+  const payload = Buffer.alloc(64, 'x');
+  for (let i = 0; i < PAIRS; i++) {
+    const p = await sys.publisher(qos);
+    p.flood(topic(i), payload);
+    pubs.push(p);
+  }
+  await new Promise((r) => setTimeout(r, WARMUP));
+  const c0 = received;
+  const cpu0 = procs.map((p) => cpuSeconds(p.pid));
+  const t0 = performance.now();
+  await new Promise((r) => setTimeout(r, DURATION));
+  const n = received - c0;
+  const cpu1 = procs.map((p) => cpuSeconds(p.pid));
+  const rate = n / ((performance.now() - t0) / 1000);
+  pubs.forEach((p) => p.close());
+  unsub();
+  const cpu: Record<string, number> = {};
+  procs.forEach((p, i) => (cpu[p.label] = n > 0 ? ((cpu1[i]! - cpu0[i]!) * 1e6) / n : NaN));
+  return { rate, cpu };
+}
+
+/** Runs the three systems, prints the tables and returns the figures per system (by its printed name). */
+export async function runClusterBench(): Promise<Array<[string, ClusterBenchRow]>> {
+  const load = loadavg().map((x) => x.toFixed(2)).join(' ');
+  const tmp = mkdtempSync(join(tmpdir(), 'switchyard-clusterbench-'));
+  const results: Array<[string, ClusterBenchRow]> = [];
+  const only = process.env.BENCH_CLUSTER_ONLY?.split(',');
+  const wants = (label: string) => !only || only.includes(label);
+  let nats: NatsCluster | undefined;
+  try {
+    if (wants('cluster') || wants('nats')) nats = await startNatsCluster(3, `sy-bench-${process.pid}`);
+    const starters: Array<[string, () => Promise<Under>]> = [
+      ['single', () => singleSystem(tmp)],
+      ['nats', () => natsSystem(nats!)],
+      ['cluster', () => clusterSystem(tmp, nats!)],
+    ];
+    for (const [label, start] of starters) {
+      if (!wants(label)) continue;
+      process.stdout.write(`bench/cluster: ${label} ...`);
+      const { sys, procs, settle = () => new Promise<void>((r) => setTimeout(r, 3000)) } = await start();
+      try {
+        const row: ClusterBenchRow = { tput: { 0: 0, 1: 0 }, lat: { 0: { p50: NaN, p99: NaN, n: 0 }, 1: { p50: NaN, p99: NaN, n: 0 } }, cpu: { 0: {}, 1: {} } };
+        for (const qos of [0, 1] as const) {
+          process.stdout.write(` lat${qos}`);
+          row.lat[qos] = await latency(sys, qos);
+          await settle();
+        }
+        // QoS 1 first: a QoS 0 flood leaves the larger backlog (in the cluster, every message goes through the stream)
+        for (const qos of [1, 0] as const) {
+          process.stdout.write(` qos${qos}`);
+          const t = await throughputCpu(sys, procs, qos);
+          row.tput[qos] = t.rate;
+          row.cpu[qos] = t.cpu;
+          await settle(); // let a backlog drain before the next scenario
+        }
+        results.push([sys.name, row]);
+      } finally {
+        await sys.stop();
+      }
+      process.stdout.write(' done\n');
+    }
+  } finally {
+    await nats?.dispose();
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  printTables(results, load);
+  return results;
+}
+
+function printTables(results: Array<[string, ClusterBenchRow]>, load: string): void {
+  const f = (x: number) => (Number.isFinite(x) ? Math.round(x).toLocaleString('en-US') : 'n/a');
+  const ms = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : 'n/a');
+  const table = (head: string[], rows: string[][]) => {
+    const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+    const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(' | ');
+    process.stdout.write(`${line(head)}\n${widths.map((w) => '-'.repeat(w)).join('-|-')}\n`);
+    for (const r of rows) process.stdout.write(`${line(r)}\n`);
+  };
+  process.stdout.write(`\nbench/cluster: ${PAIRS} publisher->subscriber pairs, 64-byte payloads, ${DURATION / 1000} s windows; latency at 2000 msg/s; load average at start ${load}\n`);
+  table(
+    ['system', 'QoS 0 msg/s', 'QoS 0 p50/p99 ms', 'QoS 1 msg/s', 'QoS 1 p50/p99 ms'],
+    results.map(([name, r]) => [name, f(r.tput[0]), `${ms(r.lat[0].p50)} / ${ms(r.lat[0].p99)}`, f(r.tput[1]), `${ms(r.lat[1].p50)} / ${ms(r.lat[1].p99)}`]),
+  );
+  process.stdout.write('\nCPU per message received (µs, utime+stime from /proc/<pid>/stat over the throughput window)\n');
+  const rows: string[][] = [];
+  for (const [name, r] of results) {
+    for (const qos of [0, 1] as const) {
+      const parts = Object.entries(r.cpu[qos]).map(([label, us]) => `${label} ${Number.isFinite(us) ? us.toFixed(1) : 'n/a'}`);
+      const total = Object.values(r.cpu[qos]).reduce((s, x) => s + (Number.isFinite(x) ? x : 0), 0);
+      rows.push([name, String(qos), total.toFixed(1), parts.join(', ')]);
+    }
+  }
+  table(['system', 'QoS', 'all processes', 'per process'], rows);
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) await runClusterBench();
