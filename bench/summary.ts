@@ -66,9 +66,8 @@ export function summaryLines(input: SummaryInput): Line[] {
   }
   const cl = input.cluster;
   if (cl) {
-    const find = (prefix: string) => cl.find(([n]) => n.startsWith(prefix))?.[1];
-    const sy = find('Switchyard x3');
-    const nats = find('NATS');
+    const sy = cl.find(([n]) => n.includes('cluster (A'))?.[1];
+    const nats = cl.find(([n]) => n.startsWith('NATS'))?.[1];
     lines.push({ scenario: 'Cluster QoS 0 broker A→B of 3 (msg/s; NATS x3 alone n1→n2)', peers: { NATS: nats?.tput[0] ?? NaN }, switchyard: sy?.tput[0] ?? NaN, higher: true, show: num, target: 'reported' });
     lines.push({ scenario: 'Cluster QoS 1 broker A→B of 3 (msg/s; NATS x3 alone n1→n2)', peers: { NATS: nats?.tput[1] ?? NaN }, switchyard: sy?.tput[1] ?? NaN, higher: true, show: num, target: 'reported' });
     lines.push({ scenario: 'Cluster QoS 1 p99 at 2 000 msg/s (ms; NATS x3 alone)', peers: { NATS: nats?.lat[1].p99 ?? NaN }, switchyard: sy?.lat[1].p99 ?? NaN, higher: false, show: ms, target: 'reported' });

@@ -12,7 +12,8 @@
  * CPU each process spent per message received during the throughput window: utime + stime from /proc/<pid>/stat
  * before and after, in µs per message. The bench's own process (the load generator) is not counted.
  * `BENCH_SECONDS` (default 3) is the length of each measured window; `BENCH_CLUSTER_ONLY=cluster,single,nats` runs
- * some of the systems only. `npm run bench` runs it; `tsx bench/cluster/run.ts` alone too. Not a test: the numbers
+ * some of the systems only; `BENCH_CLUSTER_BROKERS` (2..5, default 3) sets the number of brokers (over the same
+ * three nats-servers), for the per-node slope of docs/cluster.md "Capacity". `npm run bench` runs it; `tsx bench/cluster/run.ts` alone too. Not a test: the numbers
  * vary with the machine (and here two shared cores carry all seven processes and the load generator).
  */
 import { execFileSync, spawn } from 'node:child_process';
@@ -30,6 +31,8 @@ const DURATION = Number(process.env.BENCH_SECONDS ?? 3) * 1000;
 const WARMUP = 1000;
 const PAIRS = 4;
 const WINDOW = 200;
+/** Brokers in the cluster (2..5): A publishes, B subscribes, the others only take part. */
+const BROKERS = Math.min(5, Math.max(2, Number(process.env.BENCH_CLUSTER_BROKERS ?? 3) || 3));
 const NODE_FLAGS = process.env.BENCH_NODE_FLAGS !== undefined ? process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean) : ['--max-semi-space-size=32'];
 const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
 
@@ -109,7 +112,7 @@ async function quiet(read: () => Promise<number>, maxMs: number): Promise<void> 
 }
 
 async function clusterSystem(tmp: string, nats: NatsCluster): Promise<Under> {
-  const ids = ['a', 'b', 'c'];
+  const ids = 'abcde'.slice(0, BROKERS).split('');
   // each broker lists every NATS server, its own first (a client connects to the first it reaches)
   const brokers = await Promise.all(ids.map((id, i) => startBroker(tmp, `sy-${id}`, { servers: [nats.urls[i]!, ...nats.urls.filter((_, j) => j !== i)], nodeId: id })));
   const json = async (rest: number, path: string): Promise<Record<string, unknown> | undefined> => {
@@ -121,14 +124,14 @@ async function clusterSystem(tmp: string, nats: NatsCluster): Promise<Under> {
       async () => {
         const v = (await json(b.rest, '/api/v1/server/cluster')) as { state?: string; nodes?: Array<{ state: string }> } | undefined;
         const link = (await json(b.rest, '/api/v1/server/integration/cluster/status')) as { state?: string } | undefined;
-        return v?.state === 'Member' && v.nodes?.filter((n) => n.state === 'live').length === 3 && link?.state === 'Established';
+        return v?.state === 'Member' && v.nodes?.filter((n) => n.state === 'live').length === BROKERS && link?.state === 'Established';
       },
       60000,
-      'three cluster members with their message link established',
+      `${BROKERS} cluster members with their message link established`,
     );
   }
   const [a, b] = brokers as [(typeof brokers)[0], (typeof brokers)[0]];
-  const sys = mqttSystem('Switchyard x3 cluster (A -> B)', a.port, b.port, async () => {
+  const sys = mqttSystem(`Switchyard x${BROKERS} cluster (A -> B)`, a.port, b.port, async () => {
     for (const x of brokers) await x.stop();
   });
   // the plane is up when a message published on A reaches B, at both QoS
@@ -141,7 +144,7 @@ async function clusterSystem(tmp: string, nats: NatsCluster): Promise<Under> {
     unsub();
   }
   const procs = [...brokers.map((x, i) => ({ label: `broker ${ids[i]!.toUpperCase()}`, pid: x.pid })), ...nats.nodes.map((n) => ({ label: `nats ${n.name}`, pid: n.proc!.pid! }))];
-  // every node pulls every message from the stream: wait until B and C have published what A pushed
+  // every node pulls every message from the stream: wait until the others have published what A pushed
   const published = async (): Promise<number> => {
     let sum = 0;
     for (const x of brokers.slice(1)) {
