@@ -1,6 +1,21 @@
 /**
  * The messaging engine: routes every message by plain function calls (no xstate, no async per delivery).
  *
+ * This class is the facade the rest of the broker uses; the work is done by modules with one responsibility each,
+ * all over the shared tables of engine-core.ts:
+ *
+ *   engine.ts          publish / subscribe / the destination and subscription lifecycles, recovery, sweeps (wiring)
+ *   fan-out.ts         a topic message to every matching subscription and shared group
+ *   shared-groups.ts   one member of a `$share` group per message; the group table
+ *   queue-dispatch.ts  a queue message to exactly one consumer; high/low water
+ *   retained.ts        one retained message per topic, sent on subscribe
+ *   delivery.ts        one copy to one subscription: push, keep, drain, take, settle
+ *   flow-control.ts    refusal at publish (full subscriptions, a paused topic's full hold), cap edges
+ *   write-behind.ts    every store write of the message path to the group commit; the write-behind window
+ *
+ * A publish's outcome is the value each step returns (Outcome bits, engine-core.ts), turned into the promise
+ * `publish` returns; nothing is carried in fields between calls.
+ *
  * Destinations and the queue naming convention
  * --------------------------------------------
  * A destination is created on demand by the first publish to it or subscription to its exact name, or up front
@@ -35,71 +50,42 @@
  * schedules. Counters count expired copies (a topic message expiring in three subscriptions counts three).
  */
 import { ConflictError, NotFoundError, QuotaExceededError, ValidationError } from '../errors.js';
-import { RateMeter, ServerTotals } from './counters.js';
+import { RateMeter, type ServerTotals } from './counters.js';
 import { Destination as DestinationRecord, DestinationType, isDestinationType, isQueueName, type PayloadSchema } from './destination.js';
+import { Delivery } from './delivery.js';
+import { DEFERRED, EngineCore, NONE, RESOLVED, STORED, noop, type EngineEvents } from './engine-core.js';
 import type { EngineStore } from './engine-store.js';
-import {
-  DURABLE_PREFIX,
-  STATE_PREFIX,
-  encodeHeld,
-  padId,
-  pausedDestinationKey,
-  pausedHeldKey,
-  pausedSubscriptionKey,
-  queueKey,
-  retainedKey,
-} from './engine-store.js';
+import { DURABLE_PREFIX, STATE_PREFIX, encodeHeld, padId, pausedDestinationKey, pausedSubscriptionKey } from './engine-store.js';
+import { FanOut } from './fan-out.js';
+import { FlowControl } from './flow-control.js';
 import { GroupCommit } from './group-commit.js';
 import type { Message, MessageInit } from './message.js';
-import { MessageIdGenerator, createMessage, encodeMessage } from './message.js';
+import { MessageIdGenerator, createMessage } from './message.js';
+import { QueueDispatch } from './queue-dispatch.js';
 import type { RecoveryResult } from './recovery.js';
-import { isSysTopic, loadFromStore } from './recovery.js';
+import { loadFromStore } from './recovery.js';
+import { Retained } from './retained.js';
+import { SharedGroups } from './shared-groups.js';
 import type {
-  Authorizer,
-  Delivery,
+  Delivery as Taken,
   Destination,
-  PushSink,
-  Route,
+  SharedGroup,
   Sink,
   SubscribeOptions,
   SubscriptionHost,
   SubscriptionQueueDTO,
   SubscriptionStateDTO,
-  UnwrittenEntry,
 } from './subscription.js';
-import { SharedGroup, Subscription, subscriptionKey } from './subscription.js';
-import { TopicTree, TopicTrie, hasWildcard, parseSharedFilter, validateTopicFilter, validateTopicName } from './topic-trie.js';
+import { Subscription, subscriptionKey } from './subscription.js';
+import { hasWildcard, parseSharedFilter, validateTopicFilter, validateTopicName } from './topic-trie.js';
 import type { DestinationDTO, EngineStats, RateKey } from './views.js';
 import { RATE_KEYS, browseDestination, destinationDto, engineStats, subscriptionStatesOf } from './views.js';
+import { WriteBehind } from './write-behind.js';
 
 export type { DestinationDTO, EngineStats } from './views.js';
 export type { RecoveryResult } from './recovery.js';
-
-/** Lifecycle and threshold notices; never called per message. */
-export interface EngineEvents {
-  onDestinationCreated(name: string, type: DestinationType): void;
-  onDestinationDeleted(name: string, type: DestinationType): void;
-  /** Queue depth (messages waiting for a consumer) reached the high-water mark. Re-armed at half of it. */
-  onQueueHighWater(name: string, depth: number): void;
-  /** Queue depth fell back to half the high-water mark after a high-water notice. */
-  onQueueLowWater(name: string, depth: number): void;
-  /** A subscription started dropping messages (maxDepth or maxBytes reached). Re-armed when its buffer empties. */
-  onSlowConsumer(sessionId: string, filter: string, depth: number): void;
-  onStoreFailure(err: unknown): void;
-  /**
-   * A durable subscription (persistent session) was created, went offline (hibernated), came back (attached) or
-   * ended (closed). Lifecycle only: subscriptions that live exactly as long as their connection are not reported.
-   */
-  onDurableSubscription(sub: Subscription, change: DurableChange): void;
-  /**
-   * A durable subscription reached its cap (`maxDepth` messages or `maxBytes`; `full` true) or is back down to half
-   * of it (false). Edges only, so a subscription that stays full is reported once.
-   */
-  onSubscriptionFull(sub: Subscription, full: boolean): void;
-}
-
-/** Lifecycle changes of a durable subscription; `expired` is `closed` because its session's expiry interval ran out. */
-export type DurableChange = 'created' | 'hibernated' | 'attached' | 'closed' | 'expired';
+export type { DurableChange, EngineEvents } from './engine-core.js';
+export { RESOLVED } from './engine-core.js';
 
 export interface EngineOptions {
   store?: EngineStore;
@@ -130,14 +116,8 @@ export interface PublishOptions {
 /** Default of `EngineOptions.defaultMaxBytes` and of DestinationManager.maxQueuedBytes: 8 MiB. */
 export const DEFAULT_MAX_BYTES = 8 * 1024 * 1024;
 
-/**
- * What `publish` returns when nothing waits for a store write: already resolved, never rejects (a caller that drops
- * the result need not attach a handler, e.g. MQTT QoS 0 without a promise per message).
- */
-export const RESOLVED: Promise<void> = Promise.resolve();
 /** The unsubscribe reason `closeSession(id, { expired: true })` gives (durable notice `expired`). */
 const SESSION_EXPIRED = 'session expired';
-function noop(): void {}
 
 /**
  * What `publish` returns when flow control refuses the message: a subscription it would reach with an effective
@@ -149,47 +129,24 @@ export const QUOTA_EXCEEDED: Promise<void> = Promise.reject(
 );
 QUOTA_EXCEEDED.catch(noop);
 
-/*
- * `$SYS/...` topics (isSysTopic, recovery.ts) carry server statistics that the server regenerates at boot
- * (src/runtime/sys-topics.ts), so their retained messages live in memory only: writing them to the store would
- * only add a write every interval and bring back stale figures after a restart.
- */
-
-/** Whether one session has two or more `oneCopyPerSession` subscriptions among these routes (computed per trie generation). */
-function overlapping(routes: Route[]): boolean {
-  let seen: Set<string> | undefined;
-  for (let i = 0; i < routes.length; i++) {
-    const r = routes[i]!;
-    if (r.isGroup || !r.oneCopyPerSession) continue;
-    if (seen?.has(r.sessionId)) return true;
-    (seen ??= new Set()).add(r.sessionId);
-  }
-  return false;
-}
-
 export class Engine {
-  private readonly totals = new ServerTotals();
+  // the shared tables and the modules over them (see the file comment); the aliases save a load on the hot path
+  private readonly core: EngineCore;
+  private readonly writes: WriteBehind;
+  private readonly flow: FlowControl;
+  private readonly delivery: Delivery;
+  private readonly groups: SharedGroups;
+  private readonly queues: QueueDispatch;
+  private readonly retain: Retained;
+  private readonly fanout: FanOut;
+  private readonly totals: ServerTotals;
   private readonly store: EngineStore | undefined;
   private readonly commit: GroupCommit | undefined;
   private readonly now: () => number;
   private readonly events: EngineEvents;
-  private readonly highWater: number;
-  private readonly defaultMaxDepth: number;
-  private readonly defaultMaxBytes: number;
-  private readonly maxPausedHold: number;
+  private readonly dests: Map<string, Destination>;
+  private readonly subs: Map<string, Subscription>;
 
-  private readonly dests = new Map<string, Destination>();
-  private readonly trie = new TopicTrie<Route>();
-  /** Bumped on every trie change; destinations re-match lazily when their cached generation differs. */
-  private trieGen = 0;
-  private readonly retainedIndex = new TopicTree<Destination>();
-  /** Federated shared subscriptions (src/links/nats-shares.ts): which groups a link feeds instead of local routing. */
-  private externalShare: ((group: string, filter: string) => boolean) | undefined;
-  /** Set by publishToGroup for the one route it starts. */
-  private onlyGroup: SharedGroup | undefined;
-  private readonly groupListeners = new Set<(event: 'added' | 'removed', group: string, filter: string) => void>();
-  private readonly groups = new Map<string, SharedGroup>();
-  private readonly subs = new Map<string, Subscription>();
   private readonly sessions = new Map<string, Set<Subscription>>();
   /** Owner index: the temporary destinations each session created (closeSession deletes them without a scan). */
   private readonly owned = new Map<string, Set<string>>();
@@ -197,43 +154,10 @@ export class Engine {
   private readonly recoveredHeld = new Map<string, Array<[string, Message]>>();
   /** Durable subscriptions found paused by `recover()` (`ps!`), paused again when made again. */
   private readonly recoveredPaused = new Set<string>();
-  /**
-   * Subscriptions with `refuseWhenFull` that reached their maxDepth or maxBytes (a superset: entries are pruned
-   * lazily). Empty in normal operation, so the flow-control check on the publish path is one size test.
-   */
-  private readonly fullSubs = new Set<Subscription>();
-  private fullPrunedAt = 0;
   private readonly ids = new MessageIdGenerator(0, Date.now());
   private readonly rates: RateMeter<RateKey>;
   private nextSubId = 1;
-  /** `authorized`'s memo within one route: the last hook asked, for which destination, and its answer. */
-  private routing = false;
-  private authFn: Authorizer | undefined = undefined;
-  private authDest: Destination | undefined = undefined;
-  private authOk = false;
-  private closed = false;
   private recovered = false;
-
-  /** Promise of the batch holding the writes made by the publish in progress. */
-  private lastWrite: Promise<void> | undefined = undefined;
-  /** Write-behind (SubscribeOptions.writeBehindMs): the settlement of the publish in progress's unwritten copy. */
-  private lastUnwritten: Promise<void> | undefined = undefined;
-  /**
-   * Write-behind entries in the order they were made, which is due order while every subscription uses the same
-   * window (the links all use `outboxWriteBehind`); settled ones are skipped when reached; `unwrittenAt` is the head.
-   */
-  private unwrittenQueue: UnwrittenEntry[] = [];
-  private unwrittenAt = 0;
-  private unwrittenTimer: NodeJS.Timeout | undefined = undefined;
-  // one-entry caches so a message fanned out to many subscriptions is converted/encoded once
-  private viewMsg: Message | undefined = undefined;
-  private viewDest: Destination | undefined = undefined;
-  private view: (Message & { destinationName: string }) | undefined = undefined;
-  private liveMsg: Message | undefined = undefined;
-  private live: Message | undefined = undefined;
-  private heldMsg: Message | undefined = undefined;
-  private heldDest: Destination | undefined = undefined;
-  private heldValue: Buffer | undefined = undefined;
 
   /** The queue naming convention (configurable prefixes). */
   readonly isQueueName: (name: string) => boolean = isQueueName;
@@ -252,10 +176,9 @@ export class Engine {
   };
 
   constructor(opts: EngineOptions = {}) {
-    this.store = opts.store;
-    this.now = opts.now ?? Date.now;
+    const now = opts.now ?? Date.now;
     const events = opts.events ?? {};
-    this.events = {
+    const notices: EngineEvents = {
       onDestinationCreated: events.onDestinationCreated ?? noop,
       onDestinationDeleted: events.onDestinationDeleted ?? noop,
       onQueueHighWater: events.onQueueHighWater ?? noop,
@@ -265,21 +188,37 @@ export class Engine {
       onDurableSubscription: events.onDurableSubscription ?? noop,
       onSubscriptionFull: events.onSubscriptionFull ?? noop,
     };
-    this.highWater = opts.queueHighWater ?? 10_000;
-    this.defaultMaxDepth = opts.defaultMaxDepth ?? 1000;
-    this.defaultMaxBytes = opts.defaultMaxBytes ?? DEFAULT_MAX_BYTES;
-    if (!Number.isInteger(this.defaultMaxBytes) || this.defaultMaxBytes < 1) {
+    const defaultMaxBytes = opts.defaultMaxBytes ?? DEFAULT_MAX_BYTES;
+    if (!Number.isInteger(defaultMaxBytes) || defaultMaxBytes < 1) {
       throw new ValidationError(`defaultMaxBytes must be a positive integer, got ${String(opts.defaultMaxBytes)}`);
     }
-    this.maxPausedHold = opts.maxPausedHold ?? 100_000;
     if (opts.queuePrefixes) {
       const prefixes = [...opts.queuePrefixes];
       this.isQueueName = (name) => prefixes.some((p) => name.startsWith(p));
     }
-    if (this.store !== undefined) {
-      this.commit = new GroupCommit(this.store, (err) => this.events.onStoreFailure(err));
-    }
-    this.rates = new RateMeter<RateKey>(RATE_KEYS, this.now());
+    const commit = opts.store !== undefined ? new GroupCommit(opts.store, (err) => notices.onStoreFailure(err)) : undefined;
+    const core = new EngineCore(opts.store, commit, now, notices, {
+      highWater: opts.queueHighWater ?? 10_000,
+      defaultMaxDepth: opts.defaultMaxDepth ?? 1000,
+      defaultMaxBytes,
+      maxPausedHold: opts.maxPausedHold ?? 100_000,
+    });
+    this.core = core;
+    this.writes = new WriteBehind(core);
+    this.flow = new FlowControl(core, this.writes);
+    this.delivery = new Delivery(core, this.writes, this.flow);
+    this.groups = new SharedGroups(core, this.delivery);
+    this.queues = new QueueDispatch(core, this.writes, this.delivery);
+    this.retain = new Retained(core, this.writes, this.delivery);
+    this.fanout = new FanOut(core, this.delivery, this.groups);
+    this.totals = core.totals;
+    this.store = opts.store;
+    this.commit = commit;
+    this.now = now;
+    this.events = notices;
+    this.dests = core.dests;
+    this.subs = core.subs;
+    this.rates = new RateMeter<RateKey>(RATE_KEYS, now());
   }
 
   // ------------------------------------------------------------------------------------------------------------
@@ -287,25 +226,17 @@ export class Engine {
   // ------------------------------------------------------------------------------------------------------------
 
   /**
-   * Publish to a topic or queue. Resolves once the message is durable (queue message, retained message, copies
-   * held for durable subscriptions); otherwise returns an already resolved promise. Rejects with a
-   * ValidationError (bad name, QoS), NotFoundError (`create: false`), ConflictError (closed) or the store error.
-   */
-  /**
    * Federated shared subscriptions (src/links/nats-shares.ts): a group for which `fn` answers true is *external*,
    * fed only through publishToGroup (by an integration link), never by local routing. Applied to the existing groups
    * at once; `undefined` ends it.
    */
   setExternalShares(fn: ((group: string, filter: string) => boolean) | undefined): void {
-    this.externalShare = fn;
-    for (const g of this.groups.values()) g.external = fn !== undefined && fn(g.group, g.filter);
+    this.groups.setExternal(fn);
   }
 
   /** Shared groups appearing (first member) and disappearing (last member); the existing ones are reported as added at once. */
   onSharedGroup(listener: (event: 'added' | 'removed', group: string, filter: string) => void): () => void {
-    this.groupListeners.add(listener);
-    for (const g of this.groups.values()) listener('added', g.group, g.filter);
-    return () => this.groupListeners.delete(listener);
+    return this.groups.listen(listener);
   }
 
   /**
@@ -313,18 +244,23 @@ export class Engine {
    * NotFoundError when the group has no member here (the link leaves it unacknowledged for another broker).
    */
   publishToGroup(group: string, filter: string, destinationName: string, init: MessageInit, opts?: PublishOptions): Promise<void> {
-    const g = this.groups.get(`${group}\u0000${filter}`);
+    const g = this.groups.get(group, filter);
     if (g === undefined) return Promise.reject(new NotFoundError(`shared group ${group} on ${filter} has no member`));
-    this.onlyGroup = g;
-    try {
-      return this.publish(destinationName, { ...init, retain: false }, opts);
-    } finally {
-      this.onlyGroup = undefined;
-    }
+    return this.publishVia(destinationName, { ...init, retain: false }, opts, g);
   }
 
+  /**
+   * Publish to a topic or queue. Resolves once the message is durable (queue message, retained message, copies
+   * held for durable subscriptions); otherwise returns an already resolved promise. Rejects with a
+   * ValidationError (bad name, QoS), NotFoundError (`create: false`), ConflictError (closed) or the store error.
+   */
   publish(destinationName: string, init: MessageInit, opts?: PublishOptions): Promise<void> {
-    if (this.closed) return Promise.reject(new ConflictError('the messaging engine is closed'));
+    return this.publishVia(destinationName, init, opts, undefined);
+  }
+
+  /** `publish`, routed to every matching route, or only to the group `only` (publishToGroup). */
+  private publishVia(destinationName: string, init: MessageInit, opts: PublishOptions | undefined, only: SharedGroup | undefined): Promise<void> {
+    if (this.core.closed) return Promise.reject(new ConflictError('the messaging engine is closed'));
     let dest = this.dests.get(destinationName);
     let msg: Message;
     const now = this.now();
@@ -340,7 +276,7 @@ export class Engine {
     }
     if (opts?.origin !== undefined) msg.origin = opts.origin;
     // flow control: a full refuseWhenFull subscription, or a paused topic whose hold is full, refuses QoS >= 1
-    if (msg.qos !== 0 && !dest.isQueue && (dest.paused ? dest.held.length >= this.maxPausedHold : this.fullSubs.size !== 0 && this.wouldOverflow(dest, msg, now))) {
+    if (msg.qos !== 0 && this.flow.refuses(dest, msg, now, only)) {
       this.totals.totalRefusedMessages++;
       return QUOTA_EXCEEDED;
     }
@@ -352,748 +288,49 @@ export class Engine {
       this.totals.totalExpiredMessages++;
       return RESOLVED;
     }
-    const saved = this.lastWrite;
-    const savedUnwritten = this.lastUnwritten;
-    this.lastWrite = undefined;
-    this.lastUnwritten = undefined;
-    if (dest.isQueue) {
-      this.enqueue(dest, msg);
-    } else {
-      if (msg.retain) this.setRetained(dest, msg);
-      if (dest.paused) this.holdPaused(dest, msg);
-      else this.route(dest, msg);
+    let out: number;
+    if (dest.isQueue) out = this.queues.enqueue(dest, msg);
+    else {
+      out = msg.retain ? this.retain.set(dest, msg) : NONE;
+      out |= dest.paused ? this.flow.holdPaused(dest, msg) : this.fanout.route(dest, msg, only);
     }
-    const written = this.lastWrite;
-    const unwritten = this.lastUnwritten;
-    this.lastWrite = saved;
-    this.lastUnwritten = savedUnwritten;
-    if (unwritten !== undefined) {
-      if (written === undefined) return unwritten;
-      const both = Promise.all([written, unwritten]).then(noop);
-      both.catch(noop); // like the batch promises: a caller that does not await it causes no unhandled rejection
-      return both;
-    }
-    return written ?? RESOLVED;
+    return out === NONE ? RESOLVED : this.outcome(out, msg);
   }
 
-  private enqueue(dest: Destination, msg: Message): void {
-    if (this.commit !== undefined && dest.persistent) {
-      this.lastWrite = this.commit.put(queueKey(dest.name, msg), encodeMessage(msg), dest.timings);
-    }
-    dest.queue!.push(msg);
-    this.dispatch(dest);
-    if (!dest.highWater && dest.queue!.size >= this.highWater) {
-      dest.highWater = true;
-      this.events.onQueueHighWater(dest.name, dest.queue!.size);
-    }
-  }
-
-  private setRetained(dest: Destination, msg: Message): void {
-    if (msg.payload.length === 0) {
-      // an empty retained message removes the topic's retained message (3.1.1 [MQTT-3.3.1-10], 5 [MQTT-3.3.1-6])
-      if (dest.retained !== undefined) this.dropRetained(dest);
-      return;
-    }
-    if (dest.retained === undefined) this.retainedIndex.set(dest.name, dest);
-    dest.retained = msg;
-    if (this.commit !== undefined && dest.persistent && !isSysTopic(dest.name)) {
-      this.lastWrite = this.commit.put(retainedKey(dest.name), encodeMessage(msg), dest.timings);
-    }
-  }
-
-  private dropRetained(dest: Destination): void {
-    dest.retained = undefined;
-    this.retainedIndex.delete(dest.name);
-    if (this.commit !== undefined && dest.persistent && !isSysTopic(dest.name)) {
-      this.lastWrite = this.commit.del(retainedKey(dest.name), dest.timings);
-    }
-  }
-
-  /** Keep a paused topic's message (a QoS >= 1 one was refused by publish when the hold is full; QoS 0 is dropped). */
-  private holdPaused(dest: Destination, msg: Message): void {
-    if (dest.held.length >= this.maxPausedHold) {
-      dest.counters.dropped++;
-      this.totals.totalDroppedMessages++;
-      return;
-    }
-    dest.held.push(msg);
-    if (msg.qos !== 0 && this.commit !== undefined && dest.persistent) {
-      this.lastWrite = this.commit.put(pausedHeldKey(dest.name, msg), encodeMessage(msg), dest.timings);
-    }
-  }
-
-  /** Fan a topic message out to every matching subscription / shared group. */
-  private route(dest: Destination, msg: Message): void {
-    const routes = this.routesOf(dest);
-    let accepted = 0;
-    const only = this.onlyGroup;
-    this.onlyGroup = undefined; // a publish made by a sink during this route routes normally
-    // the memo of `authorized` lives for one route only (an ACL may change in between; a sink may publish again)
-    const outer = this.routing;
-    this.routing = true;
-    this.authFn = undefined;
-    try {
-      if (only !== undefined) {
-        if (routes.includes(only) && this.offerGroup(only, dest, msg)) accepted++;
-      } else if (dest.overlaps) accepted = this.routeOnce(dest, msg, routes);
-      else {
-        for (let i = 0; i < routes.length; i++) {
-          const r = routes[i]!;
-          // an external (link-fed) group gets messages only through publishToGroup
-          if (r.isGroup ? !r.external && this.offerGroup(r, dest, msg) : this.offer(r, dest, msg, false)) accepted++;
-        }
-      }
-    } finally {
-      this.routing = outer;
-      this.authFn = undefined;
-    }
-    if (accepted === 0) {
-      dest.counters.noInterest++;
-      this.totals.totalNoInterestMessages++;
-    }
-  }
-
-  /**
-   * May the subscription receive from this destination (its `authorize` hook, ACLs per delivered topic)? The
-   * security service hands out one hook per user, so in a fan-out to many subscriptions of one user the hook is
-   * asked once per route, not once per subscription.
-   */
-  private authorized(sub: Subscription, dest: Destination): boolean {
-    const fn = sub.authorize;
-    if (fn === undefined) return true;
-    if (!this.routing) return fn(dest.name);
-    if (fn === this.authFn && dest === this.authDest) return this.authOk;
-    const ok = fn(dest.name);
-    this.authFn = fn;
-    this.authDest = dest;
-    this.authOk = ok;
-    return ok;
-  }
-
-  private routesOf(dest: Destination): Route[] {
-    let routes = dest.routes;
-    if (dest.routeGen !== this.trieGen) {
-      // a fresh array: an outer publish may still be iterating the old one
-      routes = dest.routes = this.trie.match(dest.levels, []);
-      dest.routeGen = this.trieGen;
-      dest.overlaps = routes.length > 1 && overlapping(routes);
-    }
-    return routes;
-  }
-
-  /**
-   * Flow control: would this QoS >= 1 message reach a full `refuseWhenFull` subscription with an effective QoS >= 1
-   * (a shared group: every member that would take it is full)? Only called while some subscription is full.
-   */
-  private wouldOverflow(dest: Destination, msg: Message, now: number): boolean {
-    if (now - this.fullPrunedAt >= 200) {
-      this.fullPrunedAt = now;
-      for (const s of this.fullSubs) if (s.closed || !s.isFull()) this.fullSubs.delete(s);
-      if (this.fullSubs.size === 0) return false;
-    }
-    if (dest.paused) return false;
-    const routes = this.routesOf(dest);
-    for (let i = 0; i < routes.length; i++) {
-      const r = routes[i]!;
-      // only the routes this message will take: one group for publishToGroup, no external group otherwise
-      if (this.onlyGroup !== undefined ? r !== this.onlyGroup : r.isGroup && r.external) continue;
-      if (!r.isGroup) {
-        if (this.fullFor(r, dest, msg) && !(r.noLocal && msg.origin !== undefined && msg.origin === r.sessionId)) {
-          r.messagesRefused++;
-          return true;
-        }
-        continue;
-      }
-      let full: Subscription | undefined;
-      let room = false;
-      for (const s of r.members) {
-        if (s.closed || (s.authorize !== undefined && !s.authorize(dest.name)) || (s.selector !== undefined && !this.select(s, msg, dest))) continue;
-        if (s.refuseWhenFull && s.qos !== 0 && s.isFull()) full ??= s;
-        else {
-          room = true;
-          break;
-        }
-      }
-      if (full !== undefined && !room) {
-        full.messagesRefused++;
-        return true;
-      }
-    }
-    return false;
-  }
-
-  private fullFor(s: Subscription, dest: Destination, msg: Message): boolean {
-    return (
-      s.refuseWhenFull &&
-      s.qos !== 0 &&
-      !s.closed &&
-      s.isFull() &&
-      (s.authorize === undefined || s.authorize(dest.name)) && // a subscription that may not read it never gets it
-      (s.accept === undefined || s.accept(msg, dest.name)) &&
-      (s.selector === undefined || this.select(s, msg, dest))
-    );
-  }
-
-  /** Note a `refuseWhenFull` subscription that reached its cap (publish then checks it). */
-  private noteFull(sub: Subscription): void {
-    if ((sub.refuseWhenFull || sub.durable) && sub.isFull()) {
-      if (sub.refuseWhenFull) this.fullSubs.add(sub);
-      if (sub.durable && !sub.full) {
-        sub.full = true;
-        this.events.onSubscriptionFull(sub, true);
-      }
-    }
-  }
-
-  /**
-   * A durable subscription reported full is back down to half its cap (messages and bytes): report it. Half, not
-   * just below, so a consumer working at its cap does not turn every acknowledgement and publish into a pair of
-   * lifecycle events (the queue high-water mark re-arms the same way).
-   */
-  private noteRoom(sub: Subscription): void {
-    if (sub.full && (sub.closed || (sub.held.size + sub.inFlight.size <= sub.maxDepth / 2 && sub.held.bytes + sub.inFlight.bytes <= sub.maxBytes / 2))) {
-      sub.full = false;
-      if (!sub.closed) this.events.onSubscriptionFull(sub, false);
-    }
-  }
-
-  /**
-   * `route` for a topic where one session has several `oneCopyPerSession` subscriptions (MQTT overlapping
-   * subscriptions): that session gets one copy, through its matching subscription with the highest QoS
-   * [MQTT-3.3.4-2], carrying the subscription identifiers of all of them (`Message.subscriptionIds`) [MQTT-3.3.4-4].
-   */
-  private routeOnce(dest: Destination, msg: Message, routes: Route[]): number {
-    let accepted = 0;
-    let done: Set<string> | undefined;
-    for (let i = 0; i < routes.length; i++) {
-      const r = routes[i]!;
-      if (r.isGroup) {
-        if (!r.external && this.offerGroup(r, dest, msg)) accepted++;
-        continue;
-      }
-      if (!r.oneCopyPerSession) {
-        if (this.offer(r, dest, msg, false)) accepted++;
-        continue;
-      }
-      if (done?.has(r.sessionId)) continue;
-      (done ??= new Set()).add(r.sessionId);
-      let carrier: Subscription | undefined;
-      let ids: number[] | undefined;
-      let n = 0;
-      for (let j = i; j < routes.length; j++) {
-        const s = routes[j]!;
-        if (s.isGroup || !s.oneCopyPerSession || s.sessionId !== r.sessionId || s.closed) continue;
-        if (
-          (s.noLocal && msg.origin !== undefined && msg.origin === s.sessionId) ||
-          !this.authorized(s, dest) ||
-          (s.selector !== undefined && !this.select(s, msg, dest))
-        ) {
-          s.messagesIgnored++; // [MQTT-3.8.3-3]
-          continue;
-        }
-        n++;
-        if (carrier === undefined || s.qos > carrier.qos) carrier = s;
-        if (s.subscriptionId !== undefined) (ids ??= []).push(s.subscriptionId);
-      }
-      if (carrier === undefined) continue;
-      let m = this.asPublished(carrier, msg);
-      if (n > 1 && ids !== undefined) m = { ...m, subscriptionIds: ids };
-      if (this.hold(carrier, dest, m)) accepted++;
-    }
-    return accepted;
-  }
-
-  /** noLocal, selector, retain-as-published, then deliver or hold. */
-  private offer(sub: Subscription, dest: Destination, msg: Message, retainedDelivery: boolean): boolean {
-    if (sub.closed) return false;
-    if (sub.noLocal && msg.origin !== undefined && msg.origin === sub.sessionId) {
-      sub.messagesIgnored++; // [MQTT-3.8.3-3]
-      return false;
-    }
-    if (
-      !this.authorized(sub, dest) ||
-      (sub.accept !== undefined && !sub.accept(msg, dest.name)) ||
-      (sub.selector !== undefined && !this.select(sub, msg, dest))
-    ) {
-      sub.messagesIgnored++;
-      return false;
-    }
-    return this.hold(sub, dest, retainedDelivery ? msg : this.asPublished(sub, msg));
-  }
-
-  /**
-   * One member of the group gets the message: the next member (round-robin) that takes it right away, else the
-   * next one with room to hold it (a paused member only when every member with room is paused: the others take its
-   * share while it is paused).
-   */
-  private offerGroup(group: SharedGroup, dest: Destination, msg: Message): boolean {
-    const members = group.members;
-    const n = members.length;
-    let fallback = -1;
-    let pausedFallback = -1;
-    for (let k = 0; k < n; k++) {
-      const i = (group.rr + k) % n;
-      const s = members[i]!;
-      if (s.closed) continue;
-      // noLocal does not apply to shared subscriptions [MQTT-3.8.3-4]
-      if (!this.authorized(s, dest)) continue;
-      if (s.selector !== undefined && !this.select(s, msg, dest)) continue;
-      if (this.ready(s)) {
-        const m = this.asPublished(s, msg);
-        if (s.sink!.kind === 'pull' ? this.keep(s, dest, m) : this.tryPush(s, dest, m)) {
-          group.rr = (i + 1) % n;
-          return true;
-        }
-      }
-      if (s.sink !== undefined && (s.paused ? pausedFallback < 0 : fallback < 0) && !s.isFull()) {
-        if (s.paused) pausedFallback = i;
-        else fallback = i;
-      }
-    }
-    if (fallback < 0) fallback = pausedFallback;
-    if (fallback < 0) {
-      for (let k = 0; k < n; k++) {
-        const s = members[(group.rr + k) % n]!;
-        if (!s.closed && this.authorized(s, dest) && (s.selector === undefined || this.select(s, msg, dest))) {
-          this.dropped(s, dest);
-          break;
-        }
-      }
-      return false;
-    }
-    group.rr = (fallback + 1) % n;
-    const s = members[fallback]!;
-    return this.keep(s, dest, this.asPublished(s, msg));
-  }
-
-  /** Can take a message right now without holding it. */
-  private ready(s: Subscription): boolean {
-    const sink = s.sink;
-    if (sink === undefined || s.hibernating || s.closed || s.paused) return false;
-    if (sink.kind === 'push') return !s.blocked && s.held.size === 0;
-    return !s.isFull();
-  }
-
-  /** Topic copy for one subscription: push it now when possible, else keep it (or drop it when full). */
-  private hold(sub: Subscription, dest: Destination, msg: Message): boolean {
-    const sink = sub.sink;
-    if (sink !== undefined && sink.kind === 'push' && !sub.hibernating && !sub.blocked && !sub.paused && sub.held.size === 0) {
-      if (this.tryPush(sub, dest, msg)) return true;
-    }
-    return this.keep(sub, dest, msg);
-  }
-
-  /** Hand a topic copy to an available push sink; false (and blocked) when the sink has no credit. */
-  private tryPush(sub: Subscription, dest: Destination, msg: Message): boolean {
-    const sink = sub.sink as PushSink;
-    const ack = sub.qos > 0 && msg.qos > 0;
-    if (ack) sub.inFlight.set(msg.id, { msg, dest });
-    if (sink.deliver(sub, msg, dest.name)) {
-      sub.messagesRegistered++;
-      dest.counters.subscribed++;
-      this.totals.totalSubscribedMessages++;
-      this.sent(sub, dest);
-      if (ack) {
-        if (sub.durable && sub.inFlight.has(msg.id)) {
-          if (sub.writeBehindMs !== 0 && this.commit !== undefined && dest.persistent) this.writeBehind(sub, dest, msg);
-          else this.persistHeld(sub, dest, msg);
-        }
-        this.noteFull(sub);
-      }
-      return true;
-    }
-    if (ack) sub.inFlight.delete(msg.id);
-    sub.blocked = true;
-    return false;
-  }
-
-  /**
-   * Keep a topic copy in the subscription's buffer. When the buffer is full (`maxDepth` messages or `maxBytes`
-   * bytes): a `refuseWhenFull` subscription takes a copy with an effective QoS 0 in place of its oldest held copies
-   * while those are QoS 0 too, as many as it takes to leave the cap (drop-oldest; a larger copy may replace several
-   * smaller ones); anything else is dropped (counted). A QoS >= 1 copy only gets here full when publish's refusal
-   * could not apply (a shared group's fallback, a retained message on subscribe).
-   */
-  private keep(sub: Subscription, dest: Destination, msg: Message): boolean {
-    if (sub.maxPerDestination !== 0 && sub.held.size >= sub.maxPerDestination && sub.held.countOf(dest) >= sub.maxPerDestination) {
-      // REST (MAPS maxEventsPerDestination): this destination's share is full, its oldest held message goes
-      const old = sub.held.removeOldestOf(dest);
-      if (old !== undefined) {
-        if (!dest.isQueue) dest.pendingCopies--;
-        this.unpersistHeld(sub, dest, old);
-        this.dropped(sub, dest);
-      }
-    }
-    if (sub.isFull()) {
-      this.noteFull(sub);
-      if (!sub.refuseWhenFull || (sub.qos !== 0 && msg.qos !== 0)) {
-        this.dropped(sub, dest);
-        return false;
-      }
-      // what is in flight is not dropped: when it alone fills the cap, dropping held copies would make no room
-      if (sub.inFlight.size >= sub.maxDepth || sub.inFlight.bytes >= sub.maxBytes) {
-        this.dropped(sub, dest);
-        return false;
-      }
-      do {
-        const old = sub.held.peekMsg();
-        if (old === undefined || (sub.qos !== 0 && old.qos !== 0)) {
-          this.dropped(sub, dest);
-          return false;
-        }
-        const oldDest = sub.held.peekDest()!;
-        sub.held.drop();
-        if (!oldDest.isQueue) oldDest.pendingCopies--;
-        this.unpersistHeld(sub, oldDest, old);
-        this.dropped(sub, oldDest);
-      } while (sub.isFull());
-    }
-    sub.held.push(msg, dest);
-    dest.pendingCopies++;
-    sub.messagesRegistered++;
-    dest.counters.subscribed++;
-    this.totals.totalSubscribedMessages++;
-    if (sub.durable) {
-      // write-behind applies while the sink is attached (the copy is about to go); a hibernating one writes it now
-      if (sub.writeBehindMs !== 0 && sub.sink !== undefined && !sub.hibernating && this.commit !== undefined && dest.persistent) this.writeBehind(sub, dest, msg);
-      else this.persistHeld(sub, dest, msg);
-    }
-    this.noteFull(sub);
-    const sink = sub.sink;
-    if (sink !== undefined && sink.kind === 'pull' && sub.held.size === 1 && !sub.paused && sink.notify !== undefined) sink.notify(sub);
-    return true;
-  }
-
-  private dropped(sub: Subscription, dest: Destination): void {
-    sub.messagesDropped++;
-    sub.messagesIgnored++;
-    dest.counters.dropped++;
-    this.totals.totalDroppedMessages++;
-    if (!sub.slow) {
-      sub.slow = true;
-      this.events.onSlowConsumer(sub.sessionId, sub.filter, sub.held.size + sub.inFlight.size);
-    }
-  }
-
-  private sent(sub: Subscription, dest: Destination): void {
-    sub.messagesSent++;
-    dest.counters.delivered++;
-    this.totals.totalDeliveredMessages++;
-  }
-
-  private select(sub: Subscription, msg: Message, dest: Destination): boolean {
-    if (this.viewMsg !== msg || this.viewDest !== dest) {
-      this.viewMsg = msg;
-      this.viewDest = dest;
-      this.view = { ...msg, destinationName: dest.name };
-    }
-    try {
-      return sub.selector!(this.view!) === true;
-    } catch {
-      return false; // a selector that fails at run time does not match
-    }
-  }
-
-  /** Live deliveries clear the retain flag unless the subscription asked for retain-as-published [MQTT-3.3.1-12]. */
-  private asPublished(sub: Subscription, msg: Message): Message {
-    if (!msg.retain || sub.retainAsPublished) return msg;
-    if (this.liveMsg !== msg) {
-      this.liveMsg = msg;
-      this.live = { ...msg, retain: false };
-    }
-    return this.live!;
-  }
-
-  private persistHeld(sub: Subscription, dest: Destination, msg: Message): void {
-    if (this.commit === undefined || !dest.persistent) return;
-    if (this.heldMsg !== msg || this.heldDest !== dest) {
-      this.heldMsg = msg;
-      this.heldDest = dest;
-      this.heldValue = encodeHeld(dest.name, msg);
-    }
-    this.lastWrite = this.commit.put(sub.storePrefix + padId(msg.id), this.heldValue!, dest.timings);
-  }
-
-  private unpersistHeld(sub: Subscription, dest: Destination, msg: Message): void {
-    if (this.commit === undefined || !dest.persistent || !sub.durable) return;
-    const unwritten = sub.unwritten;
-    if (unwritten !== undefined) {
-      const e = unwritten.get(msg.id);
-      if (e !== undefined) {
-        // done with before it was written: nothing to write or delete
-        unwritten.delete(msg.id);
-        e.settled = true;
-        e.resolve();
-        return;
-      }
-    }
-    this.commit.del(sub.storePrefix + padId(msg.id), dest.timings);
-  }
-
-  /**
-   * Write-behind: the copy just handed to (or queued for) `sub`'s attached sink is written only if it is still
-   * unsettled `writeBehindMs` from now; the publish resolves when it is settled (acknowledged, dropped or written).
-   * Entries are bounded by the subscription's depth (`maxDepth`) and by what arrives within `writeBehindMs`.
-   */
-  private writeBehind(sub: Subscription, dest: Destination, msg: Message): void {
-    let resolve!: () => void;
-    let reject!: (err: unknown) => void;
-    const settledPromise = new Promise<void>((res, rej) => {
-      resolve = res;
-      reject = rej;
-    });
-    settledPromise.catch(noop); // like the batch promises: rejects only for the callers that await it
-    const e: UnwrittenEntry = { sub, dest, msg, due: Date.now() + sub.writeBehindMs, settled: false, resolve, reject };
-    (sub.unwritten ??= new Map()).set(msg.id, e);
-    this.unwrittenQueue.push(e);
-    this.lastUnwritten = settledPromise;
-    if (this.unwrittenTimer === undefined) this.unwrittenTimer = setTimeout(this.writeDue, sub.writeBehindMs);
-  }
-
-  /** Writes the write-behind entries that are due (all of them when `all`), then waits for the next one. */
-  private readonly writeDue = (all = false): void => {
-    this.unwrittenTimer = undefined;
-    const q = this.unwrittenQueue;
-    const now = Date.now();
-    const saved = this.lastWrite;
-    let wrote: Promise<void> | undefined;
-    const batch: UnwrittenEntry[] = [];
-    while (this.unwrittenAt < q.length) {
-      const e = q[this.unwrittenAt]!;
-      if (!e.settled && !all && e.due > now) break;
-      this.unwrittenAt++;
-      if (e.settled) continue;
-      e.settled = true;
-      e.sub.unwritten?.delete(e.msg.id);
-      this.lastWrite = undefined;
-      this.persistHeld(e.sub, e.dest, e.msg);
-      wrote = this.lastWrite;
-      batch.push(e);
-    }
-    this.lastWrite = saved;
-    if (this.unwrittenAt === q.length) {
-      this.unwrittenQueue = [];
-      this.unwrittenAt = 0;
-    } else if (this.unwrittenAt > 1024 && this.unwrittenAt > q.length / 2) {
-      this.unwrittenQueue = q.slice(this.unwrittenAt);
-      this.unwrittenAt = 0;
-    }
-    if (batch.length > 0) {
-      // every put above is in the same group-commit batch (or the one before it): the last one's promise covers all
-      const done = wrote ?? RESOLVED;
-      done.then(
-        () => batch.forEach((e) => e.resolve()),
-        (err: unknown) => batch.forEach((e) => e.reject(err)),
-      );
-    }
-    const next = this.unwrittenQueue[this.unwrittenAt];
-    if (next !== undefined && !all) this.unwrittenTimer = setTimeout(this.writeDue, Math.max(1, next.due - Date.now()));
-  };
-
-  // ------------------------------------------------------------------------------------------------------------
-  // Queues
-  // ------------------------------------------------------------------------------------------------------------
-
-  /** Hand waiting queue messages to ready consumers, round-robin, until the queue or the consumers run out. */
-  private dispatch(dest: Destination): void {
-    const q = dest.queue;
-    if (q === undefined || dest.dispatching || dest.paused || dest.deleted) return;
-    const consumers = dest.consumers;
-    if (q.size === 0 || consumers.length === 0) return;
-    dest.dispatching = true;
-    try {
-      const now = this.now();
-      while (q.size > 0) {
-        const n = consumers.length;
-        if (n === 0) break;
-        const msg = q.peek()!;
-        if (msg.expiresAt !== 0 && msg.expiresAt <= now) {
-          q.shift();
-          this.expireQueued(dest, msg);
-          continue;
-        }
-        let chosen: Subscription | undefined;
-        let at = 0;
-        for (let k = 0; k < n; k++) {
-          const i = (dest.rr + k) % n;
-          const c = consumers[i]!;
-          if (!this.consumerReady(c)) continue;
-          if (c.authorize !== undefined && !c.authorize(dest.name)) continue;
-          if (c.selector !== undefined && !this.select(c, msg, dest)) continue;
-          chosen = c;
-          at = i;
-          break;
-        }
-        if (chosen === undefined) break; // nobody can take the head message now
-        dest.rr = (at + 1) % n;
-        q.shift();
-        dest.outstanding++;
-        const sink = chosen.sink!;
-        if (sink.kind === 'push') {
-          const ack = chosen.qos > 0 && msg.qos > 0;
-          if (ack) chosen.inFlight.set(msg.id, { msg, dest });
-          if (!sink.deliver(chosen, msg, dest.name)) {
-            if (ack) chosen.inFlight.delete(msg.id);
-            dest.outstanding--;
-            chosen.blocked = true;
-            q.unshift(msg);
-            continue;
-          }
-          chosen.messagesRegistered++;
-          dest.counters.subscribed++;
-          this.totals.totalSubscribedMessages++;
-          this.sent(chosen, dest);
-          if (!ack) this.consumeQueued(dest, msg);
-        } else {
-          chosen.held.push(msg, dest);
-          chosen.messagesRegistered++;
-          dest.counters.subscribed++;
-          this.totals.totalSubscribedMessages++;
-          if (chosen.held.size === 1 && sink.notify !== undefined) sink.notify(chosen);
-        }
-      }
-    } finally {
-      dest.dispatching = false;
-    }
-    this.checkLowWater(dest);
-  }
-
-  private consumerReady(c: Subscription): boolean {
-    const sink = c.sink;
-    if (sink === undefined || c.closed || c.hibernating || c.paused) return false;
-    if (sink.kind === 'push' && c.blocked) return false;
-    return !c.isFull() && (c.maxPerDestination === 0 || c.held.size < c.maxPerDestination);
-  }
-
-  private checkLowWater(dest: Destination): void {
-    if (dest.highWater && dest.queue!.size <= this.highWater / 2) {
-      dest.highWater = false;
-      this.events.onQueueLowWater(dest.name, dest.queue!.size);
-    }
-  }
-
-  /** A queue message was consumed: forget it and delete it from the store. */
-  private consumeQueued(dest: Destination, msg: Message): void {
-    dest.outstanding--;
-    if (this.commit !== undefined && dest.persistent) this.commit.del(queueKey(dest.name, msg), dest.timings);
-  }
-
-  /** A queue message expired while waiting in the queue. */
-  private expireQueued(dest: Destination, msg: Message): void {
-    dest.counters.expired++;
-    this.totals.totalExpiredMessages++;
-    if (this.commit !== undefined && dest.persistent) this.commit.del(queueKey(dest.name, msg), dest.timings);
-  }
-
-  /** A message held by a subscription expired (already removed from its buffer). */
-  private expireHeld(sub: Subscription, dest: Destination, msg: Message): void {
-    sub.messagesExpired++;
-    dest.counters.expired++;
-    this.totals.totalExpiredMessages++;
-    if (dest.isQueue) this.consumeQueued(dest, msg);
-    else this.unpersistHeld(sub, dest, msg);
-  }
-
-  /**
-   * A held message the subscription may no longer read (its `authorize` changed its answer): a topic copy is
-   * forgotten (counted as ignored), a queue message goes back to its queue for the other consumers.
-   */
-  private refusedHeld(sub: Subscription, dest: Destination, msg: Message): void {
-    sub.messagesIgnored++;
-    if (dest.isQueue) this.returnToQueue(dest, msg);
-    else this.unpersistHeld(sub, dest, msg);
-  }
-
-  /** The subscription is done with a message (acknowledged, committed or taken without a transaction). */
-  private completed(sub: Subscription, dest: Destination, msg: Message): void {
-    if (dest.isQueue) this.consumeQueued(dest, msg);
-    else this.unpersistHeld(sub, dest, msg);
-  }
-
-  /** Put messages a consumer will not consume back into their queue (in their original order). */
-  private returnToQueue(dest: Destination, msg: Message): void {
-    dest.outstanding--;
-    dest.queue!.requeue(msg);
+  /** The promise of a publish that wrote (STORED) or made a write-behind copy (DEFERRED) of `msg`. */
+  private outcome(out: number, msg: Message): Promise<void> {
+    const written = (out & STORED) !== 0 ? this.writes.batch() : undefined;
+    if ((out & DEFERRED) === 0) return written ?? RESOLVED;
+    const unwritten = this.writes.settledOf(msg);
+    if (written === undefined) return unwritten;
+    const both = Promise.all([written, unwritten]).then(noop);
+    both.catch(noop); // like the batch promises: a caller that does not await it causes no unhandled rejection
+    return both;
   }
 
   // ------------------------------------------------------------------------------------------------------------
-  // SubscriptionHost (called through Subscription methods)
+  // SubscriptionHost (called through Subscription methods): delivery.ts does the subscription's part, a queue
+  // consumer's queue is dispatched again here
   // ------------------------------------------------------------------------------------------------------------
 
-  private take(sub: Subscription, n: number): Delivery[] {
-    if (sub.closed || sub.paused || !(n > 0)) return [];
-    const out: Delivery[] = [];
-    const now = this.now();
-    const held = sub.held;
-    while (out.length < n && held.size > 0) {
-      const msg = held.peekMsg()!;
-      const dest = held.peekDest()!;
-      held.drop();
-      if (!dest.isQueue) dest.pendingCopies--;
-      if (msg.expiresAt !== 0 && msg.expiresAt <= now) {
-        this.expireHeld(sub, dest, msg);
-        continue;
-      }
-      if (sub.authorize !== undefined && !sub.authorize(dest.name)) {
-        this.refusedHeld(sub, dest, msg); // the ACL changed while it was held
-        continue;
-      }
-      out.push({ eventId: msg.id, destinationName: dest.name, message: msg });
-      this.sent(sub, dest);
-      dest.counters.retrieved++;
-      this.totals.totalRetrievedMessages++;
-      if (sub.transactional) sub.inFlight.set(msg.id, { msg, dest });
-      else this.completed(sub, dest, msg);
-    }
-    if (held.size === 0) sub.slow = false;
-    if (sub.full) this.noteRoom(sub);
-    if (sub.queue !== undefined) this.dispatch(sub.queue);
+  private take(sub: Subscription, n: number): Taken[] {
+    const out = this.delivery.take(sub, n);
+    if (sub.queue !== undefined && !sub.closed && !sub.paused && n > 0) this.queues.dispatch(sub.queue);
     return out;
   }
 
   /** Commit (ack) or abort (roll back) in-flight messages; every id counts. */
   private settle(sub: Subscription, ids: readonly number[], commit: boolean): number {
-    let n = 0;
-    let returned: Array<{ msg: Message; dest: Destination }> | undefined;
-    for (let i = 0; i < ids.length; i++) {
-      const f = sub.inFlight.get(ids[i]!);
-      if (f === undefined) continue;
-      sub.inFlight.delete(ids[i]!);
-      n++;
-      if (commit) {
-        sub.messagesAcked++;
-        this.completed(sub, f.dest, f.msg);
-      } else {
-        sub.messagesRolledBack++;
-        (returned ??= []).push(f);
-      }
-    }
-    if (returned !== undefined) {
-      if (sub.queue !== undefined) {
-        for (const f of returned) this.returnToQueue(f.dest, f.msg);
-      } else {
-        returned.sort((a, b) => b.msg.id - a.msg.id);
-        for (const f of returned) {
-          sub.held.unshift(f.msg, f.dest);
-          f.dest.pendingCopies++;
-        }
-        const sink = sub.sink;
-        if (sink !== undefined && sink.kind === 'pull' && sink.notify !== undefined) sink.notify(sub);
-      }
-    }
-    if (n > 0 && !sub.closed) {
-      if (sub.full) this.noteRoom(sub);
-      if (sub.queue !== undefined) this.dispatch(sub.queue);
-      else this.drain(sub);
-    }
+    const n = this.delivery.settle(sub, ids, commit);
+    if (n > 0 && !sub.closed && sub.queue !== undefined) this.queues.dispatch(sub.queue);
     return n;
   }
 
   private resumeSub(sub: Subscription): void {
     if (sub.closed) return;
     sub.blocked = false;
-    if (sub.queue !== undefined) this.dispatch(sub.queue);
-    else this.drain(sub);
+    if (sub.queue !== undefined) this.queues.dispatch(sub.queue);
+    else this.delivery.drain(sub);
   }
 
   private hibernate(sub: Subscription): void {
@@ -1104,19 +341,11 @@ export class Engine {
     if (sub.durable) this.events.onDurableSubscription(sub, 'hibernated');
     if (sub.queue !== undefined) {
       // a queue consumer going offline gives its messages back to the other consumers
-      this.releaseConsumer(sub);
-      this.dispatch(sub.queue);
+      this.delivery.releaseConsumer(sub);
+      this.queues.dispatch(sub.queue);
       return;
     }
-    // unacknowledged messages are delivered again when the session comes back [MQTT-4.4.0-1]
-    if (sub.inFlight.size > 0) {
-      const back = [...sub.inFlight.values()].sort((a, b) => b.msg.id - a.msg.id);
-      sub.inFlight.clear();
-      for (const f of back) {
-        sub.held.unshift(f.msg, f.dest);
-        f.dest.pendingCopies++;
-      }
-    }
+    this.delivery.requeueInFlight(sub);
   }
 
   private attach(sub: Subscription, sink: Sink): void {
@@ -1127,60 +356,11 @@ export class Engine {
     sub.blocked = false;
     if (sub.durable && wasHibernating) this.events.onDurableSubscription(sub, 'attached');
     if (sub.queue !== undefined) {
-      this.dispatch(sub.queue);
+      this.queues.dispatch(sub.queue);
       return;
     }
-    if (sink.kind === 'push') this.drain(sub);
+    if (sink.kind === 'push') this.delivery.drain(sub);
     else if (sub.held.size > 0 && !sub.paused && sink.notify !== undefined) sink.notify(sub);
-  }
-
-  /** Push held messages until the sink runs out of credit. */
-  private drain(sub: Subscription): void {
-    const sink = sub.sink;
-    if (sink === undefined || sink.kind !== 'push' || sub.draining || sub.closed || sub.hibernating || sub.blocked || sub.paused) return;
-    sub.draining = true;
-    try {
-      const now = this.now();
-      const held = sub.held;
-      while (held.size > 0) {
-        const msg = held.peekMsg()!;
-        const dest = held.peekDest()!;
-        if (msg.expiresAt !== 0 && msg.expiresAt <= now) {
-          held.drop();
-          if (!dest.isQueue) dest.pendingCopies--;
-          this.expireHeld(sub, dest, msg);
-          continue;
-        }
-        if (sub.authorize !== undefined && !sub.authorize(dest.name)) {
-          held.drop();
-          if (!dest.isQueue) dest.pendingCopies--;
-          this.refusedHeld(sub, dest, msg); // the ACL changed while it was held
-          continue;
-        }
-        const ack = sub.qos > 0 && msg.qos > 0;
-        if (ack) sub.inFlight.set(msg.id, { msg, dest });
-        if (!sink.deliver(sub, msg, dest.name)) {
-          if (ack) sub.inFlight.delete(msg.id);
-          sub.blocked = true;
-          break;
-        }
-        held.drop();
-        if (!dest.isQueue) dest.pendingCopies--;
-        this.sent(sub, dest);
-        if (!ack) this.completed(sub, dest, msg);
-      }
-      if (held.size === 0) sub.slow = false;
-    } finally {
-      sub.draining = false;
-    }
-    if (sub.full) this.noteRoom(sub);
-  }
-
-  /** Give a consumer's held and in-flight queue messages back to its queue. */
-  private releaseConsumer(sub: Subscription): void {
-    for (const [msg, dest] of sub.held.drain()) this.returnToQueue(dest, msg);
-    for (const f of sub.inFlight.values()) this.returnToQueue(f.dest, f.msg);
-    sub.inFlight.clear();
   }
 
   // ------------------------------------------------------------------------------------------------------------
@@ -1194,7 +374,7 @@ export class Engine {
    * [MQTT-3.3.1-9..11]; shared subscriptions get none (MQTT 5 §4.8.2).
    */
   subscribe(opts: SubscribeOptions): Subscription {
-    if (this.closed) throw new ConflictError('the messaging engine is closed');
+    if (this.core.closed) throw new ConflictError('the messaging engine is closed');
     if (typeof opts.sessionId !== 'string' || opts.sessionId.length === 0) {
       throw new ValidationError('a subscription needs a non-empty sessionId');
     }
@@ -1203,11 +383,11 @@ export class Engine {
     if (sink === undefined || (sink.kind !== 'push' && sink.kind !== 'pull')) {
       throw new ValidationError('a subscription needs a sink of kind "push" or "pull"');
     }
-    const maxDepth = opts.maxDepth ?? this.defaultMaxDepth;
+    const maxDepth = opts.maxDepth ?? this.core.limits.defaultMaxDepth;
     if (!Number.isInteger(maxDepth) || maxDepth < 1) {
       throw new ValidationError(`maxDepth must be a positive integer, got ${String(opts.maxDepth)}`);
     }
-    const maxBytes = opts.maxBytes ?? this.defaultMaxBytes;
+    const maxBytes = opts.maxBytes ?? this.core.limits.defaultMaxBytes;
     if (!Number.isInteger(maxBytes) || maxBytes < 1) {
       throw new ValidationError(`maxBytes must be a positive integer, got ${String(opts.maxBytes)}`);
     }
@@ -1250,31 +430,17 @@ export class Engine {
 
     if (sub.durable) this.events.onDurableSubscription(sub, 'created');
     if (queue !== undefined) {
-      sub.queue = queue;
-      queue.consumers.push(sub);
-      this.dispatch(queue);
+      this.queues.addConsumer(sub, queue);
       return sub;
     }
-    if (shared !== null) {
-      const groupKey = `${shared.group}\u0000${topicFilter}`;
-      let group = this.groups.get(groupKey);
-      if (group === undefined) {
-        group = new SharedGroup(shared.group, topicFilter);
-        group.external = this.externalShare !== undefined && this.externalShare(shared.group, topicFilter);
-        this.groups.set(groupKey, group);
-        this.trie.add(topicFilter, group);
-        this.trieGen++;
-        for (const l of this.groupListeners) l('added', shared.group, topicFilter);
-      }
-      group.members.push(sub);
-      sub.group = group;
-    } else {
-      this.trie.add(topicFilter, sub);
-      this.trieGen++;
+    if (shared !== null) this.groups.join(sub, shared.group, topicFilter);
+    else {
+      this.core.trie.add(topicFilter, sub);
+      this.core.trieGen++;
     }
     if (sub.durable) this.adoptRecovered(sub);
     // retained messages are not sent to shared subscriptions (MQTT 5 §4.8.2)
-    if (shared === null && sub.retainHandling !== 2) this.sendRetained(sub);
+    if (shared === null && sub.retainHandling !== 2) this.retain.sendTo(sub);
     return sub;
   }
 
@@ -1286,7 +452,7 @@ export class Engine {
     sub.maxDepth = maxDepth;
     sub.maxBytes = maxBytes;
     sub.maxPerDestination = opts.maxPerDestination ?? 0;
-    this.noteFull(sub);
+    this.flow.noteFull(sub);
     sub.qos = opts.qos ?? 0;
     sub.noLocal = opts.noLocal === true;
     sub.retainHandling = opts.retainHandling ?? 0;
@@ -1294,24 +460,7 @@ export class Engine {
     sub.subscriptionId = opts.subscriptionId;
     if (sub.sink !== opts.sink || sub.hibernating) this.attach(sub, opts.sink);
     // retainHandling 0 resends retained messages on a repeated subscribe [MQTT-3.3.1-9]; 1 only on a new one [MQTT-3.3.1-10]
-    if (sub.queue === undefined && sub.group === undefined && sub.retainHandling === 0) this.sendRetained(sub);
-  }
-
-  private sendRetained(sub: Subscription): void {
-    if (this.retainedIndex.size === 0) return;
-    const found = this.retainedIndex.match(sub.topicFilter, []);
-    const now = this.now();
-    for (const dest of found) {
-      const msg = dest.retained;
-      if (msg === undefined || dest.paused) continue;
-      if (msg.expiresAt !== 0 && msg.expiresAt <= now) {
-        this.dropRetained(dest);
-        dest.counters.expired++;
-        this.totals.totalExpiredMessages++;
-        continue;
-      }
-      this.offer(sub, dest, msg, true); // retained flag stays set on these [MQTT-3.3.1-8]
-    }
+    if (sub.queue === undefined && sub.group === undefined && sub.retainHandling === 0) this.retain.sendTo(sub);
   }
 
   private adoptRecovered(sub: Subscription): void {
@@ -1325,9 +474,9 @@ export class Engine {
       dest.pendingCopies++;
       sub.messagesRegistered++;
     }
-    this.noteFull(sub);
+    this.flow.noteFull(sub);
     const sink = sub.sink;
-    if (sink?.kind === 'push') this.drain(sub);
+    if (sink?.kind === 'push') this.delivery.drain(sub);
     else if (sink?.kind === 'pull' && sink.notify !== undefined && sub.held.size > 0 && !sub.paused) sink.notify(sub);
   }
 
@@ -1357,42 +506,17 @@ export class Engine {
       set.delete(sub);
       if (set.size === 0) this.sessions.delete(sub.sessionId);
     }
-    if (sub.queue !== undefined) {
-      const dest = sub.queue;
-      const at = dest.consumers.indexOf(sub);
-      if (at >= 0) {
-        dest.consumers.splice(at, 1);
-        if (at < dest.rr) dest.rr--;
-        if (dest.rr >= dest.consumers.length) dest.rr = 0;
-      }
-      this.releaseConsumer(sub);
-      this.dispatch(dest);
-    } else {
+    if (sub.queue !== undefined) this.queues.removeConsumer(sub, sub.queue);
+    else {
       const entries = sub.held.drain();
       for (const [, dest] of entries) dest.pendingCopies--;
       for (const f of sub.inFlight.values()) entries.push([f.msg, f.dest]);
       sub.inFlight.clear();
-      for (const [msg, dest] of entries) this.unpersistHeld(sub, dest, msg);
-      const group = sub.group;
-      if (group !== undefined) {
-        const at = group.members.indexOf(sub);
-        if (at >= 0) {
-          group.members.splice(at, 1);
-          if (at < group.rr) group.rr--;
-          if (group.rr >= group.members.length) group.rr = 0;
-        }
-        if (group.members.length === 0) {
-          this.groups.delete(`${group.group}\u0000${group.filter}`);
-          this.trie.remove(group.filter, group);
-          this.trieGen++;
-          for (const l of this.groupListeners) l('removed', group.group, group.filter);
-        } else {
-          // a shared subscription's undelivered messages go to the remaining members (MQTT 5 §4.8.2)
-          for (const [msg, dest] of entries) this.offerGroup(group, dest, msg);
-        }
-      } else {
-        this.trie.remove(sub.topicFilter, sub);
-        this.trieGen++;
+      for (const [msg, dest] of entries) this.writes.unpersistHeld(sub, dest, msg);
+      if (sub.group !== undefined) this.groups.leave(sub, sub.group, entries);
+      else {
+        this.core.trie.remove(sub.topicFilter, sub);
+        this.core.trieGen++;
       }
     }
     const sink = sub.sink;
@@ -1497,7 +621,7 @@ export class Engine {
   checkSchema(destinationName: string, payload: Buffer): string | undefined {
     let dest = this.dests.get(destinationName);
     if (dest === undefined) {
-      if (this.schemaResolver === undefined || this.closed) return undefined;
+      if (this.schemaResolver === undefined || this.core.closed) return undefined;
       try {
         validateTopicName(destinationName);
       } catch {
@@ -1609,7 +733,7 @@ export class Engine {
 
   /** SubscriptionStateDTO of every subscription receiving from the destination (queue consumers or matching filters). */
   subscriptionStates(name: string): SubscriptionStateDTO[] {
-    return subscriptionStatesOf(this.require(name), this.trie);
+    return subscriptionStatesOf(this.require(name), this.core.trie);
   }
 
   /** Bytes held for (and in flight to) every subscription, as counted against their `maxBytes` (O(subscriptions)). */
@@ -1621,7 +745,7 @@ export class Engine {
 
   /** `subscriptionStates` with each subscription's byte depth and cap (SubscriptionQueueDTO). */
   subscriptionQueues(name: string): SubscriptionQueueDTO[] {
-    return subscriptionStatesOf(this.require(name), this.trie, true) as SubscriptionQueueDTO[];
+    return subscriptionStatesOf(this.require(name), this.core.trie, true) as SubscriptionQueueDTO[];
   }
 
   /** Messages waiting in a queue, in delivery order (or the retained message of a topic), without consuming them. */
@@ -1655,28 +779,29 @@ export class Engine {
     const d = this.require(name);
     if (!d.paused) return RESOLVED;
     d.paused = false;
-    const saved = this.lastWrite;
-    this.lastWrite = undefined;
-    if (this.commit !== undefined && d.persistent) this.lastWrite = this.commit.del(pausedDestinationKey(name), d.timings);
+    let out = NONE;
+    if (this.commit !== undefined && d.persistent) {
+      this.commit.del(pausedDestinationKey(name), d.timings);
+      out = STORED;
+    }
     if (d.isQueue) {
-      this.dispatch(d);
+      this.queues.dispatch(d);
     } else {
       const held = d.held;
       d.held = [];
       const now = this.now();
       for (const msg of held) {
-        if (msg.qos !== 0 && this.commit !== undefined && d.persistent) this.lastWrite = this.commit.del(pausedHeldKey(name, msg), d.timings);
+        out |= this.writes.unpersistPausedHeld(d, msg);
         if (msg.expiresAt !== 0 && msg.expiresAt <= now) {
           d.counters.expired++;
           this.totals.totalExpiredMessages++;
         } else {
-          this.route(d, msg);
+          out |= this.fanout.route(d, msg, undefined);
         }
       }
     }
-    const written = this.lastWrite;
-    this.lastWrite = saved;
-    return written ?? RESOLVED;
+    // every delete and copy above joined the batch being gathered now (write-behind copies settle on their own)
+    return (out & STORED) !== 0 ? this.writes.batch() : RESOLVED;
   }
 
   /**
@@ -1689,43 +814,17 @@ export class Engine {
     const d = this.require(name);
     let n = 0;
     if (d.queue !== undefined) {
-      for (const m of d.queue.clear()) {
-        if (this.commit !== undefined && d.persistent) this.commit.del(queueKey(name, m), d.timings);
-        n++;
-      }
-      this.checkLowWater(d);
+      n = this.queues.purge(d);
     } else {
       for (const m of d.held) {
-        if (m.qos !== 0 && this.commit !== undefined && d.persistent) this.commit.del(pausedHeldKey(name, m), d.timings);
+        this.writes.unpersistPausedHeld(d, m);
         n++;
       }
       d.held = [];
-      n += this.dropCopiesOf(d);
+      n += this.delivery.dropCopiesOf(d);
     }
     d.counters.dropped += n;
     this.totals.totalDroppedMessages += n;
-    return n;
-  }
-
-  /** Remove the copies of a topic's messages waiting in subscription buffers (O(subscriptions)); returns how many. */
-  private dropCopiesOf(d: Destination): number {
-    if (d.pendingCopies <= 0) return 0;
-    let n = 0;
-    for (const s of this.subs.values()) {
-      if (s.held.size === 0 || s.queue !== undefined) continue;
-      const k = s.held.removeWhere(
-        (_m, from) => from === d,
-        (m) => {
-          d.pendingCopies--;
-          this.unpersistHeld(s, d, m);
-        },
-      );
-      if (k > 0) {
-        n += k;
-        if (s.held.size === 0) s.slow = false;
-        if (s.full) this.noteRoom(s);
-      }
-    }
     return n;
   }
 
@@ -1751,8 +850,8 @@ export class Engine {
     if (!sub.paused) return RESOLVED;
     sub.paused = false;
     const written = sub.durable && this.commit !== undefined ? this.commit.del(pausedSubscriptionKey(sub.key)) : RESOLVED;
-    if (sub.queue !== undefined) this.dispatch(sub.queue);
-    else if (sub.sink?.kind === 'push') this.drain(sub);
+    if (sub.queue !== undefined) this.queues.dispatch(sub.queue);
+    else if (sub.sink?.kind === 'push') this.delivery.drain(sub);
     else if (sub.sink?.kind === 'pull' && sub.held.size > 0 && sub.sink.notify !== undefined) sub.sink.notify(sub);
     return written;
   }
@@ -1775,8 +874,7 @@ export class Engine {
         new ConflictError(`queue "${name}" has ${d.consumers.length} consumer(s); unsubscribe them first or delete with force`),
       );
     }
-    const saved = this.lastWrite;
-    this.lastWrite = undefined;
+    let out = NONE;
     d.deleted = true; // stops dispatch while consumers are released
     for (const c of [...d.consumers]) this.unsubscribe(c, 'destination deleted');
     this.dests.delete(name);
@@ -1785,29 +883,19 @@ export class Engine {
       names?.delete(name);
       if (names?.size === 0) this.owned.delete(d.owner);
     }
-    if (d.queue !== undefined) {
-      const msgs = d.queue.clear();
-      if (this.commit !== undefined && d.persistent) {
-        for (const m of msgs) this.lastWrite = this.commit.del(queueKey(name, m), d.timings);
-      }
-      if (d.highWater) {
-        d.highWater = false;
-        this.events.onQueueLowWater(name, 0);
-      }
+    if (d.queue !== undefined) out |= this.queues.clear(d);
+    if (d.retained !== undefined) out |= this.retain.drop(d);
+    if (this.commit !== undefined && d.persistent && d.paused) {
+      this.commit.del(pausedDestinationKey(name), d.timings);
+      out |= STORED;
     }
-    if (d.retained !== undefined) this.dropRetained(d);
-    if (this.commit !== undefined && d.persistent) {
-      if (d.paused) this.lastWrite = this.commit.del(pausedDestinationKey(name), d.timings);
-      for (const m of d.held) if (m.qos !== 0) this.lastWrite = this.commit.del(pausedHeldKey(name, m), d.timings);
-    }
+    for (const m of d.held) out |= this.writes.unpersistPausedHeld(d, m);
     d.held = [];
     // nothing more is delivered from it: copies waiting in subscription buffers go too (those in flight complete)
-    this.dropCopiesOf(d);
+    this.delivery.dropCopiesOf(d);
     d.routes = [];
     this.events.onDestinationDeleted(name, d.type);
-    const written = this.lastWrite;
-    this.lastWrite = saved;
-    return written ?? RESOLVED;
+    return (out & STORED) !== 0 ? this.writes.batch() : RESOLVED;
   }
 
   // ------------------------------------------------------------------------------------------------------------
@@ -1822,10 +910,10 @@ export class Engine {
    */
   sweepIdle(idleMs: number, now: number = this.now()): string[] {
     const removed: string[] = [];
-    if (idleMs <= 0 || this.closed) return removed;
+    if (idleMs <= 0 || this.core.closed) return removed;
     for (const d of this.dests.values()) {
       if (d.isQueue || d.declared || !d.persistent || d.name.startsWith('$')) continue;
-      if (d.retained !== undefined || d.pendingCopies > 0 || d.held.length > 0 || d.paused || this.routesOf(d).length > 0) {
+      if (d.retained !== undefined || d.pendingCopies > 0 || d.held.length > 0 || d.paused || this.core.routesOf(d).length > 0) {
         d.lastUsed = now; // in use: its idle period starts when it stops being so
         continue;
       }
@@ -1840,24 +928,15 @@ export class Engine {
     let n = 0;
     const isExpired = (m: Message): boolean => m.expiresAt !== 0 && m.expiresAt <= now;
     for (const d of this.dests.values()) {
-      const q = d.queue;
-      if (q !== undefined) {
-        if (q.size > 0) n += q.removeWhere(isExpired, (m) => this.expireQueued(d, m));
-        this.checkLowWater(d);
+      if (d.queue !== undefined) {
+        n += this.queues.sweepExpired(d, now);
         continue;
       }
-      if (d.retained !== undefined && isExpired(d.retained)) {
-        this.dropRetained(d);
-        d.counters.expired++;
-        this.totals.totalExpiredMessages++;
-        n++;
-      }
+      if (d.retained !== undefined && this.retain.expireIfDue(d, now)) n++;
       if (d.held.length > 0) {
         const keep = d.held.filter((m) => !isExpired(m));
         const gone = d.held.length - keep.length;
-        if (gone > 0 && this.commit !== undefined && d.persistent) {
-          for (const m of d.held) if (m.qos !== 0 && isExpired(m)) this.commit.del(pausedHeldKey(d.name, m), d.timings);
-        }
+        if (gone > 0) for (const m of d.held) if (isExpired(m)) this.writes.unpersistPausedHeld(d, m);
         if (gone > 0) {
           d.held = keep;
           d.counters.expired += gone;
@@ -1870,10 +949,10 @@ export class Engine {
       if (s.held.size === 0) continue;
       n += s.held.removeWhere(isExpired, (m, d) => {
         if (!d.isQueue) d.pendingCopies--;
-        this.expireHeld(s, d, m);
+        this.delivery.expireHeld(s, d, m);
       });
-      if (s.full) this.noteRoom(s);
-      if (s.queue !== undefined) this.dispatch(s.queue);
+      if (s.full) this.flow.noteRoom(s);
+      if (s.queue !== undefined) this.queues.dispatch(s.queue);
     }
     return n;
   }
@@ -1900,10 +979,7 @@ export class Engine {
       totals: this.totals,
       existing: (name) => this.dests.get(name),
       destination: (name, type) => this.dests.get(name) ?? this.createDest(name, type),
-      retain: (d, msg) => {
-        if (d.retained === undefined) this.retainedIndex.set(d.name, d);
-        d.retained = msg;
-      },
+      retain: (d, msg) => this.retain.restore(d, msg),
       held: (storeKey, destination, msg) => {
         let list = this.recoveredHeld.get(storeKey);
         if (list === undefined) this.recoveredHeld.set(storeKey, (list = []));
@@ -1914,11 +990,8 @@ export class Engine {
     this.ids.observe(maxId);
     for (const d of this.dests.values()) {
       if (d.queue === undefined) continue;
-      this.dispatch(d);
-      if (!d.highWater && d.queue.size >= this.highWater) {
-        d.highWater = true;
-        this.events.onQueueHighWater(d.name, d.queue.size);
-      }
+      this.queues.dispatch(d);
+      this.queues.checkHighWater(d);
     }
     for (const sub of this.subs.values()) if (sub.durable) this.adoptRecovered(sub);
     return result;
@@ -1974,13 +1047,12 @@ export class Engine {
 
   /** Stop accepting publishes and subscriptions, then flush the pending batch. */
   async close(): Promise<void> {
-    this.closed = true;
-    if (this.unwrittenTimer !== undefined) clearTimeout(this.unwrittenTimer);
-    this.writeDue(true); // write-behind copies still unsettled go to the store now
+    this.core.closed = true;
+    this.writes.close(); // write-behind copies still unsettled go to the store now
     await this.flush();
   }
 
   get isClosed(): boolean {
-    return this.closed;
+    return this.core.closed;
   }
 }

@@ -51,6 +51,14 @@ export class GroupCommit {
     return this.add({ type: 'del', key }, timings);
   }
 
+  /**
+   * The promise of the batch being gathered now (undefined when none is): every write made in the same synchronous
+   * step joins this one batch, so a step that wrote can take it instead of keeping each write's promise.
+   */
+  get gathering(): Promise<void> | undefined {
+    return this.pending?.promise;
+  }
+
   /** Nothing queued and nothing being written. */
   get idle(): boolean {
     return this.pending === undefined && this.writing === undefined;

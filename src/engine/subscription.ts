@@ -379,7 +379,10 @@ export interface UnwrittenEntry {
   readonly msg: Message;
   /** Write it if still unsettled at this time (ms). */
   readonly due: number;
-  settled: boolean;
+  /** Settled: acknowledged, dropped or written. */
+  done: boolean;
+  /** Resolves when settled (the publish that made it waits for this); rejects when its write fails. */
+  readonly settled: Promise<void>;
   resolve(): void;
   reject(err: unknown): void;
 }
