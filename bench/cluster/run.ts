@@ -113,8 +113,15 @@ async function quiet(read: () => Promise<number>, maxMs: number): Promise<void> 
 
 async function clusterSystem(tmp: string, nats: NatsCluster): Promise<Under> {
   const ids = 'abcde'.slice(0, BROKERS).split('');
-  // each broker lists every NATS server, its own first (a client connects to the first it reaches)
-  const brokers = await Promise.all(ids.map((id, i) => startBroker(tmp, `sy-${id}`, { servers: [nats.urls[i]!, ...nats.urls.filter((_, j) => j !== i)], nodeId: id })));
+  // each broker lists every NATS server, rotated so that their lists do not all start with n1
+  const servers = (i: number) => [...nats.urls.slice(i % nats.urls.length), ...nats.urls.slice(0, i % nats.urls.length)];
+  const started = await Promise.allSettled(ids.map((id, i) => startBroker(tmp, `sy-${id}`, { servers: servers(i), nodeId: id })));
+  const brokers = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+  const failed = started.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) {
+    for (const x of brokers) await x.stop(); // none left running when one did not start
+    throw failed.reason;
+  }
   const json = async (rest: number, path: string): Promise<Record<string, unknown> | undefined> => {
     const r = await fetch(`http://127.0.0.1:${rest}${path}`).catch(() => undefined);
     return r?.ok ? ((await r.json()) as Record<string, unknown>) : undefined;
