@@ -118,6 +118,14 @@ describe('cluster scope - REST lists and totals across three brokers', { timeout
     assert.equal(bad.status, 400);
     assert.equal(typeof ((await bad.json()) as { status: string }).status, 'string');
     assert.equal((await get(a, '/api/v1/server/connections?scope=galaxy')).status, 400);
+
+    // documented in the OpenAPI document: the parameter on both lists, and the cluster answer's schema
+    const doc = (await (await get(a, '/openapi.json')).json()) as { paths: Record<string, { get: { parameters?: Array<{ name: string; schema?: { enum?: string[] } }> } }> };
+    for (const path of ['/api/v1/server/connections', '/api/v1/server/actors']) {
+      const scope = doc.paths[path]!.get.parameters?.find((x) => x.name === 'scope');
+      assert.deepEqual(scope?.schema?.enum, ['node', 'cluster'], path);
+    }
+    assert.match(JSON.stringify(doc), /unreachableNodes/);
   });
 
   test('cluster scope - actors scope=cluster lists every node\'s actors with paging applied on each node', async () => {
