@@ -61,6 +61,9 @@ export interface ShareDeps {
   log: { warn(obj: unknown, msg?: string): void };
 }
 
+/** ms before a shared group's receiver that could not start is tried again. */
+const RETRY_MS = 2000;
+
 const isNats = (url: string) => /^(nats|tls):/i.test(url);
 
 export class SharedGroupFederation {
@@ -173,7 +176,12 @@ export class SharedGroupFederation {
         (h) => () => h.stop(),
         (err: Error) => {
           this.receivers.delete(key);
-          this.deps.log.warn({ link: name, group, filter, err: err.message }, 'federated shared group: could not receive from NATS');
+          this.deps.log.warn({ link: name, group, filter, err: err.message }, `federated shared group: could not receive from NATS; retrying in ${RETRY_MS / 1000} s`);
+          // a JetStream request that timed out on a busy server must not leave this broker's members without messages
+          // for as long as the link stays established: tried again while the group and the link are still there
+          setTimeout(() => {
+            if (this.groups.has(`${group}\u0000${filter}`) && this.attached.get(name)?.transport === a.transport && !this.receivers.has(key)) this.start(name, group, filter);
+          }, RETRY_MS).unref();
           return undefined;
         },
       );
