@@ -1,0 +1,311 @@
+/**
+ * Messages across the cluster's nodes (src/cluster/messages.ts, docs/cluster.md "Messages across nodes"): three real
+ * nats-servers with JetStream in a cluster, three Switchyard brokers as child processes (a fourth started later for the
+ * retained set), mqtt.js clients. One NATS cluster for the whole file.
+ */
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import mqtt, { type IClientPublishOptions, type MqttClient } from 'mqtt';
+import { adminPasswordOf, removeDir, spawnBroker, tempDir, waitUntil, type BrokerProcess } from '../helpers.js';
+import { startNatsCluster, type NatsCluster } from './nats-cluster.js';
+
+const CLUSTER = 'msg';
+const STREAM = `SY_${CLUSTER}_MSG`;
+
+interface Broker {
+  nodeId: string;
+  dataDir: string;
+  configDir: string;
+  p?: BrokerProcess;
+  mqttPort: number;
+}
+
+interface Received {
+  topic: string;
+  payload: string;
+  qos: number;
+  retain: boolean;
+  properties: mqtt.IPublishPacket['properties'];
+}
+
+describe('cluster messages - one broker to clients over three nodes', { timeout: 300000 }, () => {
+  let nats: NatsCluster;
+  let nc: NatsConnection;
+  let jsm: JetStreamManager;
+  const brokers: Broker[] = [];
+  const dirs: string[] = [];
+  const clients: MqttClient[] = [];
+  let a: Broker;
+  let b: Broker;
+  let c: Broker;
+
+  const makeBroker = (nodeId: string): Broker => {
+    const configDir = tempDir('switchyard-clm-config-');
+    const dataDir = tempDir('switchyard-clm-data-');
+    dirs.push(configDir, dataDir);
+    const cfg = { Cluster: { enabled: true, servers: nats.urls, clusterName: CLUSTER, nodeId, replicas: 3, heartbeatSeconds: 1, leaseSeconds: 4 } };
+    writeFileSync(join(configDir, 'Cluster.yaml'), JSON.stringify(cfg)); // JSON is YAML
+    const broker: Broker = { nodeId, dataDir, configDir, mqttPort: 0 };
+    brokers.push(broker);
+    return broker;
+  };
+
+  const api = async (x: Broker, path: string): Promise<unknown> => (await fetch(`http://127.0.0.1:${x.p!.port}${path}`, { headers: x.p!.auth() })).json();
+
+  /** Starts the broker and waits until its MQTT endpoint listens and its `cluster` link is established. */
+  const launch = async (x: Broker): Promise<void> => {
+    x.p = await spawnBroker({ SWITCHYARD_DATA_DIR: x.dataDir, SWITCHYARD_CONFIG_DIR: x.configDir });
+    await waitUntil(async () => {
+      const list = (await api(x, '/api/v1/server/interfaces')) as Array<{ name: string; port: number; state: string }>;
+      const e = list.find((i) => i.name === 'MQTT Interface');
+      if (e?.state !== 'Started' || !e.port) return false;
+      x.mqttPort = e.port;
+      return true;
+    }, 30000, `${x.nodeId}: MQTT endpoint started`);
+    await waitUntil(async () => ((await api(x, '/api/v1/server/integration/cluster/status')) as { state?: string }).state === 'Established', 30000, `${x.nodeId}: cluster link established`);
+  };
+
+  const client = async (x: Broker, clientId: string, opts: mqtt.IClientOptions = {}): Promise<MqttClient> => {
+    const cl = await mqtt.connectAsync(`mqtt://127.0.0.1:${x.mqttPort}`, {
+      clientId,
+      protocolVersion: 5,
+      username: 'admin',
+      password: adminPasswordOf(x.dataDir),
+      reconnectPeriod: 0,
+      connectTimeout: 10000,
+      ...opts,
+    });
+    clients.push(cl);
+    return cl;
+  };
+
+  const collect = (cl: MqttClient): Received[] => {
+    const got: Received[] = [];
+    cl.on('message', (topic, payload, packet) => got.push({ topic, payload: payload.toString(), qos: packet.qos, retain: packet.retain, properties: packet.properties }));
+    return got;
+  };
+
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  before(async () => {
+    nats = await startNatsCluster(3, `sy-msg-${process.pid}`);
+    nc = await connect({ servers: nats.urls });
+    jsm = await jetstreamManager(nc);
+    a = makeBroker('alpha');
+    b = makeBroker('beta');
+    c = makeBroker('gamma');
+    await Promise.all([launch(a), launch(b), launch(c)]);
+  });
+
+  after(async () => {
+    if (process.env.CLUSTER_MESSAGES_LOGS) for (const x of brokers) writeFileSync(join(process.env.CLUSTER_MESSAGES_LOGS, `${x.nodeId}.log`), x.p?.stdout() ?? '');
+    for (const cl of clients) cl.end(true);
+    for (const x of brokers) await x.p?.stop('SIGKILL');
+    await nc?.close().catch(() => undefined);
+    await nats?.dispose();
+    for (const d of dirs) removeDir(d);
+  });
+
+  test('cluster messages - a publish on A reaches B and C once, QoS 0/1/2 downgraded per subscriber, MQTT 5 properties and the subscription identifier kept', async () => {
+    const subA = await client(a, 'props-sub-a');
+    const subB = await client(b, 'props-sub-b');
+    const subC = await client(c, 'props-sub-c');
+    const gotA = collect(subA);
+    const gotB = collect(subB);
+    const gotC = collect(subC);
+    await subA.subscribeAsync('props/#', { qos: 2 });
+    await subB.subscribeAsync('props/#', { qos: 2, properties: { subscriptionIdentifier: 7 } });
+    await subC.subscribeAsync('props/#', { qos: 1 });
+    const pub = await client(a, 'props-pub');
+    const properties: IClientPublishOptions['properties'] = {
+      userProperties: { site: 'north', tags: ['a', 'b'] },
+      contentType: 'text/plain; charset=utf-8',
+      responseTopic: 'props/reply',
+      correlationData: Buffer.from([1, 2, 3, 250]),
+      payloadFormatIndicator: true,
+      messageExpiryInterval: 300,
+    };
+    for (const qos of [0, 1, 2] as const) await pub.publishAsync(`props/q${qos}`, `hello ${qos}`, { qos, properties });
+    await waitUntil(() => gotB.length >= 3 && gotC.length >= 3 && gotA.length >= 3, 20000, 'three messages on each node');
+    await sleep(1500); // a copy routed twice (an echo from the stream) would arrive meanwhile
+    for (const [name, got, maxQos] of [['A', gotA, 2], ['B', gotB, 2], ['C', gotC, 1]] as const) {
+      assert.deepEqual(got.map((m) => m.topic).sort(), ['props/q0', 'props/q1', 'props/q2'], `${name} got each message once`);
+      for (const m of got) {
+        const qos = Number(m.topic.slice(-1));
+        assert.equal(m.qos, Math.min(qos, maxQos), `${name}: ${m.topic} at QoS min(publish, subscription)`);
+        assert.equal(m.payload, `hello ${qos}`);
+        assert.equal(m.retain, false);
+        const p = m.properties ?? {};
+        assert.deepEqual({ ...p.userProperties }, { site: 'north', tags: ['a', 'b'] }, `${name}: user properties`);
+        assert.equal(p.contentType, 'text/plain; charset=utf-8');
+        assert.equal(p.responseTopic, 'props/reply');
+        assert.deepEqual(p.correlationData, Buffer.from([1, 2, 3, 250]));
+        assert.equal(p.payloadFormatIndicator, true, `${name}: payload format indicator`);
+        assert.ok(p.messageExpiryInterval !== undefined && p.messageExpiryInterval > 0 && p.messageExpiryInterval <= 300, `${name}: remaining expiry ${p.messageExpiryInterval}`);
+        if (name === 'B') assert.deepEqual([p.subscriptionIdentifier].flat(), [7], 'B: its own subscription identifier');
+        else assert.equal(p.subscriptionIdentifier, undefined);
+      }
+    }
+  });
+
+  test('cluster messages - no local: a client never gets its own publish back from another node, the other nodes get it', async () => {
+    const self = await client(a, 'nl-self');
+    const gotSelf = collect(self);
+    await self.subscribeAsync('nl/t', { qos: 1, nl: true });
+    const other = await client(b, 'nl-other');
+    const gotOther = collect(other);
+    await other.subscribeAsync('nl/t', { qos: 1, nl: true });
+    await self.publishAsync('nl/t', 'mine', { qos: 1 });
+    await waitUntil(() => gotOther.length === 1, 15000, 'B receives the message');
+    await sleep(1500);
+    assert.equal(gotSelf.length, 0, 'the publisher did not get its own message back');
+    assert.equal(gotOther.length, 1);
+  });
+
+  test('cluster messages - a retained message is seen by new subscribers on every node, on a broker started later too, and an empty one clears it everywhere', async () => {
+    const pub = await client(a, 'ret-pub');
+    await pub.publishAsync('ret/one', 'kept', { qos: 1, retain: true });
+    const firstRetained = async (x: Broker, id: string, filter: string, want: number): Promise<Received[]> => {
+      const cl = await client(x, id);
+      const got = collect(cl);
+      await cl.subscribeAsync(filter, { qos: 1 });
+      await waitUntil(() => got.length >= want, 15000, `${id}: ${want} retained message(s)`);
+      await sleep(300);
+      cl.end(true);
+      return got;
+    };
+    await waitUntil(async () => {
+      // the copies travel asynchronously: poll with fresh subscribers until each node holds it
+      for (const [x, i] of [[b, 1], [c, 2]] as const) {
+        const cl = await client(x, `ret-probe-${i}-${Date.now()}`);
+        const got = collect(cl);
+        await cl.subscribeAsync('ret/one', { qos: 1 });
+        await sleep(200);
+        cl.end(true);
+        if (got.length === 0) return false;
+      }
+      return true;
+    }, 15000, 'B and C hold the retained message');
+    for (const [x, id] of [[b, 'ret-b'], [c, 'ret-c']] as const) {
+      const got = await firstRetained(x, id, 'ret/#', 1);
+      assert.deepEqual(got.map((m) => [m.topic, m.payload, m.retain]), [['ret/one', 'kept', true]], `${id}: the retained message, flagged retained`);
+    }
+    // a broker that joins after the publish reads the retained set when its link starts
+    const d = makeBroker('delta');
+    await launch(d);
+    const gotD = await firstRetained(d, 'ret-d', 'ret/#', 1);
+    assert.deepEqual(gotD.map((m) => [m.topic, m.payload, m.retain]), [['ret/one', 'kept', true]], 'the later broker has the retained message');
+
+    // cleared on B (an empty retained payload), then a marker retained after it: once a node has the marker, it has
+    // taken the clear too (one stream, in order)
+    const clearer = await client(b, 'ret-clear');
+    await clearer.publishAsync('ret/one', '', { qos: 1, retain: true });
+    await clearer.publishAsync('ret/marker', 'after', { qos: 1, retain: true });
+    for (const [x, id] of [[a, 'ret-a2'], [c, 'ret-c2'], [d, 'ret-d2'], [b, 'ret-b2']] as const) {
+      await waitUntil(async () => {
+        const got = await firstRetained(x, `${id}-${Date.now()}`, 'ret/marker', 1).catch(() => []);
+        return got.length === 1;
+      }, 20000, `${id}: the marker arrived`);
+      const got = await firstRetained(x, id, 'ret/#', 1);
+      assert.deepEqual(got.map((m) => m.topic), ['ret/marker'], `${id}: ret/one is cleared`);
+    }
+    await d.p!.stop('SIGTERM');
+  });
+
+  test('cluster messages - a shared subscription with a member on each broker gets each of 10 000 messages exactly once', async () => {
+    const members = await Promise.all([client(a, 'share-a'), client(b, 'share-b'), client(c, 'share-c')]);
+    const counts = new Map<number, number>();
+    const per = [0, 0, 0];
+    members.forEach((m, i) =>
+      m.on('message', (_topic, payload) => {
+        const n = Number(payload.toString());
+        counts.set(n, (counts.get(n) ?? 0) + 1);
+        per[i]!++;
+      }),
+    );
+    for (const m of members) await m.subscribeAsync('$share/g/share/t', { qos: 1 });
+    // the group's one JetStream consumer exists (so nothing published from now on is missed)
+    let waiting = -1;
+    await waitUntil(async () => {
+      for await (const ci of jsm.consumers.list(STREAM)) if (ci.name.startsWith('SY_share_g_')) waiting = ci.num_waiting;
+      return waiting >= 0;
+    }, 20000, 'the shared group consumer');
+    await sleep(1500); // the members of the other brokers start pulling
+    console.log(`# shared group consumer: ${waiting} pull request(s) waiting before the publish`);
+    const pub = await client(a, 'share-pub');
+    const N = 10000;
+    const WINDOW = 10; // the broker's default Receive Maximum (MQTT Interface serverReceiveMaximum)
+    for (let i = 0; i < N; i += WINDOW) {
+      const batch: Promise<unknown>[] = [];
+      for (let j = i; j < Math.min(N, i + WINDOW); j++) batch.push(pub.publishAsync('share/t', String(j), { qos: 1 }));
+      await Promise.all(batch);
+    }
+    await waitUntil(() => counts.size === N, 120000, `all ${N} messages received (have ${counts.size})`).catch(() => undefined);
+    await sleep(2000); // late duplicates would arrive meanwhile
+    let duplicates = 0;
+    for (const v of counts.values()) duplicates += v - 1;
+    const lost = N - counts.size;
+    console.log(`# shared group over 3 brokers: ${N} published on A, received ${counts.size} distinct (A ${per[0]}, B ${per[1]}, C ${per[2]}), duplicates ${duplicates}, lost ${lost}`);
+    assert.equal(lost, 0, 'no message lost');
+    assert.equal(duplicates, 0, 'no message delivered twice');
+  });
+
+  test('cluster messages - $SYS stays per node: nothing under $SYS enters the stream, while ordinary topics do', async () => {
+    const info = await jsm.streams.info(STREAM, { subjects_filter: '>' });
+    const subjects = Object.keys(info.state.subjects ?? {});
+    assert.ok(subjects.includes(`sy.${CLUSTER}.m.props.q1`), `the stream holds ordinary topics (${subjects.slice(0, 5).join(', ')})`);
+    assert.deepEqual(subjects.filter((s) => s.includes('$SYS')), [], 'no $SYS subject');
+    assert.equal(info.config.num_replicas, 3, 'the stream has Cluster.replicas replicas');
+  });
+
+  test('cluster messages - SIGKILL of the nats-server leading the stream while QoS 1 traffic flows: every acknowledged message arrives', async () => {
+    const sub = await client(b, 'kill-sub', { clean: false, properties: { sessionExpiryInterval: 600 } });
+    const got = new Map<number, number>();
+    sub.on('message', (_t, payload) => {
+      const n = Number(payload.toString());
+      got.set(n, (got.get(n) ?? 0) + 1);
+    });
+    await sub.subscribeAsync('kill/t', { qos: 1 });
+    const pub = await client(a, 'kill-pub');
+    const acked = new Set<number>();
+    let refused = 0;
+    const N = 3000;
+    const leader = (await jsm.streams.info(STREAM)).cluster?.leader;
+    const victim = nats.nodes.findIndex((n) => n.name === leader);
+    assert.ok(victim >= 0, `the stream leader ${leader} is one of ours`);
+    let killed = false;
+    for (let i = 0; i < N; i += 10) {
+      if (!killed && i >= 600) {
+        killed = true;
+        await nats.stop(victim, 'SIGKILL');
+      }
+      const batch: Promise<void>[] = [];
+      for (let j = i; j < Math.min(N, i + 10); j++) {
+        batch.push(
+          pub.publishAsync('kill/t', String(j), { qos: 1 }).then(
+            (packet) => {
+              const rc = (packet as { reasonCode?: number } | undefined)?.reasonCode ?? 0;
+              if (rc < 0x80) acked.add(j);
+              else refused++;
+            },
+            () => {
+              refused++;
+            },
+          ),
+        );
+      }
+      await Promise.all(batch);
+    }
+    await waitUntil(() => [...acked].every((n) => got.has(n)), 90000, 'every acknowledged message at the subscriber on B').catch(() => undefined);
+    const lost = [...acked].filter((n) => !got.has(n));
+    let duplicates = 0;
+    for (const v of got.values()) duplicates += v - 1;
+    console.log(`# SIGKILL of nats-server ${leader} (stream leader) after 600 of ${N} QoS 1 publishes on A: acknowledged ${acked.size}, refused ${refused}, received on B ${got.size} distinct, duplicates ${duplicates}, acknowledged but lost ${lost.length}`);
+    assert.deepEqual(lost.slice(0, 20), [], 'no acknowledged message lost');
+    await nats.restart(victim);
+  });
+});
