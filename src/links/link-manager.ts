@@ -69,6 +69,12 @@ export function mapTopic(topic: string, fromNs: string, toNs: string): string {
   return to.endsWith('/') ? to + rest : `${to}/${rest}`;
 }
 
+/** Whether the engine holds `payload` as the retained message of `topic` (an empty payload: holds none). */
+function holdsRetained(engine: Engine, topic: string, payload: Buffer): boolean {
+  const held = engine.retained(topic);
+  return held === undefined ? payload.length === 0 : held.payload.equals(payload);
+}
+
 /** Exponentially weighted per-second rates over 1, 5 and 15 minutes (MAPS LinkedMovingAverageRecordDTO shape). */
 class MovingRate {
   private last?: { at: number; value: number };
@@ -401,6 +407,10 @@ export class LinkManager {
     const engine = this.engine;
     if (!engine || engine.isClosed) throw new Error('the messaging engine is not running');
     const topic = mapTopic(m.topic, lc.remoteNamespace, lc.localNamespace);
+    // the retained set a NATS pull starts with (SY_RETAINED, stored with the id `r:<id>`) comes again at every
+    // (re)connect: what this broker already holds as the same retained message is not published again, or its live
+    // subscribers would get every retained message once more each time the link reconnects
+    if (m.retain && m.id !== undefined && m.id.startsWith('r:') && holdsRetained(engine, topic, m.payload)) return;
     const init: MessageInit = {
       payload: m.payload,
       qos: Math.min(m.qos, lc.qualityOfService) as 0 | 1 | 2,

@@ -214,6 +214,20 @@ describe('cluster messages - one broker to clients over three nodes', { timeout:
       assert.deepEqual(got.map((m) => m.topic), ['ret/marker'], `${id}: ret/one is cleared`);
     }
     await d.p!.stop('SIGTERM');
+
+    // the link of C reconnects (stopped and started over REST): it reads the retained set again, and a live subscriber
+    // does not get the retained messages a second time
+    const live = await client(c, 'ret-live');
+    const gotLive = collect(live);
+    await live.subscribeAsync('ret/#', { qos: 1 });
+    await waitUntil(() => gotLive.length === 1, 10000, 'the retained marker at subscribe');
+    const patch = (state: string) =>
+      fetch(`http://127.0.0.1:${c.p!.port}/api/v1/server/integration/cluster`, { method: 'PATCH', headers: { ...c.p!.auth(), 'content-type': 'application/json' }, body: JSON.stringify({ state }) });
+    assert.equal((await patch('stopped')).status, 200);
+    assert.equal((await patch('started')).status, 200);
+    await waitUntil(async () => ((await api(c, '/api/v1/server/integration/cluster/status')) as { state?: string }).state === 'Established', 30000, 'C: cluster link established again');
+    await sleep(1500);
+    assert.deepEqual(gotLive.map((m) => [m.topic, m.retain]), [['ret/marker', true]], 'the retained set read again is not delivered again');
   });
 
   test('cluster messages - a shared subscription with a member on each broker gets each of 10 000 messages exactly once', async () => {
