@@ -176,6 +176,28 @@ export class SessionStore implements EngineStore {
     await Promise.all(mirrored);
   }
 
+  /**
+   * The keys a session already has in the local store (kept before this broker was a member: a restart, a partition)
+   * published to the stream, so the cluster holds what this broker holds. Resolves when JetStream has them all.
+   */
+  async push(sessionId: string): Promise<number> {
+    const enc = encodeURIComponent(sessionId);
+    const js = this.js;
+    if (js === undefined || !this.mirrored.has(enc)) return 0;
+    const sent: Array<Promise<unknown>> = [];
+    for (const prefix of [`d!${enc}|`, `s!${enc}!`]) {
+      for await (const [key, value] of this.inner.iterate(prefix)) {
+        const subject = this.subjectOf(key);
+        if (subject === undefined || this.seqs.has(subject)) continue; // written since it was mirrored: that one counts
+        const p = js.publish(subject, value).then((a) => a.seq);
+        this.seqs.set(subject, p.catch(() => undefined));
+        sent.push(p);
+      }
+    }
+    await Promise.all(sent);
+    return sent.length;
+  }
+
   /** Delete one message of the stream by its sequence (already gone: fine). */
   async remove(seq: number): Promise<void> {
     try {
@@ -356,6 +378,8 @@ export class ClusterSessions implements Service {
         }
       }
       this.own(s, o);
+      const pushed = await this.store!.push(s.sessionId);
+      if (pushed > 0) this.log.info({ clientId: s.clientId, records: pushed }, 'cluster: what this broker held for a session is now in JetStream');
       this.saved(s);
     }
   }
@@ -788,7 +812,7 @@ export class ClusterSessions implements Service {
     // packet ids of the record that the stream did not have (written before the session was mirrored)
     for (const pid of doc.inbound) if (!s.inbound.has(pid) && !s.released.has(pid)) s.inbound.add(pid);
     await engine.flush();
-    this.log.info({ clientId: s.clientId, subscriptions: doc.subscriptions.length, messages, stale, inFlight: s.reserved.size + s.outbound.size }, 'cluster: session rebuilt from JetStream');
+    this.log.debug({ clientId: s.clientId, subscriptions: doc.subscriptions.length, messages, stale, inFlight: s.reserved.size + s.outbound.size }, 'cluster: session rebuilt from JetStream');
     return s;
   }
 
