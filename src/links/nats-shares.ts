@@ -85,6 +85,8 @@ export class SharedGroupFederation {
 
   /** The NATS link and pull linkConfig that federate a shared group with this filter, if any. */
   coverage(filter: string): { link: ShareLink; pull: LinkDirection } | undefined {
+    // `$` topics (`$SYS/...`) never cross a link (every outbox refuses them): such a group stays a local one
+    if (filter.charCodeAt(0) === 36 /* $ */) return undefined;
     for (const link of this.deps.links()) {
       if (!isNats(link.config.url)) continue;
       const pull = link.config.linkConfigs.find((lc) => lc.direction === 'pull' && this.within(filter, lc.localNamespace));

@@ -49,6 +49,7 @@ describe('cluster messages - one broker to clients over three nodes', { timeout:
     dirs.push(configDir, dataDir);
     const cfg = { Cluster: { enabled: true, servers: nats.urls, clusterName: CLUSTER, nodeId, replicas: 3, heartbeatSeconds: 1, leaseSeconds: 4 } };
     writeFileSync(join(configDir, 'Cluster.yaml'), JSON.stringify(cfg)); // JSON is YAML
+    writeFileSync(join(configDir, 'MessageDaemon.yaml'), JSON.stringify({ MessageDaemon: { systemTopicInterval: 1000 } })); // $SYS every second
     const broker: Broker = { nodeId, dataDir, configDir, mqttPort: 0 };
     brokers.push(broker);
     return broker;
@@ -268,7 +269,12 @@ describe('cluster messages - one broker to clients over three nodes', { timeout:
     assert.equal(duplicates, 0, 'no message delivered twice');
   });
 
-  test('cluster messages - $SYS stays per node: nothing under $SYS enters the stream, while ordinary topics do', async () => {
+  test('cluster messages - $SYS stays per node: nothing under $SYS enters the stream, while ordinary topics do; a shared group on $SYS is served by its node', async () => {
+    // a shared group on a $ filter is not fed through NATS (nothing under $ crosses): its node's own $SYS updates reach it
+    const member = await client(b, 'sys-share');
+    const got = collect(member);
+    await member.subscribeAsync('$share/sys/$SYS/#', { qos: 0 });
+    await waitUntil(() => got.length > 0, 15000, 'a $SYS update for the shared group on B');
     const info = await jsm.streams.info(STREAM, { subjects_filter: '>' });
     const subjects = Object.keys(info.state.subjects ?? {});
     assert.ok(subjects.includes(`sy.${CLUSTER}.m.props.q1`), `the stream holds ordinary topics (${subjects.slice(0, 5).join(', ')})`);
