@@ -292,9 +292,10 @@ export class Engine {
     if (dest.isQueue) out = this.queues.enqueue(dest, msg);
     else {
       out = msg.retain ? this.retain.set(dest, msg) : NONE;
-      out |= dest.paused ? this.flow.holdPaused(dest, msg) : this.fanout.route(dest, msg, only);
+      if (dest.paused) out |= this.flow.holdPaused(dest, msg);
+      else out |= only === undefined ? this.fanout.route(dest, msg) : this.fanout.routeToGroup(dest, msg, only);
     }
-    return out === NONE ? RESOLVED : this.outcome(out, msg);
+    return (out & (STORED | DEFERRED)) === 0 ? RESOLVED : this.outcome(out, msg);
   }
 
   /** The promise of a publish that wrote (STORED) or made a write-behind copy (DEFERRED) of `msg`. */
@@ -796,7 +797,7 @@ export class Engine {
           d.counters.expired++;
           this.totals.totalExpiredMessages++;
         } else {
-          out |= this.fanout.route(d, msg, undefined);
+          out |= this.fanout.route(d, msg);
         }
       }
     }

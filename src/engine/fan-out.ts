@@ -20,46 +20,47 @@ export class FanOut {
   ) {}
 
   /**
-   * Route a topic message to every matching subscription and shared group, or only to `only` (publishToGroup: the
-   * one group an integration link received it for). Returns the Outcome bits of the copies (STORED / DEFERRED when
-   * a durable subscription's copy was written).
+   * Route a topic message to every matching subscription and shared group. Returns the Outcome bits of the copies
+   * (STORED / DEFERRED when a durable subscription's copy was written). Kept small: it is inlined into publish.
    */
-  route(dest: Destination, msg: Message, only: SharedGroup | undefined): number {
+  route(dest: Destination, msg: Message): number {
     const core = this.core;
     const routes = core.routesOf(dest);
     let out = NONE;
-    let accepted = 0;
     const outer = core.beginRoute();
     try {
-      if (only !== undefined) {
-        if (routes.includes(only)) {
-          const c = this.groups.offer(only, dest, msg);
-          if (c !== NONE) accepted++;
-          out = c;
-        }
-      } else if (dest.overlaps) {
-        out = this.routeOnce(dest, msg, routes);
-        if ((out & ACCEPTED) !== 0) accepted = 1;
-      } else {
-        const delivery = this.delivery;
+      if (dest.overlaps) out = this.routeOnce(dest, msg, routes);
+      else {
         for (let i = 0; i < routes.length; i++) {
           const r = routes[i]!;
           // an external (link-fed) group gets messages only through publishToGroup
-          const c = r.isGroup ? (r.external ? NONE : this.groups.offer(r, dest, msg)) : delivery.offer(r, dest, msg, false);
-          if (c !== NONE) {
-            accepted++;
-            out |= c;
-          }
+          out |= r.isGroup ? (r.external ? NONE : this.groups.offer(r, dest, msg)) : this.delivery.offer(r, dest, msg, false);
         }
       }
     } finally {
       core.endRoute(outer);
     }
-    if (accepted === 0) {
-      dest.counters.noInterest++;
-      core.totals.totalNoInterestMessages++;
+    if ((out & ACCEPTED) === 0) this.noInterest(dest);
+    return out;
+  }
+
+  /** `route` for publishToGroup: only to the one group an integration link received the message for. */
+  routeToGroup(dest: Destination, msg: Message, only: SharedGroup): number {
+    const core = this.core;
+    let out = NONE;
+    const outer = core.beginRoute();
+    try {
+      if (core.routesOf(dest).includes(only)) out = this.groups.offer(only, dest, msg);
+    } finally {
+      core.endRoute(outer);
     }
-    return out & ~ACCEPTED;
+    if ((out & ACCEPTED) === 0) this.noInterest(dest);
+    return out;
+  }
+
+  private noInterest(dest: Destination): void {
+    dest.counters.noInterest++;
+    this.core.totals.totalNoInterestMessages++;
   }
 
   /**
