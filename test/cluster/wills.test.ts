@@ -163,6 +163,21 @@ describe('cluster wills - published once by a survivor', { timeout: 300000 }, ()
       await waitUntil(async () => (await record(id))?.nodeId === 'gamma', 10000, `${id}: will record of gamma`);
     }
     await waitUntil(async () => (await record('clean')) === undefined, 10000, 'clean: record removed');
+    // and 100 more clients with wills (every fourth with a delay of 5 s and a persistent session)
+    const BULK = 100;
+    for (let i = 0; i < BULK; i += 10) {
+      // ten at a time: the password checks of a hundred simultaneous CONNECTs would fill the hashing queue (0x89)
+      await Promise.all(
+        Array.from({ length: 10 }, (_, j) => i + j).map((n) =>
+          client(c, `bulk-${n}`, n % 4 === 0 ? { will: will(`dead/bulk/${n}`, 5), properties: { sessionExpiryInterval: 60 } } : { will: will(`dead/bulk/${n}`) }),
+        ),
+      );
+    }
+    await waitUntil(async () => {
+      const keys: string[] = [];
+      for await (const k of await kv.keys()) keys.push(k);
+      return Array.from({ length: BULK }, (_, i) => keyOf(`bulk-${i}`)).every((k) => keys.includes(k));
+    }, 15000, 'the 100 will records written');
 
     await c.p!.stop('SIGKILL');
     const killedAt = Date.now();
@@ -180,6 +195,7 @@ describe('cluster wills - published once by a survivor', { timeout: 300000 }, ()
     // the client with a 10 s delay is back (on alpha) before its delay ran out: its will is not published
     const back = await client(a, 'returns', { properties: { sessionExpiryInterval: 60 } });
     await waitUntil(() => count(gotA, 'dead/delayed') >= 1 && count(gotB, 'dead/delayed') >= 1, 20000, 'the delayed will on both survivors');
+    await waitUntil(() => [gotA, gotB].every((got) => Array.from({ length: BULK }, (_, i) => `dead/bulk/${i}`).every((t) => count(got, t) >= 1)), 20000, 'the 100 wills on both survivors');
     const delayedAt = gotA.find((g) => g.topic === 'dead/delayed')!.at;
     // counted from gamma's last heartbeat (at most one heartbeat before the kill)
     assert.ok(delayedAt - killedAt >= (7 - HEARTBEAT) * 1000 - 500, `the delayed will waited its delay (${delayedAt - killedAt} ms after the kill)`);
@@ -191,10 +207,15 @@ describe('cluster wills - published once by a survivor', { timeout: 300000 }, ()
       assert.equal(count(got, 'dead/returns'), 0, `${name}: the will of the client that came back is not published`);
       assert.equal(count(got, 'dead/clean'), 0, `${name}: no will after a clean DISCONNECT`);
       assert.equal(got.find((g) => g.topic === 'dead/now-5')!.payload, 'gone:dead/now-5');
+      const perClient = Array.from({ length: BULK }, (_, i) => count(got, `dead/bulk/${i}`));
+      const missing = perClient.filter((n) => n === 0).length;
+      const twice = perClient.filter((n) => n > 1).length;
+      console.log(`wills of ${BULK} clients of the SIGKILLed broker, as received on ${name}: ${perClient.filter((n) => n === 1).length} once, ${missing} missing, ${twice} more than once`);
+      assert.deepEqual({ missing, twice }, { missing: 0, twice: 0 }, `${name}: each of the ${BULK} wills once`);
     }
     // the declarer logged the claims and the publications; the other survivor published none
     const out = declarer!.p!.stdout();
-    assert.equal(out.split('\n').filter((l) => l.includes('cluster: published the will of')).length, 4, 'the declarer published four wills');
+    assert.equal(out.split('\n').filter((l) => l.includes('cluster: published the will of')).length, 4 + BULK, 'the declarer published each will once');
     assert.match(out, /the will of returns is not published: the client connected again within its delay/);
     const other = declarer === a ? b : a;
     assert.equal(other.p!.stdout().split('\n').filter((l) => l.includes('cluster: published the will of')).length, 0, 'the other survivor published none');
