@@ -676,7 +676,10 @@ export class ClusterSessions implements Service {
       const r = await this.arrive(clientId, key, opts);
       if (!r.ok) return r;
       const over = recent.length - TAKEOVER_LIMIT;
-      return over > 0 ? { ok: true, delayMs: Math.min(TAKEOVER_DELAY_FIRST_MS * 2 ** (over - 1), TAKEOVER_DELAY_MAX_MS) } : r;
+      if (over <= 0) return r;
+      const delayMs = Math.min(TAKEOVER_DELAY_FIRST_MS * 2 ** (over - 1), TAKEOVER_DELAY_MAX_MS);
+      this.log.info({ clientId, takeovers: recent.length, delayMs }, `cluster: client ${clientId} keeps displacing itself (${recent.length} takeovers in ${TAKEOVER_WINDOW_MS / 1000} s): CONNACK delayed ${delayMs} ms`);
+      return { ok: true, delayMs };
     }
     return { ok: false, reason: 'the session record kept changing' };
   }

@@ -266,6 +266,28 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
     assert.equal((await record('twin'))?.owner, held[0]!.br.nodeId, 'the record names the broker holding the connection');
   });
 
+  test('cluster sessions - a client that keeps displacing itself between two brokers gets a CONNACK delayed more at each takeover', async () => {
+    let prev: RawClient | undefined;
+    for (let k = 0; k < 6; k++) {
+      const { cl, connack } = await resume(k % 2 === 0 ? a : b, 'flap');
+      assert.equal(connack.reasonCode, 0);
+      if (prev !== undefined) assert.equal((await prev.next('disconnect', 10000)).reasonCode, 0x8e, `connection ${k - 1} taken over`);
+      prev = cl;
+    }
+    // 1 CONNECT made the record, 5 took it over: the 4th and 5th within 10 s are above the limit of 3
+    const delays = [a, b]
+      .flatMap((x) => x.p!.stdout().split('\n'))
+      .map((l) => /client flap keeps displacing itself \((\d+) takeovers in 10 s\): CONNACK delayed (\d+) ms/.exec(l))
+      .filter((m) => m !== null)
+      .map((m) => [Number(m[1]), Number(m[2])])
+      .sort((x, y) => x[0]! - y[0]!);
+    console.log(`cluster sessions: 6 CONNECTs of one client id alternating alpha/beta: CONNACK delays (takeovers, ms) ${JSON.stringify(delays)}`);
+    assert.deepEqual(delays, [
+      [4, 250],
+      [5, 500],
+    ]);
+  });
+
   test('cluster sessions - SIGKILL of the broker holding 100 persistent sessions: adopted by a survivor, they keep holding, and resume on the others with every acknowledged message', async () => {
     const N = 100;
     const BEFORE = 3;
