@@ -365,14 +365,14 @@ export class ClusterWills implements ClusterWillRegistry {
   }
 
   /** The cluster published (or will publish) this client's will: its connection here drops it. */
-  private dropLocalWill(clientId: string, by: string | undefined): void {
+  private dropLocalWill(clientId: string, by: string | undefined, quiet = false): void {
     const s = this.broker.sessions.get(clientId);
     if (s === undefined) return;
     const conn = s.conn !== undefined ? this.broker.connections.get(s.conn.id) : undefined;
     if (conn !== undefined) conn.will = undefined;
     if (s.pendingWill !== undefined) this.broker.cancelWill(s);
     this.stats.droppedHere++;
-    this.log.info({ clientId, claimedBy: by }, `cluster: the will of ${clientId} was taken by the cluster while this node was cut off; it is not published here`);
+    if (!quiet) this.log.info({ clientId, claimedBy: by }, `cluster: the will of ${clientId} was taken by the cluster while this node was cut off; it is not published here`);
   }
 
   /** A node was declared gone: the declarer claims its clients' wills (and those it had claimed itself). */
@@ -403,6 +403,21 @@ export class ClusterWills implements ClusterWillRegistry {
       return;
     }
     if (n > 0) this.log.info({ nodeId: g.nodeId, wills: n }, `cluster: claiming ${n} will(s) of gone node(s) (${[...gone.keys()].join(', ')})`);
+  }
+
+  /**
+   * A node stopped cleanly (its lease says left): the wills it had claimed and was waiting to publish are claimed by
+   * one of the members (compare-and-set; every member tries), and records of its own connections its stop could not
+   * remove are removed (those wills were published, or not, on it as its connections closed).
+   */
+  async onLeft(nodeId: string, epoch: number): Promise<void> {
+    if (this.stopped || nodeId === this.cluster.nodeId) return;
+    const kv = this.member ? await this.openKv() : undefined;
+    if (kv === undefined) return;
+    await this.eachRecord(kv, (key, rec, rev) => {
+      if (rec.claim?.by === nodeId) void this.claim(kv, key, rec, rev, `node ${nodeId} left before publishing it`);
+      else if (rec.claim === undefined && rec.nodeId === nodeId && rec.epoch <= epoch) void kv.delete(key, { previousSeq: rev }).catch(() => undefined);
+    }).catch((err: unknown) => this.log.warn({ nodeId, err: messageOf(err) }, `cluster: the wills node ${nodeId} left behind could not be read`));
   }
 
   /** Every record of the bucket (read in parallel, 64 at a time). */
@@ -505,17 +520,23 @@ export class ClusterWills implements ClusterWillRegistry {
 
   /**
    * A clean stop: the records of this node's connections are removed (their wills are published, or not, here as
-   * the connections close), and claimed wills still waiting are left claimed for the next declarer.
+   * the connections close), and claimed wills still waiting are left claimed: the members claim them again when they
+   * see this node's lease written as left (onLeft).
    */
   async stop(): Promise<void> {
     this.stopped = true;
     for (const t of this.claimed.values()) clearTimeout(t);
     this.claimed.clear();
-    await Promise.all([...this.chains.values()]);
+    const bounded = (p: Promise<unknown>) => Promise.race([p, new Promise((r) => setTimeout(r, 3000).unref())]);
+    await bounded(Promise.all([...this.chains.values()]));
     const kv = this.kv;
     if (kv !== undefined && this.member) {
-      const removals = [...this.held].map(([clientId, rev]) => kv.delete(willKey(clientId), { previousSeq: rev }).catch(() => undefined));
-      await Promise.race([Promise.all(removals), new Promise((r) => setTimeout(r, 3000).unref())]);
+      await bounded(Promise.all([...this.held].map(([clientId, rev]) => kv.delete(willKey(clientId), { previousSeq: rev }).catch(() => undefined))));
+    } else if (this.held.size > 0) {
+      // stopping while cut off: the records stay and decide (the node that declares this one gone publishes them, or
+      // this node's next start does), so the closing connections publish none of them here as well
+      for (const clientId of this.held.keys()) this.dropLocalWill(clientId, undefined, true);
+      this.log.warn({ wills: this.held.size }, 'cluster: stopping while cut off from NATS: the wills of this node\'s clients are left to the cluster');
     }
     this.held.clear();
     this.deferred.clear();
@@ -541,6 +562,9 @@ export class ClusterWillsService implements Service {
     if (state === ClusterState.Member) this.wills?.onMember();
   };
   private readonly onRejoined = (): void => this.wills?.onMember();
+  private readonly onLeft = (nodeId: string, epoch: number): void => {
+    void this.wills?.onLeft(nodeId, epoch);
+  };
   private readonly onGone = (g: GoneNode): void => {
     void this.wills?.onGone(g);
   };
@@ -559,6 +583,7 @@ export class ClusterWillsService implements Service {
     rt.on('cluster.state', this.onState);
     rt.on('cluster.rejoined', this.onRejoined);
     rt.on('cluster.node.gone', this.onGone);
+    rt.on('cluster.node.left', this.onLeft);
   }
 
   async stop(): Promise<void> {
@@ -567,6 +592,7 @@ export class ClusterWillsService implements Service {
     rt.off('cluster.state', this.onState);
     rt.off('cluster.rejoined', this.onRejoined);
     rt.off('cluster.node.gone', this.onGone);
+    rt.off('cluster.node.left', this.onLeft);
     if (this.broker !== undefined) {
       if (this.broker.wills === this.wills) this.broker.wills = undefined;
       if (this.broker.admission === this.admission) this.broker.admission = undefined;
