@@ -11,6 +11,7 @@ import { clusterService } from './cluster/cluster.service.js';
 import { clusterWillsService } from './cluster/wills.js';
 import { clusterViewsService } from './cluster/views.service.js';
 import { clusterMessagesService } from './cluster/messages.js';
+import { clusterSessionsService } from './cluster/sessions.js';
 import { devicesService } from './devices/devices.service.js';
 import { loraService } from './devices/lora/lora.service.js';
 import { discoveryService } from './discovery/discovery.service.js';
@@ -40,7 +41,8 @@ export function registerServices(rt: Runtime): void {
   const security = securityService(); // first: rt.security must be in place before any protocol or route uses it
   rt.use(security);
   rt.use(modelsService()); // ML model store under {data}/models (before messaging: selector model functions use it)
-  const messaging = messagingService(); // the engine
+  const clusterSessions = clusterSessionsService(); // registered last; the engine's store is wrapped by it (cluster on)
+  const messaging = messagingService({ wrapStore: clusterSessions.wrapStore }); // the engine
   rt.use(messaging);
   rt.use(schemasService({ messaging })); // schema registry: binds payload schemas to destinations, $schema/<destination> topics
   const restSessions = restSessionsService({ messaging }); // persistent REST messaging sessions, restored hibernated before any endpoint runs
@@ -60,5 +62,6 @@ export function registerServices(rt: Runtime): void {
   rt.use(loraService({ messaging })); // LoRa radios (RN2483 on serial ports): one actor each under the lora supervisor, uplinks into the engine
   rt.use(clusterService()); // membership of the cluster over NATS JetStream (off unless Cluster.enabled); last, so a clean stop writes its lease as left first
   rt.use(clusterWillsService()); // wills of this node's clients in JetStream, published by a survivor; the partition policy's refusals (off unless Cluster.enabled)
+  rt.use(clusterSessions); // persistent MQTT sessions in JetStream, takeover across brokers (off unless Cluster.enabled)
   rt.use(clusterViewsService()); // scope=cluster on REST lists and the cluster totals of $SYS and /metrics (off unless Cluster.enabled)
 }

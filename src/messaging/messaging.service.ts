@@ -2,6 +2,7 @@ import { Engine, levelEngineStore, type DestinationType, type DurableChange, typ
 import { ServiceUnavailableError } from '../errors.js';
 import { RECLAIM_MIN_REMOVED, reclaimMemory } from '../runtime/reclaim.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
+import type { EngineStore } from '../engine/engine-store.js';
 
 declare module '../runtime/runtime.js' {
   /** `rt.engine` is this engine: the kernel declares only what it calls (isClosed). */
@@ -41,7 +42,7 @@ export interface MessagingService extends Service {
   requireEngine(): Engine;
 }
 
-export function messagingService(): MessagingService {
+export function messagingService(opts: { wrapStore?: (store: EngineStore, rt: Runtime) => EngineStore } = {}): MessagingService {
   let current: Engine | undefined;
   let sweep: NodeJS.Timeout | undefined;
   let idle: NodeJS.Timeout | undefined;
@@ -58,8 +59,9 @@ export function messagingService(): MessagingService {
     dependsOn: ['security'], // deliveries are authorised per subscriber
     async start(rt: Runtime) {
       const dm = rt.config.DestinationManager;
+      const local = levelEngineStore(rt.store.sublevel('messages') as never);
       const engine = new Engine({
-        store: levelEngineStore(rt.store.sublevel('messages') as never),
+        store: opts.wrapStore ? opts.wrapStore(local, rt) : local, // the cluster's session plane mirrors cluster sessions' keys
         queuePrefixes: dm.queuePrefixes,
         defaultMaxBytes: dm.maxQueuedBytes,
         events: {
