@@ -42,7 +42,7 @@ export function registerServices(rt: Runtime): void {
   rt.use(security);
   rt.use(modelsService()); // ML model store under {data}/models (before messaging: selector model functions use it)
   const clusterSessions = clusterSessionsService(); // registered last; the engine's store is wrapped by it (cluster on)
-  const messaging = messagingService({ wrapStore: clusterSessions.wrapStore }); // the engine
+  const messaging = messagingService({ security }, { wrapStore: clusterSessions.wrapStore }); // the engine
   rt.use(messaging);
   rt.use(schemasService({ messaging })); // schema registry: binds payload schemas to destinations, $schema/<destination> topics
   const restSessions = restSessionsService({ messaging }); // persistent REST messaging sessions, restored hibernated before any endpoint runs

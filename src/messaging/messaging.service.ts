@@ -2,6 +2,7 @@ import { Engine, levelEngineStore, type DestinationType, type DurableChange, typ
 import { ServiceUnavailableError } from '../errors.js';
 import { RECLAIM_MIN_REMOVED, reclaimMemory } from '../runtime/reclaim.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
+import type { SecurityManagerService } from '../security/service.js';
 import type { EngineStore } from '../engine/engine-store.js';
 
 declare module '../runtime/runtime.js' {
@@ -42,7 +43,12 @@ export interface MessagingService extends Service {
   requireEngine(): Engine;
 }
 
-export function messagingService(opts: { wrapStore?: (store: EngineStore, rt: Runtime) => EngineStore } = {}): MessagingService {
+/** What the messaging service is given (src/compose.ts): security, which authorises deliveries per subscriber. */
+export interface MessagingDeps {
+  security: SecurityManagerService;
+}
+
+export function messagingService(deps: MessagingDeps, opts: { wrapStore?: (store: EngineStore, rt: Runtime) => EngineStore } = {}): MessagingService {
   let current: Engine | undefined;
   let sweep: NodeJS.Timeout | undefined;
   let idle: NodeJS.Timeout | undefined;
@@ -56,7 +62,7 @@ export function messagingService(opts: { wrapStore?: (store: EngineStore, rt: Ru
       if (current === undefined || current.isClosed) throw new ServiceUnavailableError('The messaging engine is not running (the server is starting, restarting or stopping); try again');
       return current;
     },
-    dependsOn: ['security'], // deliveries are authorised per subscriber
+    dependsOn: Object.keys(deps),
     async start(rt: Runtime) {
       const dm = rt.config.DestinationManager;
       const local = levelEngineStore(rt.store.sublevel('messages') as never);

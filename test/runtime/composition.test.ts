@@ -35,6 +35,7 @@ describe('composition', () => {
       assert.ok(svc.dependsOn?.includes('messaging'), `${name} declares messaging`);
       assert.ok(at.get('messaging')! < at.get(name)!, `messaging starts before ${name}`);
     }
+    assert.deepEqual(order.find((s) => s.name === 'messaging')!.dependsOn, ['security']);
     assert.deepEqual([...(order.find((s) => s.name === 'mqttBroker')!.dependsOn ?? [])].sort(), ['messaging', 'restSessions', 'security']);
     assert.deepEqual([...(order.find((s) => s.name === 'sys-topics')!.dependsOn ?? [])].sort(), ['endpoints', 'messaging']);
   });
