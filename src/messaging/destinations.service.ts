@@ -237,8 +237,7 @@ const REQUESTS: Array<[string, { type: 'destination.pause' | 'destination.resume
 
 /** The existing, non-system destination's actor (activated), or a 404 / 503 saying why there is none. */
 function destinationTarget(rt: Runtime, name: string): CommandTarget<DestinationRef> {
-  const engine = rt.engine;
-  if (engine === undefined) throw new ServiceUnavailableError('The messaging engine is not running (the server is starting or restarting); try again');
+  const engine = rt.requireEngine(); // 503 while the server is not running
   if (isSystem(name) || !engine.hasDestination(name)) throw new NotFoundError(`Destination not found: ${name}`);
   const ref = destinationActor(rt, name) as DestinationRef | undefined;
   if (ref === undefined) throw new ServiceUnavailableError(`Destination "${name}" has no actor while the server is not running; try again`);

@@ -252,7 +252,7 @@ export function subscriptionStateName(snap: SubscriptionSnapshot): string {
 export async function controlSubscription(rt: Runtime, key: string, requested: string): Promise<{ changed: boolean; state: string }> {
   const want = requested.trim().toLowerCase();
   if (want !== 'paused' && want !== 'resumed') throw new ValidationError(`state must be paused or resumed, got "${requested.slice(0, 64)}"`);
-  if (rt.engine === undefined) throw new ServiceUnavailableError('The messaging engine is not running (the server is starting or restarting); try again');
+  rt.requireEngine(); // 503 while the server is not running
   const ref = rt.actor('subscription', key) as SubscriptionRef | undefined;
   if (ref === undefined) {
     if (rt.virtualKind('subscription')?.has(key) === true) throw new ServiceUnavailableError(`Subscription "${key}" has no actor while the server is not running; try again`);
