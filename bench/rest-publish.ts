@@ -8,6 +8,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import autocannon from 'autocannon';
 import Fastify from 'fastify';
 import { buildApp } from '../src/api/app.js';
@@ -26,7 +27,23 @@ const BODY = JSON.stringify({
   message: { payload: Buffer.from('{"temperature":21.5,"unit":"C"}').toString('base64'), contentType: 'application/json', qualityOfService: 0 },
 });
 
-async function load(url: string): Promise<autocannon.Result> {
+/** CPU time of this thread (µs): process.threadCpuUsage (Node ≥ 23.9), else the event loop's active time. */
+function threadCpu(): number {
+  const p = process as unknown as { threadCpuUsage?: () => { user: number; system: number } };
+  if (p.threadCpuUsage) {
+    const u = p.threadCpuUsage();
+    return u.user + u.system;
+  }
+  return performance.eventLoopUtilization().active * 1000;
+}
+
+/** A measured run and the server thread's CPU time per request in it (µs; this thread runs both servers). */
+interface Measured {
+  result: autocannon.Result;
+  busyUsPerRequest: number;
+}
+
+async function load(url: string): Promise<Measured> {
   const opts = {
     url,
     method: 'POST' as const,
@@ -38,7 +55,11 @@ async function load(url: string): Promise<autocannon.Result> {
   };
   // a short warm-up, then the measured run
   await autocannon({ ...opts, duration: 2 });
-  return autocannon(opts);
+  const cpu0 = threadCpu();
+  const result = await autocannon(opts);
+  // CPU time of this thread per request does not depend on how much CPU the rest of the machine leaves it (a ratio
+  // of request rates on a loaded 2-core machine also measures autocannon and the neighbours)
+  return { result, busyUsPerRequest: (threadCpu() - cpu0) / Math.max(1, result.requests.total) };
 }
 
 export async function run(): Promise<BenchReport> {
@@ -70,29 +91,33 @@ export async function run(): Promise<BenchReport> {
     // alternating rounds (broker, bare, broker, bare), so a machine that speeds up or slows down during the run
     // (a shared 2-core VM does) does not favour one side
     const published0 = rt.engine!.stats().totalPublishedMessages;
-    const brokers: autocannon.Result[] = [];
-    const plains: autocannon.Result[] = [];
+    const brokers: Measured[] = [];
+    const plains: Measured[] = [];
     for (let round = 0; round < ROUNDS; round++) {
       brokers.push(await load(`${brokerUrl}/api/v1/messaging/publish`));
       plains.push(await load(`${bareUrl}/publish`));
     }
     const published = rt.engine!.stats().totalPublishedMessages - published0;
-    const mean = (rs: autocannon.Result[]) => rs.reduce((a, r) => a + r.requests.average, 0) / rs.length;
+    const mean = (rs: Measured[]) => rs.reduce((a, r) => a + r.result.requests.average, 0) / rs.length;
+    const busy = (rs: Measured[]) => rs.reduce((a, r) => a + r.busyUsPerRequest, 0) / rs.length;
     const brokerRate = mean(brokers);
     const plainRate = mean(plains);
     const ratio = brokerRate / plainRate;
-    const errors = [...brokers, ...plains].reduce((a, r) => a + r.errors + r.non2xx, 0);
-    const broker = brokers[brokers.length - 1]!;
-    const plain = plains[plains.length - 1]!;
+    const errors = [...brokers, ...plains].reduce((a, r) => a + r.result.errors + r.result.non2xx, 0);
+    const broker = brokers[brokers.length - 1]!.result;
+    const plain = plains[plains.length - 1]!.result;
     return {
       title: `REST publish vs bare Fastify (autocannon, ${CONNECTIONS} connections, ${ROUNDS} alternating rounds of ${DURATION_S} s each)`,
       rows: [
         ['broker POST /api/v1/messaging/publish req/s (mean of rounds)', fmt(brokerRate)],
-        ['broker req/s per round', brokers.map((r) => fmt(r.requests.average)).join(' / ')],
+        ['broker req/s per round', brokers.map((r) => fmt(r.result.requests.average)).join(' / ')],
+        ['broker server-thread CPU µs per request (mean of rounds)', fmt(busy(brokers), 1)],
         ['broker latency p50 / p99 (ms, last round)', `${broker.latency.p50} / ${broker.latency.p99}`],
         ['messages published into the engine (measured runs + warm-ups)', fmt(published)],
         ['bare Fastify POST req/s (mean of rounds)', fmt(plainRate)],
-        ['bare req/s per round', plains.map((r) => fmt(r.requests.average)).join(' / ')],
+        ['bare req/s per round', plains.map((r) => fmt(r.result.requests.average)).join(' / ')],
+        ['bare server-thread CPU µs per request (mean of rounds)', fmt(busy(plains), 1)],
+        ['ratio of CPU per request bare / broker', fmt(busy(plains) / busy(brokers), 2)],
         ['bare latency p50 / p99 (ms, last round)', `${plain.latency.p50} / ${plain.latency.p99}`],
         ['errors + non-2xx', fmt(errors)],
         ['ratio broker / bare', fmt(ratio, 2)],

@@ -207,7 +207,24 @@ export function registerAuth(app: FastifyInstance, ctx: ApiContext): void {
     if (route.url.startsWith('/swagger-ui')) route.config = { ...(route.config ?? {}), public: true } as typeof route.config;
   });
 
-  app.addHook('onRequest', async (request, reply) => {
+  // A callback hook: with security off (every request is anonymous, nothing to await) it answers at once, without
+  // the promise an async hook costs every request; otherwise it runs `authenticate` and goes on when it settles,
+  // as an async hook would (an early reply it sent ends the request there).
+  app.addHook('onRequest', (request, reply, done) => {
+    if (rt.security.enabled) {
+      authenticate(request, reply).then(() => done(), done);
+      return;
+    }
+    request.sessionReply = reply;
+    if (request.routeOptions.url) {
+      // what `authenticate` does with security off: anonymous, whatever credentials came
+      request.principal = ANONYMOUS;
+      request.authMethod = 'none';
+    }
+    done();
+  });
+
+  const authenticate = async (request: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
     request.sessionReply = reply;
     if (!request.routeOptions.url) return; // no route: the 404/405 handler answers
     const sec = rt.security;
@@ -269,7 +286,7 @@ export function registerAuth(app: FastifyInstance, ctx: ApiContext): void {
       );
       return reply.code(403).send({ status: `Access denied: ${request.method} ${request.routeOptions.url} needs the permission ${need.permission} on ${type} ${key}` });
     }
-  });
+  };
 }
 
 /**

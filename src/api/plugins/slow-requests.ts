@@ -33,6 +33,18 @@ function bodyPending(raw: IncomingMessage): boolean {
 export function registerSlowRequestCap(app: FastifyInstance, rest: Pick<RestApiConfig, 'maxSlowRequestsPerAddress'>): void {
   const cap = rest.maxSlowRequestsPerAddress;
   const pending = new Map<string, number>();
+  // the address each counted request was counted under, until its body has arrived or its connection closed
+  const countedAt = new WeakMap<IncomingMessage, string>();
+  // one listener for every request (not a closure per request: the bundle keeps function names, so each would also
+  // get its name defined), run on 'end' and on 'close', whichever comes first releases
+  const release = function (this: IncomingMessage): void {
+    const address = countedAt.get(this);
+    if (address === undefined) return;
+    countedAt.delete(this);
+    const left = (pending.get(address) ?? 1) - 1;
+    if (left <= 0) pending.delete(address);
+    else pending.set(address, left);
+  };
   app.addHook('onRequest', (request, reply, done) => {
     const raw = request.raw;
     if (!bodyPending(raw)) return done();
@@ -48,16 +60,9 @@ export function registerSlowRequestCap(app: FastifyInstance, rest: Pick<RestApiC
       return;
     }
     pending.set(address, n + 1);
-    let counted = true;
-    const release = (): void => {
-      if (!counted) return;
-      counted = false;
-      const left = (pending.get(address) ?? 1) - 1;
-      if (left <= 0) pending.delete(address);
-      else pending.set(address, left);
-    };
-    raw.once('end', release);
-    raw.once('close', release);
+    countedAt.set(raw, address);
+    raw.on('end', release);
+    raw.on('close', release);
     done();
   });
 }

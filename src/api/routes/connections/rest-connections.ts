@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiContext } from '../../context.js';
 import { SESSION_COOKIE } from '../../plugins/auth.js';
 
@@ -110,6 +110,24 @@ function sessionKey(request: FastifyRequest): string | undefined {
   return c && /^[A-Za-z0-9-]{8,64}$/.test(c) ? `cookie:${c}` : undefined;
 }
 
+/** Records the request in its REST session's entry (a request without a session or principal is not tracked). */
+function trackResponse(tracker: RestConnections, request: FastifyRequest, reply: FastifyReply): void {
+  const key = sessionKey(request);
+  if (key === undefined || request.principal === undefined) return;
+  const bytesIn = Number(request.headers['content-length'] ?? 0);
+  const bytesOut = Number(reply.getHeader('content-length') ?? 0);
+  tracker.seen(key, {
+    user: request.principal.username,
+    address: request.ip,
+    port: request.socket?.remotePort ?? 0,
+    scheme: request.protocol,
+    httpVersion: request.raw.httpVersion || '1.1',
+    bytesIn: Number.isFinite(bytesIn) ? bytesIn : 0,
+    bytesOut: Number.isFinite(bytesOut) ? bytesOut : 0,
+    at: tracker.now(),
+  });
+}
+
 declare module 'fastify' {
   interface FastifyInstance {
     /** The REST-session tracker (decorated on the root instance by `trackRestConnections`; routes inherit it). */
@@ -124,21 +142,10 @@ declare module 'fastify' {
 export function trackRestConnections(app: FastifyInstance, ctx: ApiContext): RestConnections {
   const tracker = new RestConnections(() => ctx.rt.config.RestApi.inactiveTimeout);
   app.decorate('restConnections', tracker);
-  app.addHook('onResponse', async (request, reply) => {
-    const key = sessionKey(request);
-    if (key === undefined || request.principal === undefined) return;
-    const bytesIn = Number(request.headers['content-length'] ?? 0);
-    const bytesOut = Number(reply.getHeader('content-length') ?? 0);
-    tracker.seen(key, {
-      user: request.principal.username,
-      address: request.ip,
-      port: request.socket?.remotePort ?? 0,
-      scheme: request.protocol,
-      httpVersion: request.raw.httpVersion || '1.1',
-      bytesIn: Number.isFinite(bytesIn) ? bytesIn : 0,
-      bytesOut: Number.isFinite(bytesOut) ? bytesOut : 0,
-      at: tracker.now(),
-    });
+  // a callback hook, not an async one: no promise per request on every route
+  app.addHook('onResponse', (request, reply, done) => {
+    trackResponse(tracker, request, reply);
+    done();
   });
   return tracker;
 }

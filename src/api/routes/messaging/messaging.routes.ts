@@ -120,13 +120,14 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
       const { destinationName, message, retain } = req.body;
       const principal = principalOf(req);
       // the one ingress path (src/engine/ingress.ts): $SYS, ACL publish/retain, the body decoded (only for a caller
-      // who may publish here), payload format, payload schema, then the engine with its flow control
-      const decode = (cx: IngressContext) => {
+      // who may publish here), payload format, payload schema, then the engine with its flow control. The decoder is
+      // an argument, not a named const: the bundle keeps function names (keepNames), which would define a name on
+      // a new function every request.
+      const cx = ingressContext(engine, rt.security, principal, destinationName, { payload: EMPTY, retain: retain === true }, undefined, (c: IngressContext) => {
         const init = fromDto(message, Date.now());
         init.retain = retain === true;
-        cx.init = init;
-      };
-      const cx = ingressContext(engine, rt.security, principal, destinationName, { payload: EMPTY, retain: retain === true }, undefined, decode);
+        c.init = init;
+      });
       switch (ingress(cx)) {
         case IngressResult.Accepted:
         case IngressResult.QuotaExceeded: // the engine's QuotaExceededError: 429
