@@ -68,6 +68,8 @@ describe('cluster messages - one broker to clients over three nodes', { timeout:
       return true;
     }, 30000, `${x.nodeId}: MQTT endpoint started`);
     await waitUntil(async () => ((await api(x, '/api/v1/server/integration/cluster/status')) as { state?: string }).state === 'Established', 30000, `${x.nodeId}: cluster link established`);
+    // a node that is not a member yet refuses new clients (docs/cluster.md, Partitions)
+    await waitUntil(async () => ((await api(x, '/api/v1/server/cluster')) as { state?: string }).state === 'Member', 30000, `${x.nodeId}: member`);
   };
 
   const client = async (x: Broker, clientId: string, opts: mqtt.IClientOptions = {}): Promise<MqttClient> => {
@@ -244,14 +246,12 @@ describe('cluster messages - one broker to clients over three nodes', { timeout:
     );
     for (const m of members) await m.subscribeAsync('$share/g/share/t', { qos: 1 });
     // the group's one JetStream consumer exists (so nothing published from now on is missed)
-    let waiting = -1;
     await waitUntil(async () => {
-      for await (const ci of jsm.consumers.list(STREAM)) if (ci.name.startsWith('SY_share_g_')) waiting = ci.num_waiting;
-      return waiting >= 0;
+      for await (const ci of jsm.consumers.list(STREAM)) if (ci.name.startsWith('SY_share_g_')) return true;
+      return false;
     }, 20000, 'the shared group consumer');
-    await sleep(1500); // the members of the other brokers start pulling
-    console.log(`# shared group consumer: ${waiting} pull request(s) waiting before the publish`);
     const pub = await client(a, 'share-pub');
+    await sleep(1500); // the members of B and C join the group's consumer (which of them gets a message is JetStream's choice)
     const N = 10000;
     const WINDOW = 10; // the broker's default Receive Maximum (MQTT Interface serverReceiveMaximum)
     for (let i = 0; i < N; i += WINDOW) {
@@ -280,6 +280,28 @@ describe('cluster messages - one broker to clients over three nodes', { timeout:
     assert.ok(subjects.includes(`sy.${CLUSTER}.m.props.q1`), `the stream holds ordinary topics (${subjects.slice(0, 5).join(', ')})`);
     assert.deepEqual(subjects.filter((s) => s.includes('$SYS')), [], 'no $SYS subject');
     assert.equal(info.config.num_replicas, 3, 'the stream has Cluster.replicas replicas');
+  });
+
+  test('cluster messages - a node that was down catches up from its durable consumer: a persistent session there gets what was published meanwhile', async () => {
+    const session = { clean: false, properties: { sessionExpiryInterval: 600 } };
+    const first = await client(c, 'catch-sub', session);
+    await first.subscribeAsync('catch/t', { qos: 1 });
+    await first.endAsync();
+    await c.p!.stop('SIGTERM');
+    const pub = await client(a, 'catch-pub');
+    const N = 50;
+    for (let i = 0; i < N; i++) await pub.publishAsync('catch/t', String(i), { qos: 1 });
+    await launch(c);
+    // the held messages come right after CONNACK: the handler is attached before the connection is made
+    const again = mqtt.connect(`mqtt://127.0.0.1:${c.mqttPort}`, { clientId: 'catch-sub', protocolVersion: 5, username: 'admin', password: adminPasswordOf(c.dataDir), reconnectPeriod: 0, ...session });
+    clients.push(again);
+    const got = collect(again);
+    await new Promise((resolve, reject) => {
+      again.once('connect', resolve);
+      again.once('error', reject);
+    });
+    await waitUntil(() => new Set(got.map((m) => m.payload)).size === N, 30000, `the ${N} messages published while C was down (have ${got.length})`);
+    assert.deepEqual(got.map((m) => Number(m.payload)), [...Array(N).keys()], 'each once, in publish order');
   });
 
   test('cluster messages - SIGKILL of the nats-server leading the stream while QoS 1 traffic flows: every acknowledged message arrives', async () => {
