@@ -110,6 +110,8 @@ export class SessionStore implements EngineStore {
   private readonly seqs = new Map<string, Promise<number | undefined>>();
   js: JetStreamClient | undefined;
   jsm: JetStreamManager | undefined;
+  /** Told when a deletion could not be made in the stream (logged, rate-limited, by the plane). */
+  onDeleteFailed: ((err: unknown) => void) | undefined;
   stream = '';
   prefix = '';
 
@@ -170,7 +172,10 @@ export class SessionStore implements EngineStore {
       } else {
         const prev = this.seqs.get(subject);
         this.seqs.delete(subject);
-        if (prev !== undefined) mirrored.push(prev.then((seq) => (seq === undefined ? undefined : this.remove(seq))));
+        // a deletion that JetStream does not take (NATS unreachable) does not fail the batch: the message stays in the
+        // stream and is delivered again after a takeover (at least once), where failing would report the local
+        // store as failed for every acknowledgement during an outage
+        if (prev !== undefined) mirrored.push(prev.then((seq) => (seq === undefined ? undefined : this.remove(seq))).catch((err: unknown) => this.onDeleteFailed?.(err)));
       }
     }
     await Promise.all(mirrored);
@@ -246,6 +251,10 @@ export class ClusterSessions implements Service {
   private readonly onState = (state: ClusterState): void => {
     if (state === ClusterState.Member) this.activate();
   };
+  /** Declared gone while cut off: the sessions adopted elsewhere meanwhile are let go here. */
+  private readonly onRejoined = (): void => {
+    void this.recheck().catch(() => undefined);
+  };
   private readonly onGone = (g: GoneNode): void => {
     if (g.declaredHere) void this.adopt(g.nodeId).catch((err: unknown) => this.log.warn({ err, node: g.nodeId }, 'cluster: adopting the sessions of a gone node failed'));
   };
@@ -257,6 +266,7 @@ export class ClusterSessions implements Service {
     this.log = rt.log.child({ actor: 'cluster', plane: 'sessions' });
     rt.on('cluster.state', this.onState);
     rt.on('cluster.node.gone', this.onGone);
+    rt.on('cluster.rejoined', this.onRejoined);
   }
 
   running(rt: Runtime): void {
@@ -271,6 +281,7 @@ export class ClusterSessions implements Service {
     this.watchGen++;
     rt.off('cluster.state', this.onState);
     rt.off('cluster.node.gone', this.onGone);
+    rt.off('cluster.rejoined', this.onRejoined);
     const broker = this.broker();
     if (broker !== undefined && broker.cluster === this) broker.cluster = undefined;
     // the last record writes (a client that disconnected during the stop), briefly: the records are advisory for a
@@ -337,6 +348,12 @@ export class ClusterSessions implements Service {
       this.log.warn({ bucket, err: messageOf(err) }, 'cluster: the sessions bucket exists with other settings; using it as it is');
     }
     const store = this.store!;
+    let lastWarn = 0;
+    store.onDeleteFailed = (err) => {
+      if (Date.now() - lastWarn < 60_000) return;
+      lastWarn = Date.now();
+      this.log.warn({ err: messageOf(err) }, 'cluster: a held message could not be deleted from JetStream (it may be delivered again after a takeover); at most one such line a minute');
+    };
     store.js = js;
     store.jsm = jsm;
     store.stream = stream;
@@ -472,7 +489,14 @@ export class ClusterSessions implements Service {
             updated: Date.now(),
           };
           const json = this.encode(doc, clientId);
-          if (json === undefined) return;
+          if (json === undefined) {
+            // too large for the bucket: the session stays on this broker only (no record, nothing mirrored)
+            this.owned.delete(clientId);
+            this.store?.unmirror(s.sessionId);
+            await kv.delete(key, { previousSeq: o.rev }).catch(() => undefined);
+            await this.store?.jsm?.streams.purge(this.store.stream, { filter: `${this.store.prefix}.${key}.>` }).catch(() => undefined);
+            return;
+          }
           o.rev = await kv.update(key, json, o.rev);
           o.doc = doc;
         } catch (err) {

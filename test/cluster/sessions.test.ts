@@ -43,7 +43,7 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
     const configDir = tempDir('switchyard-cls-config-');
     dirs.push(dataDir, configDir);
     mkdirSync(configDir, { recursive: true });
-    const cfg = { Cluster: { enabled: true, servers: nats.urls, clusterName: 'sess', nodeId, replicas: 3, heartbeatSeconds: HEARTBEAT, leaseSeconds: LEASE, sessionTakeoverWaitSeconds: 5 } };
+    const cfg = { Cluster: { enabled: true, servers: nats.urls, clusterName: 'sess', nodeId, replicas: 3, heartbeatSeconds: HEARTBEAT, leaseSeconds: LEASE, sessionTakeoverWaitSeconds: 5, sessionRecordMaxBytes: 1024 } };
     writeFileSync(join(configDir, 'Cluster.yaml'), JSON.stringify(cfg)); // JSON is YAML
     const br: Broker = { nodeId, dataDir, configDir, mqtt: 0 };
     brokers.push(br);
@@ -286,6 +286,20 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
       [4, 250],
       [5, 500],
     ]);
+  });
+
+  test('cluster sessions - a session whose record outgrows the bucket stays on its broker: WARN naming the client, no record', async () => {
+    const cl = await open(a);
+    assert.equal((await cl.connect({ clientId: 'big', clean: false, properties: SESSION })).reasonCode, 0);
+    assert.equal((await record('big'))?.owner, 'alpha');
+    // 20 subscriptions of 60-character filters: more than the 1 KiB Cluster.sessionRecordMaxBytes of these brokers
+    cl.send({ cmd: 'subscribe', messageId: 1, subscriptions: Array.from({ length: 20 }, (_, i) => ({ topic: `big/${'x'.repeat(52)}/${String(i).padStart(2, '0')}`, qos: 1 })) });
+    assert.equal((await cl.next('suback')).granted.length, 20);
+    await waitUntil(() => /session record of big is \d+ bytes, above the bucket's max value .*stays on this broker only/.test(a.p!.stdout()), 10000, 'the WARN line');
+    await waitUntil(async () => (await record('big')) === undefined, 10000, 'the record deleted');
+    // the client keeps its session on alpha
+    cl.send({ cmd: 'publish', topic: `big/${'x'.repeat(52)}/07`, payload: Buffer.from('still here'), qos: 0, retain: false, dup: false });
+    assert.equal((await cl.next('publish', 10000)).payload.toString(), 'still here');
   });
 
   test('cluster sessions - SIGKILL of the broker holding 100 persistent sessions: adopted by a survivor, they keep holding, and resume on the others with every acknowledged message', async () => {
