@@ -139,22 +139,55 @@ export class SessionStore implements EngineStore {
     this.seqs.set(subject, Promise.resolve(seq));
   }
 
-  /** The stream subject of an engine key of a mirrored session; undefined for every other key. */
-  subjectOf(key: string): string | undefined {
+  /** The stream subject of an engine key of a mirrored session (or of the session key `sk`); undefined for every other key. */
+  subjectOf(key: string, sk?: string): string | undefined {
     if (key.startsWith('d!')) {
       const bar = key.indexOf('|', 2);
       const bang = key.lastIndexOf('!');
       if (bar < 0 || bang < bar) return undefined;
-      const sk = this.mirrored.get(key.slice(2, bar));
-      return sk === undefined ? undefined : `${this.prefix}.${sk}.d.${filterToken(key.slice(bar + 1, bang))}.${key.slice(bang + 1)}`;
+      const k = sk ?? this.mirrored.get(key.slice(2, bar));
+      return k === undefined ? undefined : `${this.prefix}.${k}.d.${filterToken(key.slice(bar + 1, bang))}.${key.slice(bang + 1)}`;
     }
     if (key.startsWith('s!')) {
       const m = /^s!(.*)!([io])!(\d{5})$/.exec(key);
       if (m === null) return undefined;
-      const sk = this.mirrored.get(m[1]!);
-      return sk === undefined ? undefined : `${this.prefix}.${sk}.s.${m[2]}.${m[3]}`;
+      const k = sk ?? this.mirrored.get(m[1]!);
+      return k === undefined ? undefined : `${this.prefix}.${k}.s.${m[2]}.${m[3]}`;
     }
     return undefined;
+  }
+
+  /**
+   * The stream made to hold exactly what the local store holds for a session that is being released: subjects the
+   * store no longer has (a deletion JetStream did not take) are purged, keys it lacks are published. Returns the
+   * number of corrections.
+   */
+  async sync(sessionId: string, sk: string): Promise<number> {
+    const js = this.js;
+    const jsm = this.jsm;
+    if (js === undefined || jsm === undefined) return 0;
+    const enc = encodeURIComponent(sessionId);
+    const want = new Map<string, Buffer>();
+    for (const prefix of [`d!${enc}|`, `s!${enc}!`]) {
+      for await (const [key, value] of this.inner.iterate(prefix)) {
+        const subject = this.subjectOf(key, sk);
+        if (subject !== undefined) want.set(subject, value);
+      }
+    }
+    const info = await jsm.streams.info(this.stream, { subjects_filter: `${this.prefix}.${sk}.>` });
+    const have = new Set(Object.keys(info.state.subjects ?? {}));
+    let fixed = 0;
+    for (const subject of have) {
+      if (want.has(subject)) continue;
+      await jsm.streams.purge(this.stream, { filter: subject });
+      fixed++;
+    }
+    for (const [subject, value] of want) {
+      if (have.has(subject)) continue;
+      await js.publish(subject, value);
+      fixed++;
+    }
+    return fixed;
   }
 
   async batch(ops: StoreOp[]): Promise<void> {
@@ -585,9 +618,14 @@ export class ClusterSessions implements Service {
     if (this.releasing.has(clientId)) return;
     this.releasing.add(clientId);
     try {
-      const s = this.broker()?.sessions.get(clientId);
-      if (s !== undefined) await this.dropLocal(s, 'the session was taken over by another broker of the cluster');
       const kv = this.kv;
+      const s = this.broker()?.sessions.get(clientId);
+      if (s !== undefined) {
+        // the new owner waits for this broker's last state only while the record is not marked released; once it is
+        // (this broker was judged gone), the stream is the new owner's and is left alone
+        const now = parseDoc((await kv?.get(sessionKey(clientId)).catch(() => null)) ?? null);
+        await this.dropLocal(s, 'the session was taken over by another broker of the cluster', now !== undefined && !now.released);
+      }
       if (kv === undefined) return;
       for (let i = 0; i < 10; i++) {
         const e = await kv.get(sessionKey(clientId));
@@ -609,13 +647,21 @@ export class ClusterSessions implements Service {
   }
 
   /** The local copy of a session goes (its client disconnected with 0x8E), JetStream keeps what it held. */
-  private async dropLocal(s: MqttSession, why: string): Promise<void> {
+  private async dropLocal(s: MqttSession, why: string, lastState = false): Promise<void> {
     const broker = this.broker();
     if (broker === undefined) return;
     this.owned.delete(s.clientId);
     const conn = s.conn;
     if (conn !== undefined) conn.close(CloseReason.TakenOver, Reason.SessionTakenOver, why);
     await this.engine()?.flush(); // every batch of the session mirrored
+    if (lastState && this.store?.isMirrored(s.sessionId)) {
+      // the last state: JetStream made to agree with the local store (a deletion it did not take is made now)
+      const fixed = await this.store.sync(s.sessionId, sessionKey(s.clientId)).catch((err: unknown) => {
+        this.log.warn({ clientId: s.clientId, err: messageOf(err) }, 'cluster: the last state of a released session could not be checked against JetStream');
+        return 0;
+      });
+      if (fixed > 0) this.log.info({ clientId: s.clientId, corrections: fixed }, 'cluster: JetStream corrected to the last state of a released session');
+    }
     this.store?.unmirror(s.sessionId);
     if (broker.sessions.get(s.clientId) !== s) return;
     // the session goes on elsewhere: a will waiting for its delay is not this broker's to publish
@@ -749,7 +795,13 @@ export class ClusterSessions implements Service {
     for (;;) {
       const doc = parseDoc((await this.kv?.get(key)) ?? null);
       if (doc === undefined || doc.owner !== this.nodeId) return false;
-      if (doc.released || !this.isLive(previous)) return true;
+      if (doc.released) return true;
+      if (!this.isLive(previous)) {
+        // its lease lapsed: the stream is this broker's from now on (marked, so a late release leaves it alone)
+        const e = await this.kv?.get(key);
+        if (e !== null && e !== undefined) await this.kv?.update(key, JSON.stringify({ ...doc, released: true, updated: Date.now() }), e.revision).catch(() => undefined);
+        return true;
+      }
       if (Date.now() >= end) return false;
       await sleep(50);
     }

@@ -43,7 +43,7 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
     const configDir = tempDir('switchyard-cls-config-');
     dirs.push(dataDir, configDir);
     mkdirSync(configDir, { recursive: true });
-    const cfg = { Cluster: { enabled: true, servers: nats.urls, clusterName: 'sess', nodeId, replicas: 3, heartbeatSeconds: HEARTBEAT, leaseSeconds: LEASE, sessionTakeoverWaitSeconds: 5, sessionRecordMaxBytes: 1024 } };
+    const cfg = { Cluster: { enabled: true, servers: nats.urls, clusterName: 'sess', nodeId, replicas: 3, heartbeatSeconds: HEARTBEAT, leaseSeconds: LEASE, sessionTakeoverWaitSeconds: 3, sessionRecordMaxBytes: 1024 } };
     writeFileSync(join(configDir, 'Cluster.yaml'), JSON.stringify(cfg)); // JSON is YAML
     const br: Broker = { nodeId, dataDir, configDir, mqtt: 0 };
     brokers.push(br);
@@ -141,6 +141,10 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
   });
 
   after(async () => {
+    for (const br of brokers) {
+      const warns = br.p?.stdout().split('\n').filter((l) => / (WARN|ERROR) cluster: (?!node alpha)/.test(l)) ?? [];
+      if (warns.length) console.log(`${br.nodeId}:\n${warns.slice(-10).join('\n')}`);
+    }
     for (const cl of clients) cl.destroy();
     for (const br of brokers) await br.p?.stop('SIGKILL');
     await nats?.dispose();
@@ -286,6 +290,28 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
       [4, 250],
       [5, 500],
     ]);
+  });
+
+  test('cluster sessions - clean start on another broker replaces the session: the MQTT 3.1.1 client on A is closed, nothing of the old session comes back', async () => {
+    const old = await RawClient.open(a.mqtt, 4);
+    clients.push(old);
+    assert.equal((await old.connect({ clientId: 'fresh', clean: false })).returnCode, 0);
+    old.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: 'fresh/t', qos: 1 }] });
+    await old.next('suback');
+    const pub = await publisher(a, 'fresh-pub');
+    await pub('fresh/t', 'old-1', 1);
+    assert.equal((await old.next('publish', 10000)).payload.toString(), 'old-1'); // left unacknowledged
+    assert.equal(await heldInStream(`${recordKey('fresh')}.`), 1, 'the unacknowledged copy is in JetStream');
+    const cl = await open(b);
+    const ack = await cl.connect({ clientId: 'fresh', clean: true, properties: SESSION });
+    assert.equal(ack.reasonCode, 0);
+    assert.equal(ack.sessionPresent, false, 'a new session');
+    await old.waitClosed(10000); // 3.1.1 has no DISCONNECT from the server: the connection closes
+    assert.deepEqual(await drain(cl, 'publish', 1500), [], 'nothing of the old session is resent');
+    const rec = await record('fresh');
+    assert.equal(rec?.owner, 'beta');
+    assert.deepEqual(rec?.subscriptions, [], 'the record is replaced');
+    assert.equal(await heldInStream(`${recordKey('fresh')}.`), 0, 'what JetStream held for the old session is gone');
   });
 
   test('cluster sessions - a session whose record outgrows the bucket stays on its broker: WARN naming the client, no record', async () => {
