@@ -67,9 +67,11 @@ describe('cluster wills - published once by a survivor', { timeout: 300000 }, ()
       x.mqttPort = e.port;
       return ((await api(x, '/api/v1/server/cluster')) as { state?: string }).state === 'Member';
     }, 30000, `${x.nodeId}: MQTT endpoint started and a cluster member`);
+    // the message plane (src/cluster/messages.ts) carries a will published on one node to the others' subscribers
+    await waitUntil(async () => ((await api(x, '/api/v1/server/integration/cluster/status')) as { state?: string }).state === 'Established', 30000, `${x.nodeId}: cluster link established`);
   };
   const client = async (x: Broker, clientId: string, opts: mqtt.IClientOptions = {}): Promise<MqttClient> => {
-    const cl = await mqtt.connectAsync(`mqtt://127.0.0.1:${x.mqttPort}`, {
+    const connecting = mqtt.connectAsync(`mqtt://127.0.0.1:${x.mqttPort}`, {
       clientId,
       protocolVersion: 5,
       username: 'admin',
@@ -78,6 +80,14 @@ describe('cluster wills - published once by a survivor', { timeout: 300000 }, ()
       connectTimeout: 10000,
       ...opts,
     });
+    // mqtt.js's connectAsync never settles when no CONNACK comes (reconnectPeriod 0): fail with the broker's log instead
+    let timer: NodeJS.Timeout | undefined;
+    const cl = await Promise.race([
+      connecting,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${clientId}: no CONNACK from ${x.nodeId} in 15 s; its log ends:\n${x.p!.stdout().split('\n').slice(-15).join('\n')}`)), 15000);
+      }),
+    ]).finally(() => clearTimeout(timer));
     clients.push(cl);
     return cl;
   };
@@ -249,5 +259,23 @@ describe('cluster wills - published once by a survivor', { timeout: 300000 }, ()
     await sleep(2000);
     assert.equal(count(got, 'dead/slow'), 1, 'received once');
     assert.equal(await record('slow'), undefined, 'record removed');
+  });
+
+  test('cluster wills - a broker SIGKILLed and started again at once: its client’s will is published once (by the broker itself when it is back within its lease, else by the declarer)', async () => {
+    const survivor = [a, b].find((x) => x.p!.proc.exitCode === null && x.p!.proc.signalCode === null)!;
+    await launch(c);
+    const watcher = await client(survivor, `watch-quick-${survivor.nodeId}`);
+    await watcher.subscribeAsync('dead/quick', { qos: 1 });
+    const got = collect(watcher);
+    await client(c, 'quick', { will: will('dead/quick') });
+    await waitUntil(async () => (await record('quick'))?.nodeId === 'gamma', 10000, 'quick: will record of gamma');
+    await c.p!.stop('SIGKILL');
+    await launch(c); // the same data directory: it takes its lease over with the next epoch
+    await waitUntil(() => count(got, 'dead/quick') >= 1, 20000, 'the quick will published');
+    await sleep(3000);
+    assert.equal(count(got, 'dead/quick'), 1, 'received once');
+    assert.equal(await record('quick'), undefined, 'record removed');
+    const published = [survivor, c].map((x) => x.p!.stdout().split('\n').filter((l) => l.includes('cluster: published the will of quick')).length);
+    assert.equal(published[0]! + published[1]!, 1, 'published by one broker');
   });
 });
