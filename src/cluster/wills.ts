@@ -3,7 +3,7 @@
  * JetStream KV bucket `switchyard_<clusterName>_wills` under its client id, with this node's id and epoch, so that
  * when this node dies a survivor publishes it, once.
  *
- * The record's life, every step a compare-and-set on the key's revision:
+ * The record's life, every step after the first write a compare-and-set on the key's revision:
  * - written (put) when a client with a will connects here; a client connecting anywhere replaces it (its new will)
  *   or removes it (no will): the key is the client id, so the newest connection wins wherever it is;
  * - removed when the connection ends without a will (clean DISCONNECT), or when this node publishes the will itself:
@@ -14,10 +14,10 @@
  *   session expiry, counted from the gone node's last heartbeat, i.e. a lease before the declaration, on the
  *   claimer's clock), then removes the record with compare-and-set on its claim revision: the removal fails if the
  *   client connected again meanwhile (its connection rewrote the key), and the will is then not published.
- *   Removed, the will goes through the one ingress path (src/engine/ingress.ts: $SYS refusal, the client's ACL,
- *   payload schema, flow control) as if its client had published it here.
+ *   Removed, the will goes through the one ingress path (src/engine/ingress.ts: $SYS refusal, the ACL of the user of
+ *   that name on this node, payload schema, flow control) as if its client had published it here.
  * - a claimer that dies before publishing leaves the claim: whoever declares the claimer gone claims the record
- *   again (it names the claimer) and publishes it after what is left of the delay. Removing before publishing means
+ *   again (it names the claimer) and publishes it after the wait the claim was given. Removing before publishing means
  *   a will is published at most once; the one instant in which a will can be lost is a claimer killed between the
  *   answer to its removal and the synchronous ingress call that follows it in the same turn of its event loop.
  *
