@@ -241,7 +241,12 @@ export class LinkManager {
     if (this.find(link.name)) throw new Error(`integration "${link.name}" exists`);
     const entry = this.makeEntry(link);
     this.entries.set(link.name, entry);
-    if (this.engine) for (const ch of entry.push) this.openOutbox(this.engine, entry, ch);
+    if (this.engine) {
+      for (const ch of entry.push) this.openOutbox(this.engine, entry, ch);
+      // the shared groups that exist already (restored persistent sessions) are judged again with this link: one it
+      // covers is fed by the link from now on, not by local routing as well (that gave its messages twice per group)
+      this.installShares(this.engine);
+    }
     return entry;
   }
 
@@ -281,6 +286,10 @@ export class LinkManager {
     this.engine = engine;
     for (const entry of this.entries.values()) for (const ch of entry.push) this.openOutbox(engine, entry, ch);
     // shared groups in a NATS link's namespaces are fed by the link only (nats-shares.ts)
+    this.installShares(engine);
+  }
+
+  private installShares(engine: Engine): void {
     if (typeof (engine as Partial<ShareHost>).setExternalShares === 'function') this.shares.install(engine as unknown as ShareHost);
   }
 

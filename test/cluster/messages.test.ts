@@ -47,7 +47,7 @@ describe('cluster messages - one broker to clients over three nodes', { timeout:
     const configDir = tempDir('switchyard-clm-config-');
     const dataDir = tempDir('switchyard-clm-data-');
     dirs.push(configDir, dataDir);
-    const cfg = { Cluster: { enabled: true, servers: nats.urls, clusterName: CLUSTER, nodeId, replicas: 3, heartbeatSeconds: 1, leaseSeconds: 4 } };
+    const cfg = { Cluster: { enabled: true, servers: nats.urls, clusterName: CLUSTER, nodeId, replicas: 3, heartbeatSeconds: 2, leaseSeconds: 20 } }; // a long lease: a broker restarted here is never declared gone
     writeFileSync(join(configDir, 'Cluster.yaml'), JSON.stringify(cfg)); // JSON is YAML
     writeFileSync(join(configDir, 'MessageDaemon.yaml'), JSON.stringify({ MessageDaemon: { systemTopicInterval: 1000 } })); // $SYS every second
     const broker: Broker = { nodeId, dataDir, configDir, mqttPort: 0 };
@@ -282,12 +282,18 @@ describe('cluster messages - one broker to clients over three nodes', { timeout:
     assert.equal(info.config.num_replicas, 3, 'the stream has Cluster.replicas replicas');
   });
 
-  test('cluster messages - a node that was down catches up from its durable consumer: a persistent session there gets what was published meanwhile', async () => {
+  test('cluster messages - a node that was down catches up from its durable consumer: a persistent session there gets what was published meanwhile, and its restored shared group is one group with the other nodes', async () => {
     const session = { clean: false, properties: { sessionExpiryInterval: 600 } };
     const first = await client(c, 'catch-sub', session);
     await first.subscribeAsync('catch/t', { qos: 1 });
     await first.endAsync();
-    await c.p!.stop('SIGTERM');
+    // a persistent member of a shared group on C too: its group is restored with the session when C starts again
+    const shareFirst = await client(c, 'catch-share', session);
+    await shareFirst.subscribeAsync('$share/h/catchs/t', { qos: 1 });
+    await shareFirst.endAsync();
+    // SIGKILL and back within its lease: nobody declares C gone or adopts its sessions (a clean stop would hand them to
+    // another node, docs/cluster.md Sessions), so what C delivers after its restart comes from its own durable consumer
+    await c.p!.stop('SIGKILL');
     const pub = await client(a, 'catch-pub');
     const N = 50;
     for (let i = 0; i < N; i++) await pub.publishAsync('catch/t', String(i), { qos: 1 });
@@ -302,6 +308,29 @@ describe('cluster messages - one broker to clients over three nodes', { timeout:
     });
     await waitUntil(() => new Set(got.map((m) => m.payload)).size === N, 30000, `the ${N} messages published while C was down (have ${got.length})`);
     assert.deepEqual(got.map((m) => Number(m.payload)), [...Array(N).keys()], 'each once, in publish order');
+
+    // the restored shared group on C and a new member on B form one group across the cluster: each message once
+    const shareAgain = mqtt.connect(`mqtt://127.0.0.1:${c.mqttPort}`, { clientId: 'catch-share', protocolVersion: 5, username: 'admin', password: adminPasswordOf(c.dataDir), reconnectPeriod: 0, ...session });
+    clients.push(shareAgain);
+    const gotShareC = collect(shareAgain);
+    await new Promise((resolve, reject) => {
+      shareAgain.once('connect', resolve);
+      shareAgain.once('error', reject);
+    });
+    const shareB = await client(b, 'catch-share-b');
+    const gotShareB = collect(shareB);
+    await shareB.subscribeAsync('$share/h/catchs/t', { qos: 1 });
+    await waitUntil(async () => {
+      for await (const ci of jsm.consumers.list(STREAM)) if (ci.name.startsWith('SY_share_h_')) return true;
+      return false;
+    }, 20000, 'the consumer of group h');
+    await sleep(1500);
+    const M = 20;
+    for (let i = 0; i < M; i++) await pub.publishAsync('catchs/t', String(i), { qos: 1 });
+    const delivered = () => [...gotShareC, ...gotShareB].map((m) => Number(m.payload));
+    await waitUntil(() => new Set(delivered()).size === M, 20000, 'each message of group h delivered');
+    await sleep(1500); // a second copy in the group would arrive meanwhile
+    assert.equal(delivered().length, M, `each message once in the group (C ${gotShareC.length}, B ${gotShareB.length})`);
   });
 
   test('cluster messages - SIGKILL of the nats-server leading the stream while QoS 1 traffic flows: every acknowledged message arrives', async () => {
