@@ -80,6 +80,8 @@ describe('cluster partition - a broker cut off from NATS inside a network namesp
   let gammaRest = 0;
   let gammaMqtt = 0;
   let alphaMqtt = 0;
+  let betaMqtt = 0;
+  let betaData = '';
   // two /24 networks private to this test: NATS link (host .1, namespace .2) and client link
   const x = 200 + (process.pid % 50);
   const y = (process.pid >> 6) % 250;
@@ -138,7 +140,7 @@ describe('cluster partition - a broker cut off from NATS inside a network namesp
     for (const n of nats.nodes) await waitUntil(() => canConnect(`${natsNet}.1`, n.port), 10000, `forwarder of ${n.name}`);
 
     alphaData = tempDir('switchyard-clp-data-');
-    const betaData = tempDir('switchyard-clp-data-');
+    betaData = tempDir('switchyard-clp-data-');
     gammaData = tempDir('switchyard-clp-data-');
     dirs.push(alphaData, betaData, gammaData);
     [alpha, beta] = await Promise.all([
@@ -163,6 +165,11 @@ describe('cluster partition - a broker cut off from NATS inside a network namesp
     assert.ok(gammaRest > 0, `gamma started in the namespace:\n${gammaProc.out.slice(-3000)}`);
     gammaMqtt = await mqttPortOf(gammaGet);
     alphaMqtt = await mqttPortOf((p) => fetch(`http://127.0.0.1:${alpha!.port}${p}`, { headers: alpha!.auth() }));
+    betaMqtt = await mqttPortOf((p) => fetch(`http://127.0.0.1:${beta!.port}${p}`, { headers: beta!.auth() }));
+    // the message plane carries a will published on one of them to the other
+    for (const x of [alpha, beta]) {
+      await waitUntil(async () => ((await (await fetch(`http://127.0.0.1:${x!.port}/api/v1/server/integration/cluster/status`, { headers: x!.auth() })).json()) as { state?: string }).state === 'Established', 30000, 'cluster link established');
+    }
     await waitUntil(async () => (await gammaState()).state === 'Member', 30000, 'gamma a member');
   });
 
@@ -191,6 +198,10 @@ describe('cluster partition - a broker cut off from NATS inside a network namesp
     await watcher.subscribeAsync('part/#', { qos: 1 });
     const wills: string[] = [];
     watcher.on('message', (topic) => wills.push(topic));
+    const watcherB = await mqttTo(`mqtt://127.0.0.1:${betaMqtt}`, betaData, { clientId: 'watcher-b' });
+    await watcherB.subscribeAsync('part/#', { qos: 1 });
+    const willsB: string[] = [];
+    watcherB.on('message', (topic) => willsB.push(topic));
     const g1 = await mqttTo(gammaUrl, gammaData, { clientId: 'g1', will: { topic: 'part/g1', payload: Buffer.from('g1 gone'), qos: 1, retain: false } });
     const g2 = await mqttTo(gammaUrl, gammaData, { clientId: 'g2', properties: { sessionExpiryInterval: 300 } });
     await g2.subscribeAsync('local/#', { qos: 0 });
@@ -222,25 +233,29 @@ describe('cluster partition - a broker cut off from NATS inside a network namesp
     const connack311 = await codeOf(mqttTo(gammaUrl, gammaData, { clientId: 'new-311', protocolVersion: 4 }));
     // a persistent session's SUBSCRIBE: 0x80; a QoS 1 publish: PUBACK 0x80 (not delivered); QoS 0 flows locally
     const suback = await codeOf(g2.subscribeAsync('local/more', { qos: 1 }));
+    const unsuback = await g2.unsubscribeAsync('local/#').then(
+      (p) => (p as { granted?: number[]; reasonCode?: number } | undefined)?.granted?.[0] ?? (p as { reasonCode?: number } | undefined)?.reasonCode,
+      (err: Error & { packet?: { granted?: number[]; reasonCode?: number } }) => err.packet?.granted?.[0] ?? err.packet?.reasonCode,
+    );
     const puback = await codeOf(g1.publishAsync('local/q1', 'refused', { qos: 1 }));
     await g1.publishAsync('local/q0', 'flows', { qos: 0 });
     await waitUntil(() => local.includes('local/q0'), 5000, 'QoS 0 between gamma’s own clients');
     console.log(
       `isolated gamma answered: /readyz ${ready.status} ${readyBody}; MQTT 5 CONNECT: CONNACK 0x${connack5?.toString(16)}; 3.1.1 CONNECT: return code ${connack311}; ` +
-        `SUBSCRIBE of a persistent session: 0x${suback?.toString(16)}; QoS 1 PUBLISH: PUBACK 0x${puback?.toString(16)}; QoS 0 between its clients delivered: ${local.includes('local/q0')}`,
+        `SUBSCRIBE of a persistent session: 0x${suback?.toString(16)}; its UNSUBSCRIBE: 0x${unsuback?.toString(16)}; QoS 1 PUBLISH: PUBACK 0x${puback?.toString(16)}; QoS 0 between its clients delivered: ${local.includes('local/q0')}`,
     );
-    assert.deepEqual({ connack5, connack311, suback, puback }, { connack5: 0x88, connack311: 3, suback: 0x80, puback: 0x80 });
+    assert.deepEqual({ connack5, connack311, suback, unsuback, puback }, { connack5: 0x88, connack311: 3, suback: 0x80, unsuback: 0x80, puback: 0x80 });
     assert.ok(!local.includes('local/q1'), 'the refused QoS 1 message was not delivered');
 
     // the others declare gamma gone after its lease and publish g1's will, once (g1 is still connected to gamma:
     // the majority side is the one that decides)
-    await waitUntil(() => wills.includes('part/g1'), 20000, 'g1’s will published by the majority side');
+    await waitUntil(() => wills.includes('part/g1') && willsB.includes('part/g1'), 20000, 'g1’s will published by the majority side');
     assert.ok(Date.now() - cutAt >= (LEASE - HEARTBEAT) * 1000, 'not before gamma’s lease could lapse');
     const seenByAlpha = (await (await fetch(`http://127.0.0.1:${alpha!.port}/api/v1/server/cluster`, { headers: alpha!.auth() })).json()) as { nodes: Array<{ nodeId: string; state: string; declaredBy?: string }> };
     const g = seenByAlpha.nodes.find((n) => n.nodeId === 'gamma');
     assert.equal(g?.state, 'gone');
     assert.ok(g?.declaredBy === 'alpha' || g?.declaredBy === 'beta');
-    console.log(`gamma declared gone by ${g?.declaredBy} ${((Date.now() - cutAt) / 1000).toFixed(1)} s after the cut; g1's will received on alpha ${wills.filter((t) => t === 'part/g1').length} time(s); gamma's clients connected: ${g1.connected && g2.connected}`);
+    console.log(`gamma declared gone by ${g?.declaredBy} ${((Date.now() - cutAt) / 1000).toFixed(1)} s after the cut; g1's will received on alpha ${wills.filter((t) => t === 'part/g1').length}, on beta ${willsB.filter((t) => t === 'part/g1').length} time(s); gamma's clients connected: ${g1.connected && g2.connected}`);
     assert.ok(g1.connected && g2.connected, 'gamma’s clients stay connected');
     assert.equal((await gammaState()).state, 'Isolated');
 
@@ -260,7 +275,8 @@ describe('cluster partition - a broker cut off from NATS inside a network namesp
     g1.stream.destroy();
     await sleep(3000);
     const back = await gammaState();
-    console.log(`link back: gamma ${back.state} with epoch ${back.epoch}, /readyz ${(await gammaGet('/readyz')).status}, a new CONNECT accepted: ${again.connected}; g1's will received ${wills.filter((t) => t === 'part/g1').length} time(s) in all after its connection broke`);
-    assert.deepEqual(wills.filter((t) => t === 'part/g1'), ['part/g1'], 'g1’s will received exactly once');
+    console.log(`link back: gamma ${back.state} with epoch ${back.epoch}, /readyz ${(await gammaGet('/readyz')).status}, a new CONNECT accepted: ${again.connected}; g1's will received on alpha ${wills.filter((t) => t === 'part/g1').length}, on beta ${willsB.filter((t) => t === 'part/g1').length} time(s) in all after its connection broke`);
+    assert.deepEqual(wills.filter((t) => t === 'part/g1'), ['part/g1'], 'g1’s will received exactly once on alpha');
+    assert.deepEqual(willsB.filter((t) => t === 'part/g1'), ['part/g1'], 'g1’s will received exactly once on beta');
   });
 });
