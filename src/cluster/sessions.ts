@@ -273,6 +273,8 @@ export class ClusterSessions implements Service {
   /** Sessions being let go (so a second change of the record does not start a second release). */
   private readonly releasing = new Set<string>();
   private activating: Promise<void> | undefined;
+  /** The plane has been active since this broker started (before that, it serves as a single broker). */
+  private wasActive = false;
 
   /** Given to the messaging service: the engine's store, mirrored for cluster sessions when the cluster is on. */
   readonly wrapStore = (inner: EngineStore, rt: Runtime): EngineStore => {
@@ -288,6 +290,19 @@ export class ClusterSessions implements Service {
   private readonly onRejoined = (): void => {
     void this.recheck().catch(() => undefined);
   };
+  /**
+   * A node stopped cleanly (lease written as left): its sessions are adopted as after a lapse, so they keep holding
+   * messages while it is down; one adopter, the live member with the smallest node id (the compare-and-set settles a
+   * race anyway).
+   */
+  private readonly onLeft = (nodeId: string): void => {
+    const v = this.rt?.service('cluster')?.view();
+    if (v === undefined || !('nodes' in v)) return;
+    const live = v.nodes.filter((n) => n.state === 'live' && n.nodeId !== nodeId && !v.unreachable.includes(n.nodeId)).map((n) => n.nodeId);
+    live.sort();
+    if (live[0] !== this.nodeId) return;
+    void this.adopt(nodeId).catch((err: unknown) => this.log.warn({ err, node: nodeId }, 'cluster: adopting the sessions of a node that left failed'));
+  };
   private readonly onGone = (g: GoneNode): void => {
     if (g.declaredHere) void this.adopt(g.nodeId).catch((err: unknown) => this.log.warn({ err, node: g.nodeId }, 'cluster: adopting the sessions of a gone node failed'));
   };
@@ -300,6 +315,7 @@ export class ClusterSessions implements Service {
     rt.on('cluster.state', this.onState);
     rt.on('cluster.node.gone', this.onGone);
     rt.on('cluster.rejoined', this.onRejoined);
+    rt.on('cluster.node.left', this.onLeft);
   }
 
   running(rt: Runtime): void {
@@ -315,6 +331,7 @@ export class ClusterSessions implements Service {
     rt.off('cluster.state', this.onState);
     rt.off('cluster.node.gone', this.onGone);
     rt.off('cluster.rejoined', this.onRejoined);
+    rt.off('cluster.node.left', this.onLeft);
     const broker = this.broker();
     if (broker !== undefined && broker.cluster === this) broker.cluster = undefined;
     // the last record writes (a client that disconnected during the stop), briefly: the records are advisory for a
@@ -322,6 +339,7 @@ export class ClusterSessions implements Service {
     const end = Date.now() + 2000;
     while ([...this.owned.values()].some((o) => o.writing) && Date.now() < end) await sleep(20);
     this.owned.clear();
+    this.wasActive = false;
     this.kv = undefined;
     this.nc = undefined;
   }
@@ -394,6 +412,7 @@ export class ClusterSessions implements Service {
     this.kv = kv;
     this.nc = nc;
     await this.reconcile();
+    this.wasActive = true;
     void this.watch(kv);
     this.log.info({ bucket, stream, sessions: this.owned.size }, 'cluster: session plane active');
   }
@@ -677,8 +696,10 @@ export class ClusterSessions implements Service {
     const kv = this.kv;
     const broker = this.broker();
     if (!this.active || kv === undefined || broker === undefined) {
-      // no record can be checked or written: a session that outlives the connection is not started (partition policy)
-      if (!opts.persistent) return { ok: true };
+      // before this broker first joined it serves as a single broker (as the partition policy does): its sessions are
+      // reconciled with the cluster when it joins (one held elsewhere is let go here, its client disconnected 0x8E).
+      // After that no record can be checked or written: a session that outlives the connection is not served.
+      if (!opts.persistent || !this.wasActive) return { ok: true };
       return { ok: false, reason: 'the cluster session store is not reachable' };
     }
     const key = sessionKey(clientId);
@@ -830,28 +851,33 @@ export class ClusterSessions implements Service {
     const state: Array<{ kind: string; pid: number; value: Uint8Array }> = [];
     const base = `${store.prefix}.${key}.`;
     let stale = 0;
-    const consumer = await store.js.consumers.get(store.stream, { filter_subjects: `${base}>` });
-    try {
-      for (;;) {
-        const m = await consumer.next({ expires: 1000 });
-        if (m === null) break;
-        const t = m.subject.slice(base.length).split('.');
-        if (t[0] === 'd' && t.length === 3) {
-          const filter = byToken.get(t[1]!);
-          if (filter === undefined) {
-            stale++;
-            await store.remove(m.seq);
-          } else {
-            const { destination, msg } = decodeHeld(Buffer.from(m.data));
-            let list = held.get(filter);
-            if (list === undefined) held.set(filter, (list = []));
-            list.push([destination, msg]);
-          }
-        } else if (t[0] === 's' && t.length === 3) state.push({ kind: t[1]!, pid: Number(t[2]), value: m.data });
-        if (m.info.pending === 0) break;
+    // how many the stream has for the session (an empty session needs no consumer, which would wait for its expiry)
+    const info = await store.jsm!.streams.info(store.stream, { subjects_filter: `${base}>` });
+    const count = Object.keys(info.state.subjects ?? {}).length;
+    if (count > 0) {
+      const consumer = await store.js.consumers.get(store.stream, { filter_subjects: `${base}>` });
+      try {
+        for (let read = 0; read < count; read++) {
+          const m = await consumer.next({ expires: 1000 });
+          if (m === null) break;
+          const t = m.subject.slice(base.length).split('.');
+          if (t[0] === 'd' && t.length === 3) {
+            const filter = byToken.get(t[1]!);
+            if (filter === undefined) {
+              stale++;
+              await store.remove(m.seq);
+            } else {
+              const { destination, msg } = decodeHeld(Buffer.from(m.data));
+              let list = held.get(filter);
+              if (list === undefined) held.set(filter, (list = []));
+              list.push([destination, msg]);
+            }
+          } else if (t[0] === 's' && t.length === 3) state.push({ kind: t[1]!, pid: Number(t[2]), value: m.data });
+          if (m.info.pending === 0) break;
+        }
+      } finally {
+        await consumer.delete().catch(() => undefined);
       }
-    } finally {
-      await consumer.delete().catch(() => undefined);
     }
     let messages = 0;
     const ids = new Map<string, Set<number>>();
@@ -898,7 +924,7 @@ export class ClusterSessions implements Service {
   // ------------------------------------------------------------------------------------------------------------
   // Node failure
 
-  /** This node declared `gone` gone: it takes every session record the gone node held, as offline sessions. */
+  /** This node declared `gone` gone (or it left): it takes every session record that node held, as offline sessions. */
   private async adopt(gone: string): Promise<void> {
     const kv = this.kv;
     const broker = this.broker();

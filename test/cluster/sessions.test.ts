@@ -408,4 +408,26 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
     );
     assert.deepEqual(missing, [], 'every message acknowledged to its publisher arrives');
   });
+
+  test('cluster sessions - a broker stopped cleanly: a member adopts its persistent sessions, which keep holding', async () => {
+    const cl = await open(c);
+    assert.equal((await cl.connect({ clientId: 'leaver', clean: false, properties: SESSION })).reasonCode, 0);
+    cl.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: 'leave/t', qos: 1 }] });
+    await cl.next('suback');
+    cl.send({ cmd: 'disconnect', reasonCode: 0 });
+    await cl.waitClosed();
+    await c.p!.stop('SIGTERM');
+    // the live member with the smallest node id adopts (beta when the test above has killed alpha)
+    const live = [a, b].filter((x) => x.p!.proc.exitCode === null && x.p!.proc.signalCode === null);
+    let adopter: Broker | undefined;
+    await waitUntil(() => (adopter = live.find((x) => /sessions of a gone node adopted .*node=gamma sessions=\d+/.test(x.p!.stdout()))) !== undefined, 20000, 'the sessions of gamma adopted').catch((err: Error) => {
+      throw new Error(`${err.message}\n${live.map((x) => x.p!.stdout().split('\n').filter((l) => /gamma|left|adopt/.test(l)).slice(-10).join('\n')).join('\n---\n')}`);
+    });
+    assert.equal(adopter!.nodeId, live[0]!.nodeId, 'the live member with the smallest node id');
+    const pub = await publisher(b, 'leave-pub');
+    await pub('leave/t', 'while-away', 1);
+    const { cl: back, connack } = await resume(b, 'leaver');
+    assert.equal(connack.sessionPresent, true);
+    assert.equal((await back.next('publish', 10000)).payload.toString(), 'while-away', 'held for the session while its broker was down');
+  });
 });
