@@ -154,8 +154,6 @@ export class ClusterWills implements ClusterWillRegistry {
   private scannedEpoch = 0;
   private stopped = false;
   private readonly warnings = new LogLimiter({ intervalMs: 60_000 });
-  /** Counters for tests and logs: wills this node published for gone nodes, and claims cancelled by a reconnect. */
-  readonly stats = { claimed: 0, published: 0, cancelled: 0, droppedHere: 0 };
 
   constructor(
     private readonly rt: Runtime,
@@ -281,7 +279,6 @@ export class ClusterWills implements ClusterWillRegistry {
       // the record changed: another node claimed it (this node was declared gone) or the client connected elsewhere
       this.held.delete(clientId);
       const cur = parseRecord(await kv.get(willKey(clientId)).catch(() => null));
-      this.stats.droppedHere++;
       this.log.info(
         { clientId, claimedBy: cur?.claim?.by, connectedTo: cur && !cur.claim ? cur.nodeId : undefined },
         cur?.claim ? `cluster: the will of ${clientId} is not published here: node ${cur.claim.by} claimed it` : `cluster: the will of ${clientId} is not published here: the cluster holds another record for it (or published it)`,
@@ -371,7 +368,6 @@ export class ClusterWills implements ClusterWillRegistry {
     const conn = s.conn !== undefined ? this.broker.connections.get(s.conn.id) : undefined;
     if (conn !== undefined) conn.will = undefined;
     if (s.pendingWill !== undefined) this.broker.cancelWill(s);
-    this.stats.droppedHere++;
     if (!quiet) this.log.info({ clientId, claimedBy: by }, `cluster: the will of ${clientId} was taken by the cluster while this node was cut off; it is not published here`);
   }
 
@@ -453,7 +449,6 @@ export class ClusterWills implements ClusterWillRegistry {
       if (!wrongSequence(err)) this.log.warn({ clientId: rec.clientId, err: messageOf(err) }, 'cluster: a will could not be claimed; it is claimed at the next declaration');
       return; // changed meanwhile: the client connected again, or another node claimed it
     }
-    this.stats.claimed++;
     this.log.info({ clientId: rec.clientId, topic: rec.topic, waitSeconds, from: rec.nodeId }, `cluster: claimed the will of ${rec.clientId} (${why}); publishing in ${waitSeconds} s unless the client connects again`);
     const fire = () => {
       this.claimed.delete(key);
@@ -470,7 +465,6 @@ export class ClusterWills implements ClusterWillRegistry {
       await kv.delete(key, { previousSeq: claimRev });
     } catch (err) {
       if (wrongSequence(err)) {
-        this.stats.cancelled++;
         this.log.info({ clientId: rec.clientId }, `cluster: the will of ${rec.clientId} is not published: the client connected again within its delay`);
         return;
       }
@@ -513,7 +507,6 @@ export class ClusterWills implements ClusterWillRegistry {
       this.log.warn({ clientId: rec.clientId, topic: rec.topic, err: refusalText(cx, result) }, `cluster: the will of ${rec.clientId} was refused`);
       return;
     }
-    this.stats.published++;
     this.log.info({ clientId: rec.clientId, topic: rec.topic, from: rec.nodeId }, `cluster: published the will of ${rec.clientId} (client of node ${rec.nodeId})`);
     cx.written?.catch((err: unknown) => this.log.warn({ clientId: rec.clientId, err: messageOf(err) }, 'cluster: a published will could not be stored'));
   }

@@ -168,7 +168,13 @@ describe('cluster partition - a broker cut off from NATS inside a network namesp
     betaMqtt = await mqttPortOf((p) => fetch(`http://127.0.0.1:${beta!.port}${p}`, { headers: beta!.auth() }));
     // the message plane carries a will published on one of them to the other
     for (const x of [alpha, beta]) {
-      await waitUntil(async () => ((await (await fetch(`http://127.0.0.1:${x!.port}/api/v1/server/integration/cluster/status`, { headers: x!.auth() })).json()) as { state?: string }).state === 'Established', 30000, 'cluster link established');
+      let status: unknown;
+      await waitUntil(async () => {
+        status = await (await fetch(`http://127.0.0.1:${x!.port}/api/v1/server/integration/cluster/status`, { headers: x!.auth() })).json();
+        return (status as { state?: string }).state === 'Established';
+      }, 60000, 'cluster link established').catch((err: Error) => {
+        throw new Error(`${err.message}: ${JSON.stringify(status)}\n${x!.stdout().split('\n').slice(-20).join('\n')}`);
+      });
     }
     await waitUntil(async () => (await gammaState()).state === 'Member', 30000, 'gamma a member');
   });

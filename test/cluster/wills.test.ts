@@ -68,7 +68,7 @@ describe('cluster wills - published once by a survivor', { timeout: 300000 }, ()
       return ((await api(x, '/api/v1/server/cluster')) as { state?: string }).state === 'Member';
     }, 30000, `${x.nodeId}: MQTT endpoint started and a cluster member`);
     // the message plane (src/cluster/messages.ts) carries a will published on one node to the others' subscribers
-    await waitUntil(async () => ((await api(x, '/api/v1/server/integration/cluster/status')) as { state?: string }).state === 'Established', 30000, `${x.nodeId}: cluster link established`);
+    await waitUntil(async () => ((await api(x, '/api/v1/server/integration/cluster/status')) as { state?: string }).state === 'Established', 60000, `${x.nodeId}: cluster link established`);
   };
   const client = async (x: Broker, clientId: string, opts: mqtt.IClientOptions = {}): Promise<MqttClient> => {
     const connecting = mqtt.connectAsync(`mqtt://127.0.0.1:${x.mqttPort}`, {
