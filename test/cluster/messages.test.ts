@@ -169,6 +169,29 @@ describe('cluster messages - one broker to clients over three nodes', { timeout:
     assert.equal(gotOther.length, 1);
   });
 
+  test('cluster messages - ACLs are checked where the subscriber is: a topic its node denies never arrives, the others do', async () => {
+    const rest = async (x: Broker, method: string, path: string, body: unknown): Promise<Response> =>
+      fetch(`http://127.0.0.1:${x.p!.port}${path}`, { method, headers: { ...x.p!.auth(), 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const created = await rest(c, 'POST', '/api/v1/auth/users', { username: 'alice', password: 'alice-password-1' });
+    assert.equal(created.status, 201, await created.clone().text());
+    const uuid = ((await created.json()) as { uniqueId: string }).uniqueId;
+    const deny = await rest(c, 'PUT', '/api/v1/auth/resources/acl', { resourceType: 'Topic', resourceKey: 'acl/secret', entries: [{ principalType: 'IDENTITY', principalId: uuid, effect: 'DENY', permissions: ['subscribe'] }] });
+    assert.equal(deny.status, 200, await deny.text());
+    const alice = await client(c, 'acl-alice', { username: 'alice', password: 'alice-password-1' });
+    const gotAlice = collect(alice);
+    await alice.subscribeAsync('acl/#', { qos: 1 });
+    const admin = await client(c, 'acl-admin');
+    const gotAdmin = collect(admin);
+    await admin.subscribeAsync('acl/#', { qos: 1 });
+    const pub = await client(a, 'acl-pub');
+    await pub.publishAsync('acl/secret', 'secret', { qos: 1 });
+    await pub.publishAsync('acl/open', 'open', { qos: 1 });
+    await waitUntil(() => gotAdmin.length === 2 && gotAlice.length >= 1, 15000, 'both messages on C');
+    await sleep(500);
+    assert.deepEqual(gotAdmin.map((m) => m.topic).sort(), ['acl/open', 'acl/secret'], 'both crossed to C');
+    assert.deepEqual(gotAlice.map((m) => m.topic), ['acl/open'], "C's ACL kept acl/secret from alice");
+  });
+
   test('cluster messages - a retained message is seen by new subscribers on every node, on a broker started later too, and an empty one clears it everywhere', async () => {
     const pub = await client(a, 'ret-pub');
     await pub.publishAsync('ret/one', 'kept', { qos: 1, retain: true });
