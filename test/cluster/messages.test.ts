@@ -11,9 +11,33 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import mqtt, { type IClientPublishOptions, type MqttClient } from 'mqtt';
 import { adminPasswordOf, removeDir, spawnBroker, tempDir, waitUntil, type BrokerProcess } from '../helpers.js';
+import { ClusterSchema } from '../../src/cluster/config.js';
+import { clusterLinkConfig } from '../../src/cluster/messages.js';
 import { startNatsCluster, type NatsCluster } from './nats-cluster.js';
 
 const CLUSTER = 'msg';
+
+test('cluster messages - the messages keys: defaults, bounds, and the link they make', () => {
+  const cfg = ClusterSchema.parse({ enabled: true, servers: ['nats://10.0.0.1:4222', 'nats://10.0.0.2:4222'], clusterName: 'main', user: 'u', password: 'p' });
+  assert.deepEqual(cfg.messages, { enabled: true, maxAgeSeconds: 86400, maxBytes: 1073741824 });
+  for (const [messages, path] of [[{ maxAgeSeconds: 59 }, 'maxAgeSeconds'], [{ maxBytes: 1000 }, 'maxBytes'], [{ retain: true }, '']] as const) {
+    const r = ClusterSchema.safeParse({ messages });
+    assert.equal(r.success, false, JSON.stringify(messages));
+    assert.equal(r.error!.issues[0]!.path.join('.'), path ? `messages.${path}` : 'messages', JSON.stringify(messages));
+  }
+  const link = clusterLinkConfig(cfg);
+  assert.equal(link.name, 'cluster');
+  assert.equal(link.url, 'nats://10.0.0.1:4222,nats://10.0.0.2:4222');
+  assert.deepEqual(link.authConfig, { username: 'u', password: 'p' });
+  assert.deepEqual(link.protocolConfigs, [{ type: 'nats', stream: 'SY_main_MSG', subjects: ['sy.main.m.>'], maxAgeSeconds: 86400, maxBytes: 1073741824, replicas: 3 }]);
+  assert.deepEqual(
+    link.linkConfigs.map((l) => [l.direction, l.localNamespace, l.remoteNamespace, l.qualityOfService]),
+    [
+      ['push', '', 'sy/main/m/', 2],
+      ['pull', '', 'sy/main/m/', 2],
+    ],
+  );
+});
 const STREAM = `SY_${CLUSTER}_MSG`;
 
 interface Broker {
