@@ -371,7 +371,10 @@ export class ClusterSessions implements Service {
     if (nc === undefined || nc === this.nc || this.stopped) return;
     this.activating = (this.activating ?? Promise.resolve())
       .then(() => this.open(nc))
-      .catch((err: unknown) => this.log.warn({ err: messageOf(err) }, 'cluster: the session plane could not open its bucket and stream; retried at the next state change'));
+      .catch((err: unknown) => {
+        this.log.warn({ err: messageOf(err) }, 'cluster: the session plane could not open its bucket and stream; retrying in 2 s');
+        if (!this.stopped) setTimeout(() => this.activate(), 2000).unref();
+      });
   }
 
   /** Opens the bucket and the stream on the membership's connection, watches the records, reconciles local sessions. */
@@ -410,8 +413,8 @@ export class ClusterSessions implements Service {
     store.stream = stream;
     store.prefix = prefix;
     this.kv = kv;
-    this.nc = nc;
     await this.reconcile();
+    this.nc = nc; // only now: a failure above is retried with the same connection
     this.wasActive = true;
     void this.watch(kv);
     this.log.info({ bucket, stream, sessions: this.owned.size }, 'cluster: session plane active');
@@ -435,7 +438,8 @@ export class ClusterSessions implements Service {
         await this.dropLocal(s, 'the session is held by another broker of the cluster');
         continue;
       }
-      const o: Owned = { rev: e?.revision ?? 0, doc: doc ?? this.newDoc(s), want: undefined, writing: false };
+      // held here: under this node's epoch from now on
+      const o: Owned = { rev: e?.revision ?? 0, doc: doc ? { ...doc, ownerEpoch: this.rt?.service('cluster')?.epoch ?? 0 } : this.newDoc(s), want: undefined, writing: false };
       if (doc === undefined) {
         const json = this.encode(o.doc, s.clientId);
         if (json === undefined) continue;
@@ -443,7 +447,9 @@ export class ClusterSessions implements Service {
           o.rev = await kv.create(key, json);
         } catch (err) {
           if (!wrongSequence(err)) throw err;
-          continue; // made meanwhile by a CONNECT elsewhere: the watch brings the change
+          // made meanwhile by a CONNECT on another broker: that one holds the session
+          await this.dropLocal(s, 'the session is held by another broker of the cluster');
+          continue;
         }
       }
       this.own(s, o);
