@@ -27,16 +27,24 @@ export function registerModelAccess(app: FastifyInstance, ctx: ApiContext): void
     if (text === undefined) return;
     request.modelRelease = await checkSelectorModels(ctx.rt, request.principal ?? ANONYMOUS, text);
   };
-  const release = (request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void => {
+  const free = (request: FastifyRequest): void => {
     request.modelRelease?.();
     request.modelRelease = undefined;
+  };
+  const release = (request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void => {
+    free(request);
+    done();
+  };
+  // onRequestAbort hooks are called with (request, done): no reply
+  const releaseAborted = (request: FastifyRequest, done: HookHandlerDoneFunction): void => {
+    free(request);
     done();
   };
   app.addHook('onRoute', (route) => {
     if (!declaresFilter(route.schema?.querystring) && !declaresFilter(route.schema?.body)) return;
     route.preHandler = [...asArray(route.preHandler), check as preHandlerAsyncHookHandler];
     route.onResponse = [...asArray(route.onResponse), release as onResponseHookHandler];
-    route.onRequestAbort = [...asArray(route.onRequestAbort), release as unknown as onRequestAbortHookHandler];
+    route.onRequestAbort = [...asArray(route.onRequestAbort), releaseAborted as onRequestAbortHookHandler];
   });
 }
 
