@@ -1000,13 +1000,16 @@ export class Engine {
 
   /**
    * Messages held for a durable subscription that another broker of the cluster held (src/cluster/sessions.ts): kept
-   * like recovered ones until the subscription `storeKey` is made, and written to this broker's store now.
+   * like recovered ones until the subscription `storeKey` is made (taken at once when it exists), and written to this
+   * broker's store now.
    */
   adoptHeld(storeKey: string, list: Array<[destination: string, msg: Message]>): Promise<void> {
     const held = this.recoveredHeld.get(storeKey);
     if (held === undefined) this.recoveredHeld.set(storeKey, [...list]);
     else held.push(...list);
     for (const [, msg] of list) this.ids.observe(msg.id);
+    const sub = this.subs.get(storeKey);
+    if (sub !== undefined && sub.durable && !sub.closed) this.adoptRecovered(sub); // made already: it takes them now
     if (this.commit === undefined) return RESOLVED;
     let last: Promise<void> = RESOLVED;
     for (const [name, msg] of list) last = this.commit.put(`${DURABLE_PREFIX}${storeKey}!${padId(msg.id)}`, encodeHeld(name, msg));
