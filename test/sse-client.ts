@@ -10,6 +10,8 @@ export class SseClient {
   status = 0;
   contentType = '';
   private controller = new AbortController();
+  private reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
+  private closing = false;
   private waiters: Array<() => void> = [];
   done: Promise<void>;
 
@@ -25,7 +27,12 @@ export class SseClient {
         if (!res.body) return;
         const decoder = new TextDecoder();
         let buf = '';
-        for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        const reader = res.body.getReader();
+        this.reader = reader;
+        if (this.closing) await reader.cancel().catch(() => {});
+        for (;;) {
+          const { done, value: chunk } = await reader.read();
+          if (done) break;
           buf += decoder.decode(chunk, { stream: true });
           let idx: number;
           while ((idx = buf.indexOf('\n\n')) >= 0) {
@@ -44,7 +51,8 @@ export class SseClient {
           }
         }
       } catch (err) {
-        if ((err as Error).name !== 'AbortError') throw err;
+        // after close(), the connection's end may surface as undici's 'terminated' as well as an AbortError
+        if ((err as Error).name !== 'AbortError' && !this.closing) throw err;
       } finally {
         ready();
         for (const w of this.waiters.splice(0)) w();
@@ -62,7 +70,14 @@ export class SseClient {
     }
   }
 
+  /**
+   * Ends the stream as a browser does: the body's reader is cancelled first (undici then closes the socket itself),
+   * and the request aborted. Aborting alone, mid-body, could leave an undici promise rejected with 'terminated'
+   * and nobody to catch it when the server closed its side at the same moment.
+   */
   close(): void {
+    this.closing = true;
+    void this.reader?.cancel().catch(() => {});
     this.controller.abort();
   }
 }
