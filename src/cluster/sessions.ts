@@ -23,18 +23,22 @@
  *   sessions as offline sessions: subscriptions made (hibernated, holding), held messages loaded.
  */
 import { createHash } from 'node:crypto';
-import { DiscardPolicy, jetstream, jetstreamManager, JetStreamApiCodes, JetStreamApiError, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import { DeliverPolicy, DiscardPolicy, jetstream, jetstreamManager, JetStreamApiCodes, JetStreamApiError, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import { Kvm, KvWatchInclude, type KV, type KvEntry } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
-import type { Engine, EngineStore, Message, StoreOp } from '../engine/index.js';
+import type { Engine, EngineStore, Message, MessageInit, StoreOp } from '../engine/index.js';
 import { decodeHeld } from '../engine/engine-store.js';
+import { createMessage } from '../engine/message.js';
 import { subscriptionKey } from '../engine/subscription.js';
+import { topicMatchesFilter } from '../engine/topic-trie.js';
+import { decodeMessage, headersOf } from '../links/nats-transport.js';
 import type { MqttBroker, ClaimResult } from '../protocol/mqtt/broker.js';
 import { CloseReason, Reason } from '../protocol/mqtt/reason.js';
 import { MqttSession, storeInbound, storeOutbound, type OutboundRecord, type StoredSubscription } from '../protocol/mqtt/session.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
 import { ClusterState, type GoneNode } from './membership.js';
+import { CLUSTER_LINK, messageStream, messageSubjectPrefix } from './messages.js';
 
 /** A session record as kept in the bucket (JSON). */
 export interface SessionDoc {
@@ -930,12 +934,76 @@ export class ClusterSessions implements Service {
   // ------------------------------------------------------------------------------------------------------------
   // Node failure
 
+  /**
+   * What the message plane had for the gone node but it never routed (its durable consumer's backlog above the ack
+   * floor), and what reached this node before the adopted sessions had subscriptions here (up to what this node's own
+   * consumer had been given when they were made): each message from another origin than the gone node (which routed
+   * its own at publish time) goes to the matching subscriptions of the adopted sessions only. A message routed by
+   * the gone node but not yet acknowledged can come twice (at least once).
+   */
+  private async replay(gone: string, sessions: MqttSession[]): Promise<number> {
+    const store = this.store;
+    const engine = this.engine();
+    const v = this.rt?.service('cluster')?.view();
+    if (sessions.length === 0 || store?.js === undefined || store.jsm === undefined || engine === undefined || v === undefined || !('nodes' in v)) return 0;
+    const goneServer = v.nodes.find((n) => n.nodeId === gone)?.serverName;
+    if (goneServer === undefined) return 0;
+    const cfg = this.cfg;
+    const stream = messageStream(cfg.clusterName);
+    let from: number;
+    let upTo: number;
+    try {
+      from = (await store.jsm.consumers.info(stream, planeConsumer(goneServer))).ack_floor.stream_seq + 1;
+      upTo = (await store.jsm.consumers.info(stream, planeConsumer(this.rt!.serverName))).delivered.stream_seq;
+    } catch {
+      return 0; // no message plane consumer yet (nothing crossed nodes)
+    }
+    if (upTo < from) return 0;
+    const ns = `${messageSubjectPrefix(cfg.clusterName).replace(/\./g, '/')}/`;
+    const byKey = new Map<string, Array<[string, Message]>>();
+    let id = Date.now() * 1000 + 500_000; // above what the engine has handed out; adoptHeld raises its counter above these
+    let n = 0;
+    const consumer = await store.js.consumers.get(stream, { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from });
+    try {
+      for (let m = await consumer.next({ expires: 1000 }); m !== null && m.seq <= upTo; m = m.info.pending === 0 ? null : await consumer.next({ expires: 1000 })) {
+        const lm = decodeMessage(m.subject, m.data, headersOf(m), true);
+        if (lm.originServer === goneServer || !lm.topic.startsWith(ns)) continue;
+        const topic = lm.topic.slice(ns.length);
+        if (topic.startsWith('$')) continue;
+        for (const s of sessions) {
+          for (const { opts, sub } of s.subs.values()) {
+            if (opts.filter.startsWith('$share/') || !topicMatchesFilter(opts.filter, topic)) continue;
+            if (sub.authorize !== undefined && !sub.authorize(topic)) continue;
+            const init: MessageInit = { payload: lm.payload, qos: lm.qos, retain: opts.rap && lm.retain };
+            if (lm.contentType !== undefined) init.contentType = lm.contentType;
+            if (lm.correlationData !== undefined) init.correlationData = lm.correlationData;
+            if (lm.userProperties !== undefined) init.userProperties = lm.userProperties;
+            if (lm.responseTopic !== undefined) init.responseTopic = lm.responseTopic;
+            if (lm.payloadFormat !== undefined) init.payloadFormat = lm.payloadFormat;
+            if (lm.priority !== undefined) init.priority = lm.priority;
+            if (lm.expiresAt) init.expiresAt = lm.expiresAt;
+            let list = byKey.get(sub.key);
+            if (list === undefined) byKey.set(sub.key, (list = []));
+            list.push([topic, createMessage(init, id++, Date.now())]);
+            n++;
+          }
+        }
+      }
+    } finally {
+      await consumer.delete().catch(() => undefined);
+    }
+    for (const [key, list] of byKey) void engine.adoptHeld(key, list);
+    await engine.flush();
+    return n;
+  }
+
   /** This node declared `gone` gone (or it left): it takes every session record that node held, as offline sessions. */
   private async adopt(gone: string): Promise<void> {
     const kv = this.kv;
     const broker = this.broker();
     if (kv === undefined || broker === undefined) return;
     let adopted = 0;
+    const sessions: MqttSession[] = [];
     const keys: string[] = [];
     for await (const k of await kv.keys()) keys.push(k);
     for (const key of keys) {
@@ -963,11 +1031,23 @@ export class ClusterSessions implements Service {
       if (broker.sessions.has(doc.clientId)) continue;
       this.owned.set(doc.clientId, { rev, doc: taken, want: undefined, writing: false });
       const s = await this.rebuild(taken, key);
-      if (s !== undefined) broker.scheduleExpiry(s);
+      if (s !== undefined) {
+        broker.scheduleExpiry(s);
+        sessions.push(s);
+      }
       adopted++;
     }
-    this.log.info({ node: gone, sessions: adopted }, 'cluster: sessions of a gone node adopted');
+    const replayed = await this.replay(gone, sessions).catch((err: unknown) => {
+      this.log.warn({ node: gone, err: messageOf(err) }, "cluster: the gone node's message backlog could not be replayed into its adopted sessions");
+      return 0;
+    });
+    this.log.info({ node: gone, sessions: adopted, replayed }, 'cluster: sessions of a gone node adopted');
   }
+}
+
+/** The durable consumer of the message plane of a node (src/links/link-manager.ts: `<serverName>-<link>-<index>`). */
+function planeConsumer(serverName: string): string {
+  return `${serverName}-${CLUSTER_LINK}-1`.replace(/[^A-Za-z0-9_-]/g, '_');
 }
 
 export function clusterSessionsService(): ClusterSessions {
