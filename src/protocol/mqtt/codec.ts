@@ -46,9 +46,12 @@ export interface FrameSink {
  * only its own bytes: the pieces are kept as a list until the packet is complete (no re-copying of a growing
  * buffer for a large packet, no copy of the rest of the read).
  */
+/** The parts of no packet: shared by every framer not holding a split packet (frozen: a split starts its own list). */
+const NO_PARTS = Object.freeze([]) as unknown as Buffer[];
+
 export class Framer {
-  /** Bytes of an incomplete packet, in arrival order. */
-  private parts: Buffer[] = [];
+  /** Bytes of an incomplete packet, in arrival order (`NO_PARTS` while there is none: most reads hold whole packets). */
+  private parts: Buffer[] = NO_PARTS;
   private partBytes = 0;
   /** Total size of the incomplete packet once its fixed header is known; 0 while it is not. */
   private partTotal = 0;
@@ -75,7 +78,7 @@ export class Framer {
     if (off < len && !this.sink.stopped) {
       // keep a copy of the tail, not a view: a view would hold the whole read in memory
       const tail = Buffer.from(buf.subarray(off));
-      this.parts.push(tail);
+      this.parts = [tail];
       this.partBytes = tail.length;
       this.partTotal = Math.max(0, this.frameLength(tail, 0, tail.length));
     }
@@ -133,7 +136,7 @@ export class Framer {
     }
     this.parts.push(chunk.subarray(0, need));
     const frame = Buffer.concat(this.parts, this.partTotal);
-    this.parts = [];
+    this.parts = NO_PARTS;
     this.partBytes = 0;
     this.partTotal = 0;
     const total = this.frameLength(frame, 0, frame.length); // sets bodyOffset
@@ -552,6 +555,213 @@ export function decodeAck(type: number, flags: number, frame: Buffer, bodyOffset
     }
   }
   return { cmd: ACK_CMD[type] as InboundAck['cmd'], messageId, reasonCode };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// CONNECT (decode): read here rather than by mqtt-packet, whose parser builds several KB of garbage per CONNECT (its
+// debug() calls make their argument arrays even with debugging off), a third of what a connect burst leaves behind.
+// Every check the mqtt-packet path made is kept (the same Malformed / Protocol Error outcomes, see `newParser`).
+
+/** CONNECT Properties (5 §3.1.2.11) under mqtt-packet's names; the one-byte flags as booleans, as it gives them. */
+export interface ConnectProperties {
+  sessionExpiryInterval?: number;
+  receiveMaximum?: number;
+  maximumPacketSize?: number;
+  topicAliasMaximum?: number;
+  requestResponseInformation?: boolean;
+  requestProblemInformation?: boolean;
+  userProperties?: Record<string, string | string[]>;
+  authenticationMethod?: string;
+  authenticationData?: Buffer;
+}
+
+/** Will Properties (5 §3.1.3.2) under mqtt-packet's names (a type, so it is a `Record<string, unknown>` too). */
+export type WillProperties = {
+  willDelayInterval?: number;
+  payloadFormatIndicator?: boolean;
+  messageExpiryInterval?: number;
+  contentType?: string;
+  responseTopic?: string;
+  correlationData?: Buffer;
+  userProperties?: Record<string, string | string[]>;
+};
+
+export interface InboundConnect {
+  cmd: 'connect';
+  protocolId: string;
+  protocolVersion: number;
+  /** Bit 7 of the protocol level set (a 3.1.1 bridge, as Mosquitto's): subscription options are read as v5's. */
+  bridgeMode: boolean;
+  clean: boolean;
+  keepalive: number;
+  clientId: string;
+  username?: string;
+  /** A view of the frame (the frame is a view of one socket read, never reused). */
+  password?: Buffer;
+  will?: { topic: string; payload: Buffer; qos: 0 | 1 | 2; retain: boolean; properties?: WillProperties };
+  properties?: ConnectProperties;
+}
+
+/** Names of the CONNECT and Will properties by identifier; how each value is read: 1/2/4 bytes, flag, string, binary, pair. */
+const CONNECT_PROPERTY: Readonly<Record<number, readonly [string, 'b' | 2 | 4 | 's' | 'x' | 'p']>> = {
+  0x01: ['payloadFormatIndicator', 'b'],
+  0x02: ['messageExpiryInterval', 4],
+  0x03: ['contentType', 's'],
+  0x08: ['responseTopic', 's'],
+  0x09: ['correlationData', 'x'],
+  0x11: ['sessionExpiryInterval', 4],
+  0x15: ['authenticationMethod', 's'],
+  0x16: ['authenticationData', 'x'],
+  0x17: ['requestProblemInformation', 'b'],
+  0x18: ['willDelayInterval', 4],
+  0x19: ['requestResponseInformation', 'b'],
+  0x21: ['receiveMaximum', 2],
+  0x22: ['topicAliasMaximum', 2],
+  0x26: ['userProperties', 'p'],
+  0x27: ['maximumPacketSize', 4],
+};
+
+function readConnectString(buf: Buffer, off: number, end: number, what: string): [string, number] {
+  if (off + 2 > end || off + 2 + buf.readUInt16BE(off) > end) throw new MqttProtocolError(Reason.MalformedPacket, `malformed CONNECT: cannot parse ${what}`);
+  return readUtf8(buf, off, end, what);
+}
+
+function readConnectBinary(buf: Buffer, off: number, end: number, what: string): [Buffer, number] {
+  if (off + 2 > end) throw new MqttProtocolError(Reason.MalformedPacket, `malformed CONNECT: cannot parse ${what}`);
+  const n = buf.readUInt16BE(off);
+  if (off + 2 + n > end) throw new MqttProtocolError(Reason.MalformedPacket, `malformed CONNECT: cannot parse ${what}`);
+  return [buf.subarray(off + 2, off + 2 + n), off + 2 + n];
+}
+
+/**
+ * A CONNECT or Will property block at `off` (Property Length first). Malformed: a truncated length or value, an
+ * identifier unknown or not allowed in the block (5 §2.2.2.2), a value running past the Property Length; Protocol
+ * Error: a property other than User Property twice (5 §2.2.2.2), a one-byte flag other than 0 or 1 (5 §3.1.2.11.6,
+ * §3.1.2.11.7, §3.1.3.2.3). Returns the properties (undefined when the block is empty) and the offset after it.
+ */
+function readConnectProperties(buf: Buffer, off: number, end: number, kind: 'connect' | 'will'): [Record<string, unknown> | undefined, number] {
+  let plen: number;
+  [plen, off] = readVarInt(buf, off, end);
+  const pend = off + plen;
+  if (pend > end) throw new MqttProtocolError(Reason.MalformedPacket, `malformed CONNECT: the ${kind === 'will' ? 'Will ' : ''}Property Length runs past the packet`);
+  if (plen === 0) return [undefined, off];
+  const allowed = ALLOWED_PROPERTIES[kind]!;
+  const what = kind === 'will' ? 'the Will Properties' : 'CONNECT';
+  const props: Record<string, unknown> = {};
+  while (off < pend) {
+    let id: number;
+    [id, off] = readVarInt(buf, off, pend);
+    const known = CONNECT_PROPERTY[id];
+    if (known === undefined || !allowed.has(id)) {
+      throw new MqttProtocolError(Reason.MalformedPacket, `property 0x${id.toString(16).padStart(2, '0')} is not allowed in ${what} (5 §2.2.2.2)`);
+    }
+    const [name, type] = known;
+    if (type !== 'p' && props[name] !== undefined) throw new MqttProtocolError(Reason.ProtocolError, `property 0x${id.toString(16)} appears more than once (5 §2.2.2.2)`);
+    const short = (n: number) => {
+      if (off + n > pend) throw new MqttProtocolError(Reason.MalformedPacket, `a ${kind.toUpperCase()} property runs past the Property Length (5 §2.2.2.1)`);
+    };
+    switch (type) {
+      case 'b': {
+        short(1);
+        const b = buf[off++]!;
+        if (b > 1) throw new MqttProtocolError(Reason.ProtocolError, `property 0x${id.toString(16)} must be 0 or 1, not ${b}`);
+        props[name] = b === 1;
+        break;
+      }
+      case 2:
+        short(2);
+        props[name] = buf.readUInt16BE(off);
+        off += 2;
+        break;
+      case 4:
+        short(4);
+        props[name] = buf.readUInt32BE(off);
+        off += 4;
+        break;
+      case 's':
+        short(2);
+        [props[name], off] = readConnectString(buf, off, pend, `${kind} property 0x${id.toString(16)}`);
+        break;
+      case 'x':
+        short(2);
+        [props[name], off] = readConnectBinary(buf, off, pend, `${kind} property 0x${id.toString(16)}`);
+        break;
+      case 'p': {
+        let k: string;
+        let v: string;
+        [k, off] = readConnectString(buf, off, pend, 'user property name');
+        [v, off] = readConnectString(buf, off, pend, 'user property value');
+        // as mqtt-packet: a repeated name collects its values in an array (order kept)
+        const up = (props.userProperties ??= Object.create(null)) as Record<string, string | string[]>;
+        const had = up[k];
+        up[k] = had === undefined ? v : Array.isArray(had) ? [...had, v] : [had, v];
+        break;
+      }
+    }
+  }
+  return [props, off];
+}
+
+/**
+ * Decode a CONNECT frame (3.1 §3.1, 3.1.1 §3.1, 5 §3.1). Throws MqttProtocolError (the connection closes; a v5
+ * client first gets CONNACK with the reason, handlers/connect.ts `refuseBrokenConnect`). Malformed Packet: fixed
+ * header flags other than 0 [MQTT-2.1.3-1]; a protocol name other than MQTT / MQIsdp [MQTT-3.1.2-1]; a level other
+ * than 3, 4, 5 (bit 7, bridge mode, aside); the reserved flag set [MQTT-3.1.2-3]; Will QoS or Will Retain without
+ * the Will Flag [MQTT-3.1.2-11, MQTT-3.1.2-13, MQTT-3.1.2-15]; a field cut short; a string that is not well-formed
+ * UTF-8 or holds U+0000 [MQTT-1.5.4-1, MQTT-1.5.4-2]; bytes after the fields the flags announce [MQTT-3.1.4-1,
+ * MQTT-3.1.2-16, MQTT-3.1.2-18]; Will QoS 3 [MQTT-3.1.2-14]; property errors as `readConnectProperties`. The protocol
+ * name against the level and a password without user name (3.1.1) are checked by `handleConnect`.
+ */
+export function decodeConnect(frame: Buffer, flags: number, bodyOffset: number): InboundConnect {
+  if (flags !== 0) throw new MqttProtocolError(Reason.MalformedPacket, `malformed CONNECT: fixed header flags ${flags} (must be 0) [MQTT-2.1.3-1]`);
+  const end = frame.length;
+  let off = bodyOffset;
+  let protocolId: string;
+  [protocolId, off] = readConnectString(frame, off, end, 'protocol name');
+  if (protocolId !== 'MQTT' && protocolId !== 'MQIsdp') throw new MqttProtocolError(Reason.MalformedPacket, `malformed CONNECT: protocol name ${JSON.stringify(protocolId)} [MQTT-3.1.2-1]`);
+  if (off + 4 > end) throw new MqttProtocolError(Reason.MalformedPacket, 'malformed CONNECT: packet too short');
+  let level = frame[off++]!;
+  const bridgeMode = level >= 128;
+  if (bridgeMode) level -= 128;
+  if (level !== 3 && level !== 4 && level !== 5) throw new MqttProtocolError(Reason.MalformedPacket, `malformed CONNECT: protocol level ${level}`);
+  const cf = frame[off++]!;
+  if ((cf & 0x01) !== 0) throw new MqttProtocolError(Reason.MalformedPacket, 'malformed CONNECT: reserved flag set [MQTT-3.1.2-3]');
+  const willFlag = (cf & 0x04) !== 0;
+  const willQos = (cf >> 3) & 3;
+  const willRetain = (cf & 0x20) !== 0;
+  if (!willFlag && willRetain) throw new MqttProtocolError(Reason.MalformedPacket, 'malformed CONNECT: Will Retain without the Will Flag [MQTT-3.1.2-15]');
+  if (!willFlag && willQos !== 0) throw new MqttProtocolError(Reason.MalformedPacket, 'malformed CONNECT: Will QoS without the Will Flag [MQTT-3.1.2-13]');
+  if (willQos === 3) throw new MqttProtocolError(Reason.MalformedPacket, 'Will QoS 3 [MQTT-3.1.2-14]');
+  const keepalive = frame.readUInt16BE(off);
+  off += 2;
+  const v5 = level === 5;
+  let properties: Record<string, unknown> | undefined;
+  if (v5) [properties, off] = readConnectProperties(frame, off, end, 'connect');
+  let clientId: string;
+  [clientId, off] = readConnectString(frame, off, end, 'client identifier');
+  const p: InboundConnect = { cmd: 'connect', protocolId, protocolVersion: level, bridgeMode, clean: (cf & 0x02) !== 0, keepalive, clientId };
+  if (properties !== undefined) p.properties = properties as ConnectProperties;
+  if (willFlag) {
+    let wprops: Record<string, unknown> | undefined;
+    if (v5) [wprops, off] = readConnectProperties(frame, off, end, 'will');
+    let topic: string;
+    let payload: Buffer;
+    [topic, off] = readConnectString(frame, off, end, 'will topic');
+    [payload, off] = readConnectBinary(frame, off, end, 'will payload');
+    p.will = { topic, payload, qos: willQos as 0 | 1 | 2, retain: willRetain };
+    if (wprops !== undefined) p.will.properties = wprops as WillProperties;
+  }
+  if ((cf & 0x80) !== 0) [p.username, off] = readConnectString(frame, off, end, 'user name');
+  if ((cf & 0x40) !== 0) [p.password, off] = readConnectBinary(frame, off, end, 'password');
+  if (off !== end) {
+    throw new MqttProtocolError(Reason.MalformedPacket, `CONNECT has ${end - off} bytes after the fields its flags announce (a user name or password without its flag?) [MQTT-3.1.4-1, MQTT-3.1.2-16, MQTT-3.1.2-18]`);
+  }
+  return p;
+}
+
+/** A 3.1 / 3.1.1 CONNACK (§3.2): session present flag and return code; byte for byte what mqtt-packet writes. */
+export function encodeConnackV3(sessionPresent: boolean, returnCode: number): Buffer {
+  return Buffer.from([0x20, 0x02, sessionPresent ? 1 : 0, returnCode]);
 }
 
 /** Encode any packet with mqtt-packet (CONNACK, SUBACK, UNSUBACK, DISCONNECT, AUTH). */

@@ -12,6 +12,7 @@ import { dispatchFrame, handlePacket } from './handlers/index.js';
 import type { EncodeCache, WriteBatch } from './outbound.js';
 import type { PacketParser, ParserSettings } from './parser.js';
 import { CloseReason, MqttProtocolError, Reason } from './reason.js';
+import { watchConnections } from './keep-alive.js';
 import { stateEngine, storeOutbound, type MqttSession, type WillMessage } from './session.js';
 import type { ConnState, EndpointView, MqttBrokerApi, MqttConn, PendingAuth, Wire } from './types.js';
 
@@ -53,6 +54,12 @@ export interface ConnectionOwner extends MqttBrokerApi {
   scheduleExpiry(s: MqttSession): void;
 }
 
+/**
+ * The empty list every connection starts with for its outbound packets and its ordered acknowledgements, instead of
+ * two arrays of its own (an idle connection keeps neither); frozen, so it is replaced, never pushed to.
+ */
+const NONE = Object.freeze([]) as unknown as never[];
+
 const HIGH_WATER = 1 << 20; // bytes queued to a socket before deliveries wait for 'drain'
 /** WARN lines per address and kind of fault that closes a connection, before one per interval (warnFault). */
 const FAULT_BURST = 30;
@@ -75,12 +82,6 @@ const READ_TURN = 8 * 1024;
  * of a closure per connection (with esbuild's keepNames, which tsx and the bundle use, every closure also gets its
  * own property array for its renamed `name`, about 300 bytes; idle connections held several).
  */
-function connectTimedOut(c: MqttConnection): void {
-  if (c.state === 'new' || c.state === 'connecting') c.close(CloseReason.ConnectTimeout);
-}
-function keepAliveDue(c: MqttConnection): void {
-  c.checkKeepAlive();
-}
 function readTurnDue(c: MqttConnection): void {
   c.nextTurn();
 }
@@ -147,7 +148,7 @@ export class MqttConnection implements MqttConn {
   /** An enhanced-authentication exchange waiting for the client's AUTH (handlers/auth.ts). */
   authPending: PendingAuth | undefined;
   readonly framer: Framer;
-  private out: Buffer[] = [];
+  private out: Buffer[] = NONE;
   private outBytes = 0;
   private scheduled = false;
   private congested = false;
@@ -155,9 +156,8 @@ export class MqttConnection implements MqttConn {
   private readPause = 0;
   /** Started when the outbound buffer fills; disconnects when it is still full after writeStallTimeout. */
   private stallTimer: NodeJS.Timeout | undefined;
-  private keepAliveTimer: NodeJS.Timeout | undefined;
   /** In-order acknowledgements of inbound QoS 1/2 publishes (sent once the message is durable). */
-  private acks: Array<{ buf: Buffer | undefined; ready: boolean; pub?: boolean; inbound?: number }> = [];
+  private acks: Array<{ buf: Buffer | undefined; ready: boolean; pub?: boolean; inbound?: number }> = NONE;
   /** Bytes of the inbound PUBLISHes whose acknowledgement waits in `acks` (see HELD_INBOUND_BYTES). */
   private heldInbound = 0;
   private heldInboundAcks = 0;
@@ -177,9 +177,8 @@ export class MqttConnection implements MqttConn {
     net.totalConnections++;
     net.currentConnections++;
     if (net.currentConnections > net.peakConnections) net.peakConnections = net.currentConnections;
-    // a client that does not send CONNECT in time is closed [MQTT-3.1.4-?]
-    this.keepAliveTimer = setTimeout(connectTimedOut, endpoint.connectTimeout, this);
-    this.keepAliveTimer.unref();
+    // the connect timeout and keep alive are checked by the one sweep of all connections (keep-alive.ts)
+    watchConnections(broker.connections);
   }
 
   get stopped(): boolean {
@@ -360,34 +359,31 @@ export class MqttConnection implements MqttConn {
   // Keep alive: closed when nothing arrives within 1.5 × the keep-alive interval [MQTT-3.1.2-24]
 
   startKeepAlive(seconds: number): void {
-    if (this.keepAliveTimer) clearTimeout(this.keepAliveTimer);
-    this.keepAliveTimer = undefined;
     this.keepAlive = seconds;
     // 3.1.1 keep alive 0: no keep-alive mechanism, so the server's own idle limit applies (maxIdleKeepAliveZero);
     // v5 clients always get a Server Keep Alive when maxServerKeepAlive is set
     const idleCap = seconds <= 0 && !this.v5 ? this.endpoint.mqtt.maxIdleKeepAliveZero : 0;
-    if (seconds <= 0 && idleCap <= 0) return;
-    this.keepAliveLimit = seconds > 0 ? seconds * 1500 : idleCap * 1000;
-    this.keepAliveTimer = setTimeout(keepAliveDue, this.keepAliveLimit, this);
-    this.keepAliveTimer.unref();
+    this.keepAliveLimit = seconds > 0 ? seconds * 1500 : idleCap > 0 ? idleCap * 1000 : 0;
   }
 
-  /** Milliseconds without a packet after which the connection is closed (startKeepAlive). */
+  /** Milliseconds without a packet after which the connection is closed (startKeepAlive); 0: never. */
   private keepAliveLimit = 0;
 
-  /** The keep-alive timer fired: close when nothing arrived within the limit, else check again when it could be due. */
-  checkKeepAlive(): void {
-    if (this.state === 'closed') return;
-    const limit = this.keepAliveLimit;
-    const idle = Date.now() - this.lastRead;
-    if (idle >= limit) {
-      this.endpoint.stats.errors++;
-      if (this.keepAlive > 0) this.close(CloseReason.KeepAliveTimeout, Reason.KeepAliveTimeout, `no packet within 1.5 × keep alive (${this.keepAlive} s)`);
-      else this.close(CloseReason.IdleTimeout);
+  /**
+   * The keep-alive sweep (keep-alive.ts, every SWEEP_MS): a client that has not sent CONNECT within the connect
+   * timeout is closed [MQTT-3.1.4-?]; a connected one when nothing arrived within its limit.
+   */
+  sweep(now: number): void {
+    const state = this.state;
+    if (state === 'new' || state === 'connecting') {
+      if (now - this.connectedAt >= this.endpoint.connectTimeout) this.close(CloseReason.ConnectTimeout);
       return;
     }
-    this.keepAliveTimer = setTimeout(keepAliveDue, limit - idle + 5, this);
-    this.keepAliveTimer.unref();
+    const limit = this.keepAliveLimit;
+    if (state !== 'connected' || limit === 0 || now - this.lastRead < limit) return;
+    this.endpoint.stats.errors++;
+    if (this.keepAlive > 0) this.close(CloseReason.KeepAliveTimeout, Reason.KeepAliveTimeout, `no packet within 1.5 × keep alive (${this.keepAlive} s)`);
+    else this.close(CloseReason.IdleTimeout);
   }
 
   // ------------------------------------------------------------------------------------------------------------
@@ -395,7 +391,8 @@ export class MqttConnection implements MqttConn {
 
   send(buf: Buffer): void {
     if (this.state === 'closed') return;
-    this.out.push(buf);
+    if (this.out === NONE) this.out = [buf];
+    else this.out.push(buf);
     this.outBytes += buf.length;
     this.broker.host.network.packetsSent++;
     if (!this.scheduled) {
@@ -426,7 +423,7 @@ export class MqttConnection implements MqttConn {
     const n = this.out.length;
     if (n === 0) return;
     const buf = n === 1 ? this.out[0]! : this.broker.writes.join(this.out, this.outBytes);
-    this.out = [];
+    this.out = NONE;
     const bytes = this.outBytes;
     this.outBytes = 0;
     this.bytesWritten += bytes;
@@ -486,7 +483,8 @@ export class MqttConnection implements MqttConn {
     }
     const inbound = pub ? 0 : this.frameBytes; // the acknowledgement of the PUBLISH being handled: it waits with it
     const entry = { buf: buf as Buffer | undefined, ready: false, pub, inbound };
-    this.acks.push(entry);
+    if (this.acks === NONE) this.acks = [entry];
+    else this.acks.push(entry);
     this.heldBytes += buf.length;
     if (pub) this.queuedPublishes++;
     if (inbound > 0) {
@@ -718,8 +716,6 @@ export class MqttConnection implements MqttConn {
   private cleanup(abnormal: boolean): void {
     if (this.cleanedUp) return;
     this.cleanedUp = true;
-    if (this.keepAliveTimer) clearTimeout(this.keepAliveTimer);
-    this.keepAliveTimer = undefined;
     if (this.stallTimer) clearTimeout(this.stallTimer);
     this.stallTimer = undefined;
     if (this.authPending?.timer) clearTimeout(this.authPending.timer); // a re-authentication left unanswered

@@ -31,6 +31,11 @@ const SETTINGS: Readonly<Record<number, Readonly<ParserSettings>>> = Object.free
   5: Object.freeze({ protocolVersion: 5 }),
 });
 
+/** How the shared parser reads the packets after a CONNECT of protocol level `level` (3, 4, 5), bridge mode or not. */
+export function settingsFor(level: number, bridgeMode: boolean): ParserSettings {
+  return bridgeMode ? { protocolVersion: level, bridgeMode: true } : (SETTINGS[level] ?? SETTINGS[4]!);
+}
+
 type Parser = ReturnType<typeof newParser>;
 
 export class PacketParser {

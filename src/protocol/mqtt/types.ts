@@ -11,6 +11,7 @@ import type { NetworkCounters } from '../../runtime/runtime.js';
 import type { AuthExchange, Principal, SecurityService } from '../../security/types.js';
 import type { Sub } from '../../store/store.js';
 import type { EncodeCache } from './outbound.js';
+import type { ParserSettings } from './parser.js';
 import type { MqttSession, WillMessage } from './session.js';
 
 /** What a transport gives a connection. */
@@ -175,6 +176,8 @@ export interface MqttConn extends PushSink {
   authPending: PendingAuth | undefined;
   /** The packet type being parsed (for the error message of a malformed one). */
   parsingType: string;
+  /** How the shared parser reads this connection's packets after CONNECT (protocol level, bridge mode). */
+  parserSettings: ParserSettings | undefined;
   /** Position in the outbound queue (for `sendAt`). */
   readonly outMark: number;
   send(buf: Buffer): void;

@@ -4,10 +4,11 @@
  * connection.ts or broker.ts.
  *
  * How a frame is read: PUBLISH is decoded straight from its frame (handlers/publish.ts, the hot path);
- * PUBACK / PUBREC / PUBREL / PUBCOMP by `decodeAck`; every other packet by mqtt-packet (`conn.parse`), which hands
+ * PUBACK / PUBREC / PUBREL / PUBCOMP by `decodeAck`; CONNECT by `decodeConnect`; every other packet by mqtt-packet (`conn.parse`), which hands
  * the packet back to `handlePacket`.
  */
-import { PacketType, decodeAck, type InboundAck } from '../codec.js';
+import { PacketType, decodeAck, decodeConnect, type InboundAck } from '../codec.js';
+import { settingsFor } from '../parser.js';
 import { CloseReason, MqttProtocolError, Reason } from '../reason.js';
 import type { MqttConn } from '../types.js';
 import { handleAuth } from './auth.js';
@@ -83,7 +84,10 @@ export function dispatchFrame(conn: MqttConn, type: number, flags: number, frame
   conn.parsingType = packetTypeName(type);
   if (type !== PacketType.CONNECT) return conn.parse(frame);
   try {
-    conn.parse(frame);
+    const p = decodeConnect(frame, flags, bodyOffset);
+    // the packets after it are read by the shared parser with this CONNECT's protocol level (and bridge mode)
+    conn.parserSettings = settingsFor(p.protocolVersion, p.bridgeMode);
+    handleConnect(conn, p);
   } catch (err) {
     refuseBrokenConnect(conn, frame, bodyOffset, err); // v5: CONNACK 0x81 (or the error's code) before the close
     throw err;
