@@ -72,6 +72,8 @@ export const TAKEOVER_WINDOW_MS = 10_000;
 export const TAKEOVER_DELAY_MAX_MS = 5_000;
 const TAKEOVER_DELAY_FIRST_MS = 250;
 const TAKEOVER_KEPT = 16;
+/** How long a persistent CONNECT waits for the plane of a broker that is starting (then it is served locally). */
+const START_WAIT_MS = 2000;
 /** The sessions bucket as a whole (its values are capped by Cluster.sessionRecordMaxBytes). */
 const SESSIONS_BUCKET_MAX_BYTES = 1024 * 1024 * 1024;
 
@@ -703,6 +705,12 @@ export class ClusterSessions implements Service {
 
   /** Who holds the session of `clientId`: this broker (taking it over or rebuilding it if needed), or refuse. */
   async claim(clientId: string, opts: { persistent: boolean; cleanStart: boolean }): Promise<ClaimResult> {
+    if (opts.persistent && !this.wasActive) {
+      // the broker is starting: its plane is usually active within a moment, and then the session's record decides
+      // (another node may have adopted it meanwhile); the wait stays well inside the CONNECT's connection timeout
+      const end = Date.now() + START_WAIT_MS;
+      while (!this.wasActive && !this.stopped && Date.now() < end) await sleep(50);
+    }
     const kv = this.kv;
     const broker = this.broker();
     if (!this.active || kv === undefined || broker === undefined) {
