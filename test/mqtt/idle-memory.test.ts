@@ -12,10 +12,13 @@ import { inspector, rssMb, rest } from './helpers.js';
  * ships (spawnBroker): N clients connect (3.1.1, keep alive 60 s, clean session, no subscription) and stay idle. Two
  * figures per connection, both after a full GC over the broker's inspector (deterministic where RSS 2 s after a burst
  * is not: that one is reported, not asserted): V8's heap used, and the process's RSS growth (heap, the sockets'
- * native state, what the allocator keeps). Bounds: 5 KiB each; measured on Node 24: 2.53 KiB of heap, 1.98 KiB of
- * RSS (4.98 KiB 2 s after connecting, no GC); the code before held 7.32 KiB of heap and 6.91 KiB of RSS (9.76).
+ * native state, what the allocator keeps). Bounds: 4 KiB of heap, 5 KiB of RSS (RSS varies more from run to run);
+ * measured on Node 24: 2.53 KiB of heap, 1.98 KiB of RSS (4.98 KiB 2 s after connecting, no GC); with CONNECT read by
+ * the codec and the keep-alive sweep 2.23 KiB of heap, 3.23 KiB of RSS (4.29) on a loaded machine; the code before
+ * those held 7.32 KiB of heap and 6.91 KiB of RSS (9.76).
  */
 const N = 3000;
+const HEAP_BOUND_KIB = 4;
 const BOUND_KIB = 5;
 
 /** A raw client that sends CONNECT and waits for its CONNACK; nothing else. */
@@ -78,7 +81,7 @@ describe('mqtt memory per idle connection', () => {
     return out;
   };
 
-  test(`mqtt - ${N} idle connections hold at most ${BOUND_KIB} KiB each (heap and RSS after a full GC)`, async (t) => {
+  test(`mqtt - ${N} idle connections hold at most ${HEAP_BOUND_KIB} KiB of heap and ${BOUND_KIB} KiB of RSS each (after a full GC)`, async (t) => {
     const insp = await inspector(broker.stderr);
     try {
       // warm-up: the code paths of connecting and closing compiled, the pools grown once
@@ -104,7 +107,7 @@ describe('mqtt memory per idle connection', () => {
       );
       const open = sockets.filter((s) => !s.destroyed).length;
       assert.equal(open, N, 'every idle client stays connected');
-      assert.ok(heapKiB <= BOUND_KIB, `heap per idle connection ${heapKiB.toFixed(2)} KiB > ${BOUND_KIB} KiB`);
+      assert.ok(heapKiB <= HEAP_BOUND_KIB, `heap per idle connection ${heapKiB.toFixed(2)} KiB > ${HEAP_BOUND_KIB} KiB`);
       assert.ok(rssKiB <= BOUND_KIB, `RSS per idle connection ${rssKiB.toFixed(2)} KiB > ${BOUND_KIB} KiB`);
     } finally {
       insp.close();

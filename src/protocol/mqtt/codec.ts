@@ -1,6 +1,7 @@
 /**
  * The pure MQTT codec: framing of the byte stream into packets, a fast PUBLISH decoder and encoder (the hot path),
- * and every other packet through `mqtt-packet`. Knows nothing of sockets.
+ * decoders of CONNECT and the acknowledgements, and every other packet through `mqtt-packet`. Knows nothing of
+ * sockets.
  */
 import { isUtf8 } from 'node:buffer';
 import mqttPacket from 'mqtt-packet';
@@ -621,16 +622,34 @@ const CONNECT_PROPERTY: Readonly<Record<number, readonly [string, 'b' | 2 | 4 | 
   0x27: ['maximumPacketSize', 4],
 };
 
-function readConnectString(buf: Buffer, off: number, end: number, what: string): [string, number] {
-  if (off + 2 > end || off + 2 + buf.readUInt16BE(off) > end) throw new MqttProtocolError(Reason.MalformedPacket, `malformed CONNECT: cannot parse ${what}`);
-  return readUtf8(buf, off, end, what);
+/**
+ * Offset just after the field the last `readConnectString` / `readConnectBinary` read: one cursor instead of a
+ * [value, offset] tuple per field (a CONNECT is read once per connection; the tuples were most of its garbage).
+ */
+let connectAt = 0;
+
+/** A UTF-8 string field of CONNECT; ASCII without U+0000 (nearly every client id) without the UTF-8 decoder. */
+function readConnectString(buf: Buffer, off: number, end: number, what: string): string {
+  if (off + 2 > end) throw new MqttProtocolError(Reason.MalformedPacket, `malformed CONNECT: cannot parse ${what}`);
+  const start = off + 2;
+  const stop = start + buf.readUInt16BE(off);
+  if (stop > end) throw new MqttProtocolError(Reason.MalformedPacket, `malformed CONNECT: cannot parse ${what}`);
+  connectAt = stop;
+  for (let i = start; i < stop; i++) {
+    const b = buf[i]!;
+    // anything else gets the full checks: well-formed UTF-8 [MQTT-1.5.4-1], no U+0000 [MQTT-1.5.4-2]
+    if (b === 0 || b >= 0x80) return readUtf8(buf, off, end, what)[0];
+  }
+  return buf.toString('latin1', start, stop);
 }
 
-function readConnectBinary(buf: Buffer, off: number, end: number, what: string): [Buffer, number] {
+/** A Binary Data field of CONNECT (password, will payload, binary properties): a view of the frame. */
+function readConnectBinary(buf: Buffer, off: number, end: number, what: string): Buffer {
   if (off + 2 > end) throw new MqttProtocolError(Reason.MalformedPacket, `malformed CONNECT: cannot parse ${what}`);
-  const n = buf.readUInt16BE(off);
-  if (off + 2 + n > end) throw new MqttProtocolError(Reason.MalformedPacket, `malformed CONNECT: cannot parse ${what}`);
-  return [buf.subarray(off + 2, off + 2 + n), off + 2 + n];
+  const stop = off + 2 + buf.readUInt16BE(off);
+  if (stop > end) throw new MqttProtocolError(Reason.MalformedPacket, `malformed CONNECT: cannot parse ${what}`);
+  connectAt = stop;
+  return buf.subarray(off + 2, stop);
 }
 
 /**
@@ -679,18 +698,17 @@ function readConnectProperties(buf: Buffer, off: number, end: number, kind: 'con
         off += 4;
         break;
       case 's':
-        short(2);
-        [props[name], off] = readConnectString(buf, off, pend, `${kind} property 0x${id.toString(16)}`);
+        props[name] = readConnectString(buf, off, pend, name);
+        off = connectAt;
         break;
       case 'x':
-        short(2);
-        [props[name], off] = readConnectBinary(buf, off, pend, `${kind} property 0x${id.toString(16)}`);
+        props[name] = readConnectBinary(buf, off, pend, name);
+        off = connectAt;
         break;
       case 'p': {
-        let k: string;
-        let v: string;
-        [k, off] = readConnectString(buf, off, pend, 'user property name');
-        [v, off] = readConnectString(buf, off, pend, 'user property value');
+        const k = readConnectString(buf, off, pend, 'user property name');
+        const v = readConnectString(buf, connectAt, pend, 'user property value');
+        off = connectAt;
         // as mqtt-packet: a repeated name collects its values in an array (order kept)
         const up = (props.userProperties ??= Object.create(null)) as Record<string, string | string[]>;
         const had = up[k];
@@ -716,8 +734,8 @@ export function decodeConnect(frame: Buffer, flags: number, bodyOffset: number):
   if (flags !== 0) throw new MqttProtocolError(Reason.MalformedPacket, `malformed CONNECT: fixed header flags ${flags} (must be 0) [MQTT-2.1.3-1]`);
   const end = frame.length;
   let off = bodyOffset;
-  let protocolId: string;
-  [protocolId, off] = readConnectString(frame, off, end, 'protocol name');
+  const protocolId = readConnectString(frame, off, end, 'protocol name');
+  off = connectAt;
   if (protocolId !== 'MQTT' && protocolId !== 'MQIsdp') throw new MqttProtocolError(Reason.MalformedPacket, `malformed CONNECT: protocol name ${JSON.stringify(protocolId)} [MQTT-3.1.2-1]`);
   if (off + 4 > end) throw new MqttProtocolError(Reason.MalformedPacket, 'malformed CONNECT: packet too short');
   let level = frame[off++]!;
@@ -737,22 +755,27 @@ export function decodeConnect(frame: Buffer, flags: number, bodyOffset: number):
   const v5 = level === 5;
   let properties: Record<string, unknown> | undefined;
   if (v5) [properties, off] = readConnectProperties(frame, off, end, 'connect');
-  let clientId: string;
-  [clientId, off] = readConnectString(frame, off, end, 'client identifier');
+  const clientId = readConnectString(frame, off, end, 'client identifier');
+  off = connectAt;
   const p: InboundConnect = { cmd: 'connect', protocolId, protocolVersion: level, bridgeMode, clean: (cf & 0x02) !== 0, keepalive, clientId };
   if (properties !== undefined) p.properties = properties as ConnectProperties;
   if (willFlag) {
     let wprops: Record<string, unknown> | undefined;
     if (v5) [wprops, off] = readConnectProperties(frame, off, end, 'will');
-    let topic: string;
-    let payload: Buffer;
-    [topic, off] = readConnectString(frame, off, end, 'will topic');
-    [payload, off] = readConnectBinary(frame, off, end, 'will payload');
+    const topic = readConnectString(frame, off, end, 'will topic');
+    const payload = readConnectBinary(frame, connectAt, end, 'will payload');
+    off = connectAt;
     p.will = { topic, payload, qos: willQos as 0 | 1 | 2, retain: willRetain };
     if (wprops !== undefined) p.will.properties = wprops as WillProperties;
   }
-  if ((cf & 0x80) !== 0) [p.username, off] = readConnectString(frame, off, end, 'user name');
-  if ((cf & 0x40) !== 0) [p.password, off] = readConnectBinary(frame, off, end, 'password');
+  if ((cf & 0x80) !== 0) {
+    p.username = readConnectString(frame, off, end, 'user name');
+    off = connectAt;
+  }
+  if ((cf & 0x40) !== 0) {
+    p.password = readConnectBinary(frame, off, end, 'password');
+    off = connectAt;
+  }
   if (off !== end) {
     throw new MqttProtocolError(Reason.MalformedPacket, `CONNECT has ${end - off} bytes after the fields its flags announce (a user name or password without its flag?) [MQTT-3.1.4-1, MQTT-3.1.2-16, MQTT-3.1.2-18]`);
   }

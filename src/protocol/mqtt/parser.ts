@@ -2,7 +2,7 @@
  * The `mqtt-packet` parser the connections of one broker share (it holds about 1.6 KB, a third of an idle
  * connection's memory), owned by the broker instance. The framer hands it one complete packet at a time and it
  * emits that packet synchronously, so the connection being parsed is known (`parsing`); its protocol version is set
- * before each packet, as the parser takes the version of the last CONNECT it read. After any throw (a malformed
+ * before each packet from the connection's CONNECT (which `decodeConnect` reads, not this parser: `settingsFor`). After any throw (a malformed
  * packet, or a handler's protocol error) the parser's state is mid-packet, so it is dropped and the next packet gets
  * a fresh one. A nested parse (not expected: handlers do not parse) gets a parser of its own.
  */
@@ -61,11 +61,6 @@ export class PacketParser {
     p.settings = conn.parserSettings ?? SETTINGS[4]!;
     try {
       parser.parse(frame);
-      if (p.settings !== conn.parserSettings) {
-        // a CONNECT was read: the parser took its protocol version (and 3.1.1 bridge mode) from it
-        const st = p.settings;
-        conn.parserSettings = st.bridgeMode ? { protocolVersion: st.protocolVersion ?? 4, bridgeMode: true } : (SETTINGS[st.protocolVersion ?? 4] ?? SETTINGS[4]!);
-      }
     } catch (err) {
       if (!nested) this.shared = undefined;
       throw err;
