@@ -782,9 +782,22 @@ export function decodeConnect(frame: Buffer, flags: number, bodyOffset: number):
   return p;
 }
 
-/** A 3.1 / 3.1.1 CONNACK (§3.2): session present flag and return code; byte for byte what mqtt-packet writes. */
+/**
+ * The 3.1 / 3.1.1 CONNACKs (§3.2) by session present flag and return code 0..5, made once and shared by every
+ * connection (as PINGRESP): nothing writes into a queued packet (a batch of several is copied into a new buffer).
+ */
+const CONNACK_V3: readonly Buffer[] = Array.from({ length: 12 }, (_, i) => {
+  const b = Buffer.alloc(4); // not from the pool: a constant must not keep an 8 KiB pool slab alive
+  b[0] = 0x20;
+  b[1] = 0x02;
+  b[2] = i >= 6 ? 1 : 0;
+  b[3] = i % 6;
+  return b;
+});
+
+/** A 3.1 / 3.1.1 CONNACK: session present flag and return code; byte for byte what mqtt-packet writes. */
 export function encodeConnackV3(sessionPresent: boolean, returnCode: number): Buffer {
-  return Buffer.from([0x20, 0x02, sessionPresent ? 1 : 0, returnCode]);
+  return CONNACK_V3[(sessionPresent ? 6 : 0) + returnCode] ?? Buffer.from([0x20, 0x02, sessionPresent ? 1 : 0, returnCode]);
 }
 
 /** Encode any packet with mqtt-packet (CONNACK, SUBACK, UNSUBACK, DISCONNECT, AUTH). */
