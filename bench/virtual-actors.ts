@@ -9,12 +9,13 @@
  *   (`GET /api/v1/server/actors?kind=destination&limit=50&offset=50000`), median of 21 requests through
  *   `app.inject` (target: ≤ 2 ms each).
  * - BENCH_IDLE_TOPICS (default 1 000 000) topics published once and left idle (bench/idle-destinations.ts, idleTimeout
- *   20 s, in a child process with the Node flags of `npm start`), with and without the destinations service: RSS
+ *   20 s, in a child process with the Node flags and malloc environment of `npm start`), with and without the destinations service: RSS
  *   fresh and after idle (target: within 10 % of fresh), heap used after idle and after a full GC.
  * Each broker is a full in-process runtime (every service, authentication off, no MQTT endpoint, system topics
  * off, idle sweep off) on a fresh data directory. Run: `npx tsx bench/virtual-actors.ts` (or `npm run bench`).
  */
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -100,13 +101,26 @@ interface IdleFigures {
   heapLive: number;
 }
 
-/** bench/idle-destinations.ts in a fresh process with the Node flags of `npm start`, the service on or off. */
+/**
+ * The settings of `npm start` (package.json scripts.start: `exec env K=V ... node <flags> <entry>`): the young
+ * generation's size and the glibc malloc variables, which decide how much freed memory goes back to the system.
+ */
+function npmStartSettings(): { env: Record<string, string>; flags: string[] } {
+  const start = String((JSON.parse(readFileSync(join(BENCH_DIR, '..', 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start);
+  const m = /exec (?:env ((?:\w+=\S+ )+))?node((?: --\S+)*) /.exec(start);
+  if (!m) throw new Error(`package.json scripts.start is not "exec env K=V ... node <flags> <entry>": ${start}`);
+  const env = Object.fromEntries((m[1] ?? '').split(' ').filter(Boolean).map((kv) => kv.split('=', 2) as [string, string]));
+  return { env, flags: (m[2] ?? '').split(' ').filter(Boolean) };
+}
+
+/** bench/idle-destinations.ts in a fresh process with the Node flags and environment of `npm start`, the service on or off. */
 function idleRun(destinations: 'on' | 'off'): Promise<IdleFigures> {
+  const start = npmStartSettings();
   return new Promise((done, fail) => {
     execFile(
       process.execPath,
-      ['--max-semi-space-size=4', '--import', 'tsx', join(BENCH_DIR, 'idle-destinations.ts')],
-      { env: { ...process.env, BENCH_TOPICS: String(IDLE_TOPICS), BENCH_DESTINATIONS: destinations, BENCH_JSON: '1' }, maxBuffer: 1 << 20 },
+      [...start.flags, '--import', 'tsx', join(BENCH_DIR, 'idle-destinations.ts')],
+      { env: { ...process.env, ...start.env, BENCH_TOPICS: String(IDLE_TOPICS), BENCH_DESTINATIONS: destinations, BENCH_JSON: '1' }, maxBuffer: 1 << 20 },
       (err, stdout) => {
         if (err) return fail(err);
         const last = stdout.trim().split('\n').pop() ?? '';
