@@ -76,12 +76,17 @@ export function oldGenerationFree(): number {
  * after idle before this change, with the destinations service off as well (1 621 MiB): V8's page pool, not the
  * actor layer nor the engine's tables. A V8 without the option object runs its plain full GC.
  */
+const V8_MAJOR = Number(process.versions.v8.split('.')[0]);
+
 export function reclaimMemory(): boolean {
   const gc = gcFunction();
   if (gc === null) return false;
   setFlagsFromString('--compact-on-every-full-gc');
   try {
-    (gc as (opts?: { type: 'major'; execution: 'sync'; flavor: 'last-resort' }) => void)({ type: 'major', execution: 'sync', flavor: 'last-resort' });
+    // V8 11 (Node 20, out of support) takes the options object but collects nothing with it: measured, 190 MB of
+    // garbage still used after gc({type: 'major', execution: 'sync'}), 3 MB after gc(); its plain call is its full GC
+    if (V8_MAJOR < 12) gc();
+    else (gc as (opts?: { type: 'major'; execution: 'sync'; flavor: 'last-resort' }) => void)({ type: 'major', execution: 'sync', flavor: 'last-resort' });
   } finally {
     setFlagsFromString('--no-compact-on-every-full-gc');
   }
