@@ -2,7 +2,8 @@
  * The `mqtt-packet` parser the connections of one broker share (it holds about 1.6 KB, a third of an idle
  * connection's memory), owned by the broker instance. The framer hands it one complete packet at a time and it
  * emits that packet synchronously, so the connection being parsed is known (`parsing`); its protocol version is set
- * before each packet from the connection's CONNECT (which `decodeConnect` reads, not this parser: `settingsFor`). After any throw (a malformed
+ * before each packet from the connection's CONNECT (which connections read with `decodeConnect`, then `settingsFor`;
+ * a CONNECT parsed here sets them the same way). After any throw (a malformed
  * packet, or a handler's protocol error) the parser's state is mid-packet, so it is dropped and the next packet gets
  * a fresh one. A nested parse (not expected: handlers do not parse) gets a parser of its own.
  */
@@ -61,6 +62,12 @@ export class PacketParser {
     p.settings = conn.parserSettings ?? SETTINGS[4]!;
     try {
       parser.parse(frame);
+      if (p.settings !== conn.parserSettings) {
+        // a CONNECT was read (connections hand theirs to `decodeConnect`, so only a direct caller, e.g. the fuzz
+        // targets): the parser took its protocol version (and 3.1.1 bridge mode) from it
+        const st = p.settings;
+        conn.parserSettings = settingsFor(st.protocolVersion ?? 4, st.bridgeMode === true);
+      }
     } catch (err) {
       if (!nested) this.shared = undefined;
       throw err;
