@@ -16,24 +16,19 @@
  * three nats-servers), for the per-node slope of docs/cluster.md "Capacity". `npm run bench` runs it; `tsx bench/cluster/run.ts` alone too. Not a test: the numbers
  * vary with the machine (and here two shared cores carry all seven processes and the load generator).
  */
-import { execFileSync, spawn } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { connect as natsConnect, createInbox, type NatsConnection } from '@nats-io/transport-node';
-import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, StorageType } from '@nats-io/jetstream';
-import { latency, mqttSystem, until, type Publisher, type Qos, type System } from '../federation/run.js';
+import { join } from 'node:path';
+import { connect as natsConnect, type NatsConnection } from '@nats-io/transport-node';
+import { jetstreamManager, StorageType } from '@nats-io/jetstream';
+import { latency, mqttSystem, natsJsSystem, spawnSwitchyard, throughput, until, type Qos, type System } from '../federation/run.js';
 import { startNatsCluster, type NatsCluster } from '../../test/cluster/nats-cluster.js';
-import { freePort, stopProc, waitLine } from '../procs.js';
 
-const ROOT = resolve(import.meta.dirname, '..', '..');
 const DURATION = Number(process.env.BENCH_SECONDS ?? 3) * 1000;
-const WARMUP = 1000;
 const PAIRS = 4;
-const WINDOW = 200;
 /** Brokers in the cluster (2..5): A publishes, B subscribes, the others only take part. */
 const BROKERS = Math.min(5, Math.max(2, Number(process.env.BENCH_CLUSTER_BROKERS ?? 3) || 3));
-const NODE_FLAGS = process.env.BENCH_NODE_FLAGS !== undefined ? process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean) : ['--max-semi-space-size=32'];
 const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
 
 /** A process whose CPU time is measured, by its role in the system. */
@@ -59,36 +54,11 @@ export interface ClusterBenchRow {
 // ----------------------------------------------------------------------------------------------------------------
 // Switchyard brokers
 
+/** A broker with authentication off and, with `cluster`, the `Cluster` section on (R3 streams). */
 async function startBroker(tmp: string, tag: string, cluster?: { servers: string[]; nodeId: string }): Promise<{ port: number; rest: number; pid: number; stop: () => Promise<void> }> {
-  const configDir = join(tmp, `${tag}-config`);
-  const dataDir = join(tmp, `${tag}-data`);
-  mkdirSync(configDir, { recursive: true });
-  for (const f of readdirSync(join(ROOT, 'config'))) {
-    if (f.endsWith('.yaml') && f !== 'AuthManager.yaml' && f !== 'Cluster.yaml') copyFileSync(join(ROOT, 'config', f), join(configDir, f));
-  }
-  writeFileSync(join(configDir, 'AuthManager.yaml'), 'AuthManager:\n  authenticationEnabled: false\n');
-  if (cluster) {
-    const cfg = { enabled: true, servers: cluster.servers, clusterName: 'bench', nodeId: cluster.nodeId, replicas: 3 };
-    writeFileSync(join(configDir, 'Cluster.yaml'), JSON.stringify({ Cluster: cfg })); // JSON is YAML
-  }
-  const port = await freePort();
-  const proc = spawn(process.execPath, [...NODE_FLAGS, '--import', 'tsx', join(ROOT, 'src/main.ts')], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      SWITCHYARD_CONFIG_DIR: configDir,
-      SWITCHYARD_DATA_DIR: dataDir,
-      SWITCHYARD_REST_PORT: '0',
-      SWITCHYARD_REST_HOST: '127.0.0.1',
-      SWITCHYARD_MQTT_PORT: String(port),
-      SWITCHYARD_MQTT_WS_PORT: '0',
-      SWITCHYARD_MQTT_HOST: '127.0.0.1',
-      SWITCHYARD_LOG_LEVEL: 'warn',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const m = await waitLine(proc, /SWITCHYARD_READY rest=(\d+)/, `switchyard ${tag}`);
-  return { port, rest: Number(m[1]), pid: proc.pid!, stop: stopProc(proc) };
+  const cfg = cluster && { enabled: true, servers: cluster.servers, clusterName: 'bench', nodeId: cluster.nodeId, replicas: 3 };
+  // without `cluster` the repository's Cluster.yaml is left out (the cluster's brokers replace it)
+  return spawnSwitchyard(tmp, tag, { 'Cluster.yaml': cfg ? JSON.stringify({ Cluster: cfg }) : undefined }); // JSON is YAML
 }
 
 /** A system under test: the processes whose CPU is measured, and a wait until a backlog is drained. */
@@ -173,108 +143,18 @@ async function singleSystem(tmp: string): Promise<Under> {
 
 async function natsSystem(nats: NatsCluster): Promise<Under> {
   const conns: NatsConnection[] = [];
-  const conn = async (server: string) => {
+  const conn = (server: string) => async () => {
     const nc = await natsConnect({ servers: server });
     conns.push(nc);
     return nc;
   };
   const [n1, n2] = nats.urls as [string, string];
-  const admin = await conn(n1);
-  const jsm = await jetstreamManager(admin);
+  const jsm = await jetstreamManager(await conn(n1)());
   await jsm.streams.add({ name: 'BENCH_CLUSTER', subjects: ['b1.>'], storage: StorageType.File, num_replicas: 3 });
-  let consumerSeq = 0;
-  const sys: System = {
-    name: 'NATS x3 alone (n1 -> n2, nats.js)',
-    async subscribe(qos, topic, n, onMsg) {
-      const stops: Array<() => void> = [];
-      for (let i = 0; i < n; i++) {
-        const subject = topic(i).replaceAll('/', '.');
-        const nc = await conn(n2);
-        if (qos === 0) {
-          const sub = nc.subscribe(subject, { callback: (_e, m) => onMsg(Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength)) });
-          await nc.flush();
-          stops.push(() => sub.unsubscribe());
-        } else {
-          const durable = `bench${consumerSeq++}`;
-          await jsm.consumers.add('BENCH_CLUSTER', { durable_name: durable, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.New, filter_subject: subject, max_ack_pending: 4096 });
-          const c = await jetstream(nc).consumers.get('BENCH_CLUSTER', durable);
-          const msgs = await c.consume({ max_messages: 512 });
-          void (async () => {
-            for await (const m of msgs) {
-              onMsg(Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength));
-              m.ack();
-            }
-          })();
-          stops.push(() => msgs.stop());
-        }
-      }
-      return () => stops.forEach((s) => s());
-    },
-    async publisher(qos): Promise<Publisher> {
-      const nc = await conn(n1);
-      // a JetStream publish as the cluster link makes it: a core publish with a reply subject, settled by the PubAck
-      const inbox = createInbox();
-      let seq = 0;
-      const pending = new Map<string, { ok(): void; fail(): void }>();
-      nc.subscribe(`${inbox}.*`, {
-        callback: (_e, m) => {
-          const p = pending.get(m.subject);
-          if (!p) return;
-          pending.delete(m.subject);
-          const stored = m.data.length > 0 && !m.headers?.hasError && (JSON.parse(new TextDecoder().decode(m.data)) as { stream?: string }).stream !== undefined;
-          if (stored) p.ok();
-          else p.fail();
-        },
-      });
-      const pubAck = (subject: string, payload: Buffer) =>
-        new Promise<void>((ok, fail) => {
-          const reply = `${inbox}.${(seq++).toString(36)}`;
-          pending.set(reply, { ok, fail });
-          nc.publish(subject, payload, { reply });
-        });
-      let stopped = false;
-      return {
-        flood(topic, payload) {
-          const subject = topic.replaceAll('/', '.');
-          if (qos === 0) {
-            const tick = (): void => {
-              if (stopped) return;
-              for (let k = 0; k < 500; k++) nc.publish(subject, payload);
-              void nc.flush().then(tick, () => undefined);
-            };
-            tick();
-            return;
-          }
-          let inflight = 0;
-          const send = (): void => {
-            while (!stopped && inflight < WINDOW) {
-              inflight++;
-              pubAck(subject, payload).then(
-                () => {
-                  inflight--;
-                  send();
-                },
-                () => inflight--,
-              );
-            }
-          };
-          send();
-        },
-        one(topic, payload) {
-          const subject = topic.replaceAll('/', '.');
-          if (qos === 0) nc.publish(subject, payload);
-          else void pubAck(subject, payload).catch(() => undefined);
-        },
-        close: () => {
-          stopped = true;
-        },
-      };
-    },
-    async stop() {
-      await jsm.streams.delete('BENCH_CLUSTER').catch(() => undefined);
-      for (const nc of conns) await nc.close().catch(() => undefined);
-    },
-  };
+  const sys = natsJsSystem('NATS x3 alone (n1 -> n2, nats.js)', 'BENCH_CLUSTER', jsm, conn(n1), conn(n2), async () => {
+    await jsm.streams.delete('BENCH_CLUSTER').catch(() => undefined);
+    for (const nc of conns) await nc.close().catch(() => undefined);
+  });
   return { sys, procs: nats.nodes.map((n) => ({ label: `nats ${n.name}`, pid: n.proc!.pid! })) };
 }
 
@@ -282,28 +162,14 @@ async function natsSystem(nats: NatsCluster): Promise<Under> {
 // The throughput scenario with CPU per message
 
 async function throughputCpu(sys: System, procs: Proc[], qos: Qos): Promise<{ rate: number; cpu: Record<string, number> }> {
-  let received = 0;
-  const topic = (i: number) => `b${qos}/tp/${i}`;
-  const unsub = await sys.subscribe(qos, topic, PAIRS, () => received++);
-  const pubs: Publisher[] = [];
-  const payload = Buffer.alloc(64, 'x');
-  for (let i = 0; i < PAIRS; i++) {
-    const p = await sys.publisher(qos);
-    p.flood(topic(i), payload);
-    pubs.push(p);
-  }
-  await new Promise((r) => setTimeout(r, WARMUP));
-  const c0 = received;
-  const cpu0 = procs.map((p) => cpuSeconds(p.pid));
-  const t0 = performance.now();
-  await new Promise((r) => setTimeout(r, DURATION));
-  const n = received - c0;
-  const cpu1 = procs.map((p) => cpuSeconds(p.pid));
-  const rate = n / ((performance.now() - t0) / 1000);
-  pubs.forEach((p) => p.close());
-  unsub();
   const cpu: Record<string, number> = {};
-  procs.forEach((p, i) => (cpu[p.label] = n > 0 ? ((cpu1[i]! - cpu0[i]!) * 1e6) / n : NaN));
+  const rate = await throughput(sys, qos, () => {
+    const cpu0 = procs.map((p) => cpuSeconds(p.pid));
+    return (n) => {
+      const cpu1 = procs.map((p) => cpuSeconds(p.pid));
+      procs.forEach((p, i) => (cpu[p.label] = n > 0 ? ((cpu1[i]! - cpu0[i]!) * 1e6) / n : NaN));
+    };
+  });
   return { rate, cpu };
 }
 

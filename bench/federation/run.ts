@@ -23,7 +23,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { connect as natsConnect, createInbox, type NatsConnection } from '@nats-io/transport-node';
-import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, StorageType } from '@nats-io/jetstream';
+import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import { LoadClient, publishPacket } from '../mqtt/loadgen.js';
 import { startNats, type NatsServer } from '../../test/federation/nats-server.js';
 import { freePort, stopProc, waitLine } from '../procs.js';
@@ -120,33 +120,20 @@ export function mqttSystem(name: string, portA: number, portB: number, stop: () 
   };
 }
 
-export async function startSwitchyard(tmp: string, tag: string, natsUrl: string, direction: 'push' | 'pull'): Promise<{ port: number; rest: number; pid: number; stop: () => Promise<void> }> {
+/**
+ * A Switchyard broker process on a fresh config and data directory under `tmp`: the repository's config/*.yaml
+ * except those named in `files`, then `files` (name -> YAML text; undefined: the file is left out) with authentication
+ * off; MQTT on a free port, REST on port 0; resolved once it prints SWITCHYARD_READY. bench/cluster starts its brokers with it too.
+ */
+export async function spawnSwitchyard(tmp: string, tag: string, files: Record<string, string | undefined>): Promise<{ port: number; rest: number; pid: number; stop: () => Promise<void> }> {
   const configDir = join(tmp, `${tag}-config`);
   const dataDir = join(tmp, `${tag}-data`);
   mkdirSync(configDir, { recursive: true });
+  const own = { 'AuthManager.yaml': 'AuthManager:\n  authenticationEnabled: false\n', ...files };
   for (const f of readdirSync(join(ROOT, 'config'))) {
-    if (f.endsWith('.yaml') && f !== 'AuthManager.yaml' && f !== 'NetworkConnectionManager.yaml') copyFileSync(join(ROOT, 'config', f), join(configDir, f));
+    if (f.endsWith('.yaml') && !(f in own)) copyFileSync(join(ROOT, 'config', f), join(configDir, f));
   }
-  writeFileSync(join(configDir, 'AuthManager.yaml'), 'AuthManager:\n  authenticationEnabled: false\n');
-  const lc = (ns: string, qos: Qos) =>
-    direction === 'push'
-      ? `        - { direction: push, localNamespace: '${ns}/#', remoteNamespace: '${ns}/', qualityOfService: ${qos} }`
-      : `        - { direction: pull, localNamespace: '${ns}/', remoteNamespace: '${ns}/#', qualityOfService: ${qos} }`;
-  writeFileSync(
-    join(configDir, 'NetworkConnectionManager.yaml'),
-    [
-      'NetworkConnectionManager:',
-      '  data:',
-      '    - name: fed',
-      `      url: ${natsUrl}`,
-      '      linkConfigs:',
-      lc('b0', 0),
-      lc('b1', 1),
-      // BENCH_LINK_GLOBAL: a flow-style globalConfig, e.g. "{ inFlight: 1024, outboxWriteBehind: 0 }"
-      ...(process.env.BENCH_LINK_GLOBAL ? [`  globalConfig: ${process.env.BENCH_LINK_GLOBAL}`] : []),
-      '',
-    ].join('\n'),
-  );
+  for (const [f, text] of Object.entries(own)) if (text !== undefined) writeFileSync(join(configDir, f), text);
   const port = await freePort();
   const proc = spawn(process.execPath, [...NODE_FLAGS, '--import', 'tsx', join(ROOT, 'src/main.ts')], {
     cwd: ROOT,
@@ -164,16 +151,36 @@ export async function startSwitchyard(tmp: string, tag: string, natsUrl: string,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const m = await waitLine(proc, /SWITCHYARD_READY rest=(\d+)/, `switchyard ${tag}`);
-  const rest = Number(m[1]);
+  return { port, rest: Number(m[1]), pid: proc.pid!, stop: stopProc(proc) };
+}
+
+export async function startSwitchyard(tmp: string, tag: string, natsUrl: string, direction: 'push' | 'pull'): Promise<{ port: number; rest: number; pid: number; stop: () => Promise<void> }> {
+  const lc = (ns: string, qos: Qos) =>
+    direction === 'push'
+      ? `        - { direction: push, localNamespace: '${ns}/#', remoteNamespace: '${ns}/', qualityOfService: ${qos} }`
+      : `        - { direction: pull, localNamespace: '${ns}/', remoteNamespace: '${ns}/#', qualityOfService: ${qos} }`;
+  const links = [
+    'NetworkConnectionManager:',
+    '  data:',
+    '    - name: fed',
+    `      url: ${natsUrl}`,
+    '      linkConfigs:',
+    lc('b0', 0),
+    lc('b1', 1),
+    // BENCH_LINK_GLOBAL: a flow-style globalConfig, e.g. "{ inFlight: 1024, outboxWriteBehind: 0 }"
+    ...(process.env.BENCH_LINK_GLOBAL ? [`  globalConfig: ${process.env.BENCH_LINK_GLOBAL}`] : []),
+    '',
+  ].join('\n');
+  const broker = await spawnSwitchyard(tmp, tag, { 'NetworkConnectionManager.yaml': links });
   await until(
     async () => {
-      const r = await fetch(`http://127.0.0.1:${rest}/api/v1/server/integration/fed/status`).catch(() => undefined);
+      const r = await fetch(`http://127.0.0.1:${broker.rest}/api/v1/server/integration/fed/status`).catch(() => undefined);
       return r?.ok === true && ((await r.json()) as { state: string }).state === 'Established';
     },
     20000,
     `switchyard ${tag} link established`,
   );
-  return { port, rest, pid: proc.pid!, stop: stopProc(proc) };
+  return broker;
 }
 
 async function switchyardSystem(tmp: string): Promise<System & { nats: NatsServer }> {
@@ -238,25 +245,43 @@ async function natsSystem(): Promise<System> {
     conns.push(nc);
     return nc;
   };
-  const admin = await conn();
-  const jsm = await jetstreamManager(admin);
+  const jsm = await jetstreamManager(await conn());
   await jsm.streams.add({ name: 'NB', subjects: ['b1.>'], storage: StorageType.File });
+  return natsJsSystem('NATS alone (nats.js)', 'NB', jsm, conn, conn, async () => {
+    for (const nc of conns) await nc.close().catch(() => undefined);
+    await nats.dispose();
+  });
+}
+
+/**
+ * NATS driven by nats.js as a System (bench/cluster drives its NATS cluster with it too): core publish / subscribe at
+ * QoS 0; at QoS 1 a JetStream publish settled by its PubAck into `stream` (which takes `b1.>`) and, per subscriber,
+ * a durable consumer of it with explicit acks. Publishers connect with `pubConn`, subscribers with `subConn`.
+ */
+export function natsJsSystem(
+  name: string,
+  stream: string,
+  jsm: JetStreamManager,
+  pubConn: () => Promise<NatsConnection>,
+  subConn: () => Promise<NatsConnection>,
+  stop: () => Promise<void>,
+): System {
   let consumerSeq = 0;
   return {
-    name: 'NATS alone (nats.js)',
+    name,
     async subscribe(qos, topic, n, onMsg) {
       const stops: Array<() => void> = [];
       for (let i = 0; i < n; i++) {
         const subject = topic(i).replaceAll('/', '.');
-        const nc = await conn();
+        const nc = await subConn();
         if (qos === 0) {
           const sub = nc.subscribe(subject, { callback: (_e, m) => onMsg(Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength)) });
           await nc.flush();
           stops.push(() => sub.unsubscribe());
         } else {
           const durable = `bench${consumerSeq++}`;
-          await jsm.consumers.add('NB', { durable_name: durable, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.New, filter_subject: subject, max_ack_pending: 4096 });
-          const c = await jetstream(nc).consumers.get('NB', durable);
+          await jsm.consumers.add(stream, { durable_name: durable, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.New, filter_subject: subject, max_ack_pending: 4096 });
+          const c = await jetstream(nc).consumers.get(stream, durable);
           const msgs = await c.consume({ max_messages: 512 });
           void (async () => {
             for await (const m of msgs) {
@@ -270,7 +295,7 @@ async function natsSystem(): Promise<System> {
       return () => stops.forEach((s) => s());
     },
     async publisher(qos) {
-      const nc = await conn();
+      const nc = await pubConn();
       // a JetStream publish as the link makes it (src/links/nats-transport.ts jsPublish): a core publish with a reply
       // subject under one inbox subscription, settled by the PubAck; nats.js js.publish() costs ~4x the CPU
       const inbox = createInbox();
@@ -331,10 +356,7 @@ async function natsSystem(): Promise<System> {
         },
       };
     },
-    async stop() {
-      for (const nc of conns) await nc.close().catch(() => undefined);
-      await nats.dispose();
-    },
+    stop,
   };
 }
 
@@ -343,7 +365,12 @@ async function natsSystem(): Promise<System> {
 
 const ns = (qos: Qos) => (qos === 0 ? 'b0' : 'b1');
 
-async function throughput(sys: System, qos: Qos): Promise<number> {
+/**
+ * Messages/s received while PAIRS publishers flood PAIRS subscribers, over DURATION after WARMUP. `window`, if given,
+ * is called as the measured window opens and returns what is called with the messages received as it closes
+ * (bench/cluster measures each process's CPU over it).
+ */
+export async function throughput(sys: System, qos: Qos, window?: () => (received: number) => void): Promise<number> {
   let received = 0;
   const topic = (i: number) => `${ns(qos)}/tp/${i}`;
   const unsub = await sys.subscribe(qos, topic, PAIRS, () => received++);
@@ -356,9 +383,12 @@ async function throughput(sys: System, qos: Qos): Promise<number> {
   }
   await new Promise((r) => setTimeout(r, WARMUP));
   const c0 = received;
+  const close = window?.();
   const t0 = performance.now();
   await new Promise((r) => setTimeout(r, DURATION));
-  const rate = (received - c0) / ((performance.now() - t0) / 1000);
+  const n = received - c0;
+  close?.(n);
+  const rate = n / ((performance.now() - t0) / 1000);
   pubs.forEach((p) => p.close());
   unsub();
   return rate;
