@@ -4,6 +4,7 @@
  * state. The Engine's read methods (`destinations()`, `destinationDto()`, `subscriptionStates()`, `browse()`,
  * `stats()`) are one-line calls into this file.
  */
+import type { EngineTotals } from '../runtime/runtime.js';
 import type { RateMeter, ServerTotals } from './counters.js';
 import type { DestinationType } from './destination.js';
 import type { Message } from './message.js';
@@ -28,22 +29,11 @@ export interface DestinationDTO {
   deleteTimeAveNs: number;
 }
 
-/** Server totals (MAPS ServerStatisticsDTO names) and per-second rates. */
-export interface EngineStats {
-  totalPublishedMessages: number;
-  totalDeliveredMessages: number;
-  totalSubscribedMessages: number;
-  totalNoInterestMessages: number;
-  totalRetrievedMessages: number;
-  totalExpiredMessages: number;
-  totalDroppedMessages: number;
-  /** QoS >= 1 publishes refused by flow control (a subscription they would reach was full). */
-  totalRefusedMessages: number;
-  publishedPerSecond: number;
-  subscribedPerSecond: number;
-  noInterestPerSecond: number;
-  deliveredPerSecond: number;
-  retrievedPerSecond: number;
+/**
+ * Server totals (MAPS ServerStatisticsDTO names) and per-second rates: the totals the kernel declares for its views
+ * (`EngineTotals`, src/runtime/runtime.ts), and more.
+ */
+export interface EngineStats extends EngineTotals {
   expiredPerSecond: number;
   destinations: number;
   subscriptions: number;

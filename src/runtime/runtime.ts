@@ -55,7 +55,10 @@ export interface NetworkCounters {
   peakConnections: number;
 }
 
-/** Server totals as the engine counts them (MAPS ServerStatisticsDTO names); the engine's stats() has these fields. */
+/**
+ * Server totals as the engine counts them (MAPS ServerStatisticsDTO names); the engine's stats() (EngineStats,
+ * src/engine/views.ts) extends this declaration.
+ */
 export interface EngineTotals {
   totalPublishedMessages: number;
   totalDeliveredMessages: number;
@@ -64,6 +67,7 @@ export interface EngineTotals {
   totalRetrievedMessages: number;
   totalExpiredMessages: number;
   totalDroppedMessages: number;
+  /** QoS >= 1 publishes refused by flow control (a subscription they would reach was full). */
   totalRefusedMessages: number;
   publishedPerSecond: number;
   subscribedPerSecond: number;
