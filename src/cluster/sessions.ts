@@ -93,6 +93,19 @@ function filterToken(filter: string): string {
   return createHash('sha256').update(filter).digest('hex').slice(0, 20);
 }
 
+/** What a record says of the session as it is on this broker now (a new record and every rewrite take these fields). */
+function sessionState(s: MqttSession): Pick<SessionDoc, 'connected' | 'expiry' | 'protocolVersion' | 'username' | 'disconnectedAt' | 'subscriptions' | 'inbound'> {
+  return {
+    connected: s.conn !== undefined,
+    expiry: s.expiry,
+    protocolVersion: s.protocolVersion,
+    username: s.username,
+    disconnectedAt: s.disconnectedAt,
+    subscriptions: [...s.subs.values()].map((x) => x.opts),
+    inbound: [...s.inbound],
+  };
+}
+
 function parseDoc(e: KvEntry | null): SessionDoc | undefined {
   if (e === null || e.operation !== 'PUT') return undefined;
   try {
@@ -473,13 +486,7 @@ export class ClusterSessions implements Service {
       ownerEpoch: this.rt?.service('cluster')?.epoch ?? 0,
       epoch: 1,
       released: true,
-      connected: s.conn !== undefined,
-      expiry: s.expiry,
-      protocolVersion: s.protocolVersion,
-      username: s.username,
-      disconnectedAt: s.disconnectedAt,
-      subscriptions: [...s.subs.values()].map((x) => x.opts),
-      inbound: [...s.inbound],
+      ...sessionState(s),
       takeovers: [],
       updated: Date.now(),
     };
@@ -543,13 +550,7 @@ export class ClusterSessions implements Service {
           if (s === undefined) return;
           const doc: SessionDoc = {
             ...o.doc,
-            connected: s.conn !== undefined,
-            expiry: s.expiry,
-            protocolVersion: s.protocolVersion,
-            username: s.username,
-            disconnectedAt: s.disconnectedAt,
-            subscriptions: [...s.subs.values()].map((x) => x.opts),
-            inbound: [...s.inbound],
+            ...sessionState(s),
             updated: Date.now(),
           };
           const json = this.encode(doc, clientId);
