@@ -1,11 +1,10 @@
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import mqttPacket from 'mqtt-packet';
 import { decodeConnect } from '../../src/protocol/mqtt/codec.js';
 import { MqttProtocolError } from '../../src/protocol/mqtt/reason.js';
-import { startServer, type TestServer } from '../helpers.js';
-import { RawClient, mqttPort } from './helpers.js';
+import { rawBroker } from './helpers.js';
 
 /**
  * The broker's own CONNECT decoder (src/protocol/mqtt/codec.ts `decodeConnect`, which replaced mqtt-packet's parser on
@@ -119,17 +118,7 @@ describe('mqtt CONNECT decoding', () => {
 });
 
 describe('mqtt CONNECT refusals over the wire', () => {
-  let s: TestServer;
-  let port: number;
-  const raws: RawClient[] = [];
-  before(async () => {
-    s = await startServer({ auth: false });
-    port = await mqttPort(s);
-  });
-  after(async () => {
-    for (const r of raws) r.destroy();
-    await s.close();
-  });
+  const broker = rawBroker();
 
   /** A v5 CONNECT (client id "c", keep alive 0) with `props` as its raw property bytes. */
   const v5Connect = (props: number[]): Buffer => {
@@ -145,8 +134,7 @@ describe('mqtt CONNECT refusals over the wire', () => {
     ['a Session Expiry Interval cut short by the Property Length is malformed', [0x11, 0, 0], 0x81],
   ] as const) {
     test(`connect decode - ${what}: CONNACK 0x${reason.toString(16)}, then the connection closes`, async () => {
-      const r = await RawClient.open(port, 5);
-      raws.push(r);
+      const r = await broker.open(5);
       r.write(v5Connect([...props]));
       const ack = await r.next('connack');
       assert.equal(ack.reasonCode, reason);
@@ -155,16 +143,14 @@ describe('mqtt CONNECT refusals over the wire', () => {
   }
 
   test('connect decode - 3.1.1: a CONNECT with its reserved flag set closes the connection without CONNACK [MQTT-3.1.2-3]', async () => {
-    const r = await RawClient.open(port, 4);
-    raws.push(r);
+    const r = await broker.open(4);
     r.write(Buffer.from([0x10, 13, 0, 4, 0x4d, 0x51, 0x54, 0x54, 4, 0x03, 0, 0, 0, 1, 0x63]));
     await r.waitClosed();
     assert.equal(r.packets.length, 0);
   });
 
   test('connect decode - a valid 3.1.1 CONNECT after those is accepted (session present 0)', async () => {
-    const r = await RawClient.open(port, 4);
-    raws.push(r);
+    const r = await broker.open(4);
     const ack = await r.connect({ clientId: 'fine', keepalive: 30 });
     assert.equal(ack.returnCode, 0);
     assert.equal(ack.sessionPresent, false);

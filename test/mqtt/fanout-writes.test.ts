@@ -1,8 +1,8 @@
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import mqttPacket from 'mqtt-packet';
-import { startServer, waitUntil, type TestServer } from '../helpers.js';
-import { RawClient, mqttPort } from './helpers.js';
+import { waitUntil } from '../helpers.js';
+import { rawBroker, type RawClient } from './helpers.js';
 
 /**
  * Subscribers that get the same PUBLISH buffers in one turn share one concatenated write (WriteBatch.join in
@@ -11,21 +11,10 @@ import { RawClient, mqttPort } from './helpers.js';
  * contents (a share decided on sizes alone would hand it the wrong messages).
  */
 describe('mqtt fan-out writes', () => {
-  let s: TestServer;
-  let port: number;
-  const raws: RawClient[] = [];
-  before(async () => {
-    s = await startServer({ auth: false });
-    port = await mqttPort(s);
-  });
-  after(async () => {
-    for (const r of raws) r.destroy();
-    await s.close();
-  });
+  const broker = rawBroker();
 
   const subscriber = async (version: number, topics: string[]) => {
-    const r = await RawClient.open(port, version);
-    raws.push(r);
+    const r = await broker.open(version);
     await r.connect();
     r.send({ cmd: 'subscribe', messageId: 1, subscriptions: topics.map((topic) => ({ topic, qos: 0 })) });
     await r.next('suback');
@@ -41,8 +30,7 @@ describe('mqtt fan-out writes', () => {
     const same: RawClient[] = [];
     for (let i = 0; i < 4; i++) same.push(await subscriber(4, ['fan/t']));
     const twin = await subscriber(4, ['fan/u']); // same sizes as fan/t, other payloads
-    const pub = await RawClient.open(port, 4);
-    raws.push(pub);
+    const pub = await broker.open(4);
     await pub.connect();
     const N = 300;
     const packets: Buffer[] = [];

@@ -1,9 +1,10 @@
 /** MQTT test helpers: endpoint ports from REST, raw MQTT packets over a loopback socket. */
 import { readFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
+import { after, before } from 'node:test';
 import mqttPacket from 'mqtt-packet';
 import WebSocket from 'ws';
-import type { TestServer } from '../helpers.js';
+import { startServer, type TestServer } from '../helpers.js';
 
 /** MQTT variable byte integer (remaining length, property lengths), as bytes. */
 export function varInt(n: number): number[] {
@@ -136,6 +137,31 @@ export class RawClient {
   destroy(): void {
     this.socket.destroy();
   }
+}
+
+/**
+ * A broker without authentication for the enclosing describe, started in a before hook; `open` connects a raw client
+ * to its MQTT endpoint. An after hook destroys every client opened and closes the broker.
+ */
+export function rawBroker(): { open(version: number): Promise<RawClient> } {
+  let s: TestServer | undefined;
+  let port = 0;
+  const raws: RawClient[] = [];
+  before(async () => {
+    s = await startServer({ auth: false });
+    port = await mqttPort(s);
+  });
+  after(async () => {
+    for (const r of raws) r.destroy();
+    await s?.close();
+  });
+  return {
+    async open(version) {
+      const r = await RawClient.open(port, version);
+      raws.push(r);
+      return r;
+    },
+  };
 }
 
 /** A process's resident set (VmRSS from /proc), in MB. */
