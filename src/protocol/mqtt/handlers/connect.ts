@@ -9,33 +9,13 @@ import { AddressBlockedError } from '../../../security/address-limits.js';
 import { HashAbortedError, ServerBusyError } from '../../../security/hash-pool.js';
 import { AuthenticationFailedError, type AuthContext, type Principal } from '../../../security/types.js';
 import type { MqttConn } from '../types.js';
-import { encodeConnackV3, encodePacket } from '../codec.js';
+import { encodeConnackV3, encodePacket, type InboundConnect } from '../codec.js';
 import { CloseReason, ConnackV3, MqttProtocolError, Reason } from '../reason.js';
 import { MqttSession, type WillMessage } from '../session.js';
 import { beginEnhancedAuth } from './auth.js';
 
-export interface ConnectPacket {
-  cmd: 'connect';
-  protocolId: string;
-  protocolVersion: number;
-  clean: boolean;
-  keepalive: number;
-  clientId: string;
-  username?: string;
-  password?: Buffer;
-  will?: { topic: string; payload: Buffer; qos: 0 | 1 | 2; retain: boolean; properties?: Record<string, unknown> };
-  properties?: {
-    sessionExpiryInterval?: number;
-    receiveMaximum?: number;
-    maximumPacketSize?: number;
-    topicAliasMaximum?: number;
-    requestResponseInformation?: boolean;
-    requestProblemInformation?: boolean;
-    userProperties?: Record<string, unknown>;
-    authenticationMethod?: string;
-    authenticationData?: Buffer;
-  };
-}
+/** The CONNECT as the codec decodes it (`decodeConnect`); bridge mode is read by the parser settings, not here. */
+export type ConnectPacket = Omit<InboundConnect, 'bridgeMode'>;
 
 /**
  * A CONNECT naming a protocol level the server does not speak gets CONNACK "unacceptable protocol version"
