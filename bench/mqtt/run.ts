@@ -126,6 +126,33 @@ function pumpQos0(c: LoadClient, batch: Buffer): void {
   pump();
 }
 
+/**
+ * Keeps at most `window` QoS 1 PUBLISHes of `topic` unacknowledged on `c` (packet ids 1..65535 in turn, patched into
+ * copies of one encoded packet); once fewer than half are in flight the window is topped up in one write.
+ */
+function pumpQos1(c: LoadClient, topic: string, payload: Buffer, window: number): void {
+  const tmpl = publishPacket(topic, payload, 1, 1);
+  const pidAt = tmpl.length - payload.length - 2;
+  let pid = 0;
+  let inflight = 0;
+  const send = (n: number): void => {
+    const bufs: Buffer[] = [];
+    for (let k = 0; k < n; k++) {
+      pid = pid === 65535 ? 1 : pid + 1;
+      const b = Buffer.from(tmpl);
+      b.writeUInt16BE(pid, pidAt);
+      bufs.push(b);
+    }
+    inflight += n;
+    c.socket.write(Buffer.concat(bufs));
+  };
+  c.onAck(() => {
+    inflight--;
+    if (inflight < window / 2 && !c.stopped) send(window - inflight);
+  });
+  send(window);
+}
+
 async function pairs(port: number, qos: 0 | 1): Promise<number> {
   const subs: LoadClient[] = [];
   const pubs: LoadClient[] = [];
@@ -142,30 +169,7 @@ async function pairs(port: number, qos: 0 | 1): Promise<number> {
       pumpQos0(pubs[i]!, Buffer.concat(Array(100).fill(one)));
     }
   } else {
-    const WINDOW = 200;
-    for (let i = 0; i < PAIRS; i++) {
-      const p = pubs[i]!;
-      const tmpl = publishPacket(`bench/pair/1/${i}`, payload, 1, 1);
-      const pidAt = tmpl.length - payload.length - 2;
-      let pid = 0;
-      let inflight = 0;
-      const send = (n: number): void => {
-        const bufs: Buffer[] = [];
-        for (let k = 0; k < n; k++) {
-          pid = pid === 65535 ? 1 : pid + 1;
-          const b = Buffer.from(tmpl);
-          b.writeUInt16BE(pid, pidAt);
-          bufs.push(b);
-        }
-        inflight += n;
-        p.socket.write(Buffer.concat(bufs));
-      };
-      p.onAck(() => {
-        inflight--;
-        if (inflight < WINDOW / 2 && !p.stopped) send(WINDOW - inflight);
-      });
-      send(WINDOW);
-    }
+    for (let i = 0; i < PAIRS; i++) pumpQos1(pubs[i]!, `bench/pair/1/${i}`, payload, 200);
   }
   const rate = await measure(subs, DURATION);
   for (const c of [...pubs, ...subs]) c.close();
@@ -191,29 +195,9 @@ async function fanout(port: number, qos: 0 | 1 = 0): Promise<number> {
       if (pub.socket.writableLength < 64 * 1024) pub.socket.write(batch);
     }, 1);
   } else {
-    // QoS 1 both ways: the publisher keeps at most WINDOW PUBLISHes unacknowledged (the broker acknowledges once the
+    // QoS 1 both ways: the publisher keeps at most 20 PUBLISHes unacknowledged (the broker acknowledges once the
     // message is accepted), each subscriber acknowledges every delivery after each read (LoadClient)
-    const WINDOW = 20;
-    const tmpl = publishPacket('bench/fan/1', payload, 1, 1);
-    const pidAt = tmpl.length - payload.length - 2;
-    let pid = 0;
-    let inflight = 0;
-    const send = (n: number): void => {
-      const bufs: Buffer[] = [];
-      for (let k = 0; k < n; k++) {
-        pid = pid === 65535 ? 1 : pid + 1;
-        const b = Buffer.from(tmpl);
-        b.writeUInt16BE(pid, pidAt);
-        bufs.push(b);
-      }
-      inflight += n;
-      pub.socket.write(Buffer.concat(bufs));
-    };
-    pub.onAck(() => {
-      inflight--;
-      if (inflight < WINDOW / 2 && !pub.stopped) send(WINDOW - inflight);
-    });
-    send(WINDOW);
+    pumpQos1(pub, 'bench/fan/1', payload, 20);
   }
   const rate = await measure(subs, DURATION);
   clearInterval(timer);
