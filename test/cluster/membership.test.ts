@@ -3,10 +3,9 @@
  * child processes (docs/cluster.md). Short leases (heartbeat 1 s, lease 4 s) keep the file near a minute and a half.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { removeDir, spawnBroker, tempDir, waitUntil, type BrokerProcess } from '../helpers.js';
+import { clusterConfigDir } from './helpers.js';
 import { startNatsCluster, type NatsCluster } from './nats-cluster.js';
 
 interface NodeView {
@@ -45,14 +44,8 @@ describe('cluster - membership over a 3-node NATS cluster', { timeout: 240000 },
   const dirs: string[] = [];
 
   const makeBroker = (nodeId: string, servers: string[], dataDir = tempDir('switchyard-cl-data-')): Broker => {
-    const configDir = tempDir('switchyard-cl-config-');
-    dirs.push(configDir);
+    const configDir = clusterConfigDir('switchyard-cl-config-', dirs, { servers, clusterName: 'test', nodeId, replicas: 3, heartbeatSeconds: HEARTBEAT, leaseSeconds: LEASE });
     if (!dirs.includes(dataDir)) dirs.push(dataDir);
-    mkdirSync(configDir, { recursive: true });
-    const cfg = {
-      Cluster: { enabled: true, servers, clusterName: 'test', nodeId, replicas: 3, heartbeatSeconds: HEARTBEAT, leaseSeconds: LEASE },
-    };
-    writeFileSync(join(configDir, 'Cluster.yaml'), JSON.stringify(cfg)); // JSON is YAML
     const b: Broker = { nodeId, dataDir, configDir };
     brokers.push(b);
     return b;

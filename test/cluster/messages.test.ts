@@ -10,9 +10,10 @@ import { after, before, describe, test } from 'node:test';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import mqtt, { type IClientPublishOptions, type MqttClient } from 'mqtt';
-import { adminPasswordOf, removeDir, spawnBroker, tempDir, waitUntil, type BrokerProcess } from '../helpers.js';
+import { adminPasswordOf, removeDir, waitUntil } from '../helpers.js';
 import { ClusterSchema } from '../../src/cluster/config.js';
 import { clusterLinkConfig } from '../../src/cluster/messages.js';
+import { api, clusterClient, launchClusterBroker, newClusterBroker, type ClusterBroker as Broker } from './helpers.js';
 import { startNatsCluster, type NatsCluster } from './nats-cluster.js';
 
 const CLUSTER = 'msg';
@@ -40,14 +41,6 @@ test('cluster messages - the messages keys: defaults, bounds, and the link they 
 });
 const STREAM = `SY_${CLUSTER}_MSG`;
 
-interface Broker {
-  nodeId: string;
-  dataDir: string;
-  configDir: string;
-  p?: BrokerProcess;
-  mqttPort: number;
-}
-
 interface Received {
   topic: string;
   payload: string;
@@ -67,48 +60,11 @@ describe('cluster messages - one broker to clients over three nodes', { timeout:
   let b: Broker;
   let c: Broker;
 
-  const makeBroker = (nodeId: string): Broker => {
-    const configDir = tempDir('switchyard-clm-config-');
-    const dataDir = tempDir('switchyard-clm-data-');
-    dirs.push(configDir, dataDir);
-    const cfg = { Cluster: { enabled: true, servers: nats.urls, clusterName: CLUSTER, nodeId, replicas: 3, heartbeatSeconds: 2, leaseSeconds: 20 } }; // a long lease: a broker restarted here is never declared gone
-    writeFileSync(join(configDir, 'Cluster.yaml'), JSON.stringify(cfg)); // JSON is YAML
-    writeFileSync(join(configDir, 'MessageDaemon.yaml'), JSON.stringify({ MessageDaemon: { systemTopicInterval: 1000 } })); // $SYS every second
-    const broker: Broker = { nodeId, dataDir, configDir, mqttPort: 0 };
-    brokers.push(broker);
-    return broker;
-  };
-
-  const api = async (x: Broker, path: string): Promise<unknown> => (await fetch(`http://127.0.0.1:${x.p!.port}${path}`, { headers: x.p!.auth() })).json();
-
-  /** Starts the broker and waits until its MQTT endpoint listens and its `cluster` link is established. */
-  const launch = async (x: Broker): Promise<void> => {
-    x.p = await spawnBroker({ SWITCHYARD_DATA_DIR: x.dataDir, SWITCHYARD_CONFIG_DIR: x.configDir });
-    await waitUntil(async () => {
-      const list = (await api(x, '/api/v1/server/interfaces')) as Array<{ name: string; port: number; state: string }>;
-      const e = list.find((i) => i.name === 'MQTT Interface');
-      if (e?.state !== 'Started' || !e.port) return false;
-      x.mqttPort = e.port;
-      return true;
-    }, 30000, `${x.nodeId}: MQTT endpoint started`);
-    await waitUntil(async () => ((await api(x, '/api/v1/server/integration/cluster/status')) as { state?: string }).state === 'Established', 30000, `${x.nodeId}: cluster link established`);
-    // a node that is not a member yet refuses new clients (docs/cluster.md, Partitions)
-    await waitUntil(async () => ((await api(x, '/api/v1/server/cluster')) as { state?: string }).state === 'Member', 30000, `${x.nodeId}: member`);
-  };
-
-  const client = async (x: Broker, clientId: string, opts: mqtt.IClientOptions = {}): Promise<MqttClient> => {
-    const cl = await mqtt.connectAsync(`mqtt://127.0.0.1:${x.mqttPort}`, {
-      clientId,
-      protocolVersion: 5,
-      username: 'admin',
-      password: adminPasswordOf(x.dataDir),
-      reconnectPeriod: 0,
-      connectTimeout: 10000,
-      ...opts,
-    });
-    clients.push(cl);
-    return cl;
-  };
+  const makeBroker = (nodeId: string): Broker =>
+    // a long lease: a broker restarted here is never declared gone; $SYS every second
+    newClusterBroker('switchyard-clm-', dirs, brokers, { servers: nats.urls, clusterName: CLUSTER, nodeId, replicas: 3, heartbeatSeconds: 2, leaseSeconds: 20 }, { MessageDaemon: { systemTopicInterval: 1000 } });
+  const launch = launchClusterBroker;
+  const client = (x: Broker, clientId: string, opts: mqtt.IClientOptions = {}): Promise<MqttClient> => clusterClient(x, clients, clientId, opts);
 
   const collect = (cl: MqttClient): Received[] => {
     const got: Received[] = [];

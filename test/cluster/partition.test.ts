@@ -12,12 +12,12 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
 import { connect as tcpConnect } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import mqtt, { type MqttClient } from 'mqtt';
 import { adminPasswordOf, NPM_START_SETTINGS, removeDir, ROOT, spawnBroker, tempDir, waitUntil, type BrokerProcess } from '../helpers.js';
+import { clusterConfigDir, mqttPortOf, restGet } from './helpers.js';
 import { startNatsCluster, type NatsCluster } from './nats-cluster.js';
 
 const CLUSTER = 'part';
@@ -91,25 +91,10 @@ describe('cluster partition - a broker cut off from NATS inside a network namesp
   const clientIf = `syc${process.pid % 100000}`;
   const gammaHost = `${clientNet}.2`;
 
-  const clusterYaml = (nodeId: string, servers: string[]): string => {
-    const dir = tempDir('switchyard-clp-config-');
-    dirs.push(dir);
-    const cfg = { Cluster: { enabled: true, servers, clusterName: CLUSTER, nodeId, replicas: 3, heartbeatSeconds: HEARTBEAT, leaseSeconds: LEASE } };
-    writeFileSync(join(dir, 'Cluster.yaml'), JSON.stringify(cfg)); // JSON is YAML
-    return dir;
-  };
+  const clusterYaml = (nodeId: string, servers: string[]): string =>
+    clusterConfigDir('switchyard-clp-config-', dirs, { servers, clusterName: CLUSTER, nodeId, replicas: 3, heartbeatSeconds: HEARTBEAT, leaseSeconds: LEASE });
   const gammaGet = (path: string): Promise<Response> => fetch(`http://${gammaHost}:${gammaRest}${path}`, { headers: { authorization: `Basic ${Buffer.from(`admin:${adminPasswordOf(gammaData)}`).toString('base64')}` } });
   const gammaState = async (): Promise<{ state: string; epoch: number }> => (await (await gammaGet('/api/v1/server/cluster')).json()) as { state: string; epoch: number };
-  const mqttPortOf = async (get: (p: string) => Promise<Response>): Promise<number> => {
-    let port = 0;
-    await waitUntil(async () => {
-      const list = (await (await get('/api/v1/server/interfaces')).json()) as Array<{ name: string; port: number; state: string }>;
-      const e = list.find((i) => i.name === 'MQTT Interface');
-      port = e?.state === 'Started' ? e.port : 0;
-      return port > 0;
-    }, 30000, 'the MQTT endpoint started');
-    return port;
-  };
   const mqttTo = async (url: string, dataDir: string, opts: mqtt.IClientOptions): Promise<MqttClient> => {
     const cl = await mqtt.connectAsync(url, { protocolVersion: 5, username: 'admin', password: adminPasswordOf(dataDir), reconnectPeriod: 0, connectTimeout: 10000, ...opts });
     clients.push(cl);
@@ -164,8 +149,8 @@ describe('cluster partition - a broker cut off from NATS inside a network namesp
     gammaRest = Number(/SWITCHYARD_(?:LISTENING|READY) rest=(\d+)/.exec(gammaProc.out)?.[1] ?? 0);
     assert.ok(gammaRest > 0, `gamma started in the namespace:\n${gammaProc.out.slice(-3000)}`);
     gammaMqtt = await mqttPortOf(gammaGet);
-    alphaMqtt = await mqttPortOf((p) => fetch(`http://127.0.0.1:${alpha!.port}${p}`, { headers: alpha!.auth() }));
-    betaMqtt = await mqttPortOf((p) => fetch(`http://127.0.0.1:${beta!.port}${p}`, { headers: beta!.auth() }));
+    alphaMqtt = await mqttPortOf((p) => restGet(alpha!, p));
+    betaMqtt = await mqttPortOf((p) => restGet(beta!, p));
     // the message plane carries a will published on one of them to the other
     for (const x of [alpha, beta]) {
       let status: unknown;

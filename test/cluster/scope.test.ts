@@ -4,11 +4,10 @@
  * across the cluster", "Cluster totals"). Heartbeat 1 s, lease 4 s, $SYS every second.
  */
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import mqtt, { type MqttClient } from 'mqtt';
 import { adminPasswordOf, removeDir, spawnBroker, tempDir, waitUntil, type BrokerProcess } from '../helpers.js';
+import { clusterConfigDir } from './helpers.js';
 import { startNatsCluster, type NatsCluster } from './nats-cluster.js';
 
 interface Broker {
@@ -38,11 +37,9 @@ describe('cluster scope - REST lists and totals across three brokers', { timeout
 
   const start = async (nodeId: string): Promise<Broker> => {
     const dataDir = tempDir('switchyard-scope-data-');
-    const configDir = tempDir('switchyard-scope-config-');
-    dirs.push(dataDir, configDir);
-    const cluster = { enabled: true, servers: nats.urls, clusterName: 'scope', nodeId, replicas: 3, heartbeatSeconds: 1, leaseSeconds: 4 };
-    writeFileSync(join(configDir, 'Cluster.yaml'), JSON.stringify({ Cluster: cluster })); // JSON is YAML
-    writeFileSync(join(configDir, 'MessageDaemon.yaml'), JSON.stringify({ MessageDaemon: { systemTopicInterval: 1000 } }));
+    dirs.push(dataDir);
+    const cluster = { servers: nats.urls, clusterName: 'scope', nodeId, replicas: 3, heartbeatSeconds: 1, leaseSeconds: 4 };
+    const configDir = clusterConfigDir('switchyard-scope-config-', dirs, cluster, { MessageDaemon: { systemTopicInterval: 1000 } });
     const p = await spawnBroker({ SWITCHYARD_DATA_DIR: dataDir, SWITCHYARD_CONFIG_DIR: configDir });
     await waitUntil(() => /endpoint MQTT Interface listening on tcp:\/\/127\.0\.0\.1:(\d+)/.test(p.stdout()), 30000, `${nodeId}'s MQTT endpoint`);
     const mqttPort = Number(/endpoint MQTT Interface listening on tcp:\/\/127\.0\.0\.1:(\d+)/.exec(p.stdout())![1]);

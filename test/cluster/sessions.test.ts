@@ -4,14 +4,13 @@
  * exactly which packets are acknowledged.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { connect as natsConnect } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { removeDir, spawnBroker, tempDir, waitUntil, type BrokerProcess } from '../helpers.js';
 import { RawClient, rest } from '../mqtt/helpers.js';
+import { clusterConfigDir } from './helpers.js';
 import { startNatsCluster, type NatsCluster } from './nats-cluster.js';
 
 interface Broker {
@@ -40,11 +39,9 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
 
   const launch = async (nodeId: string): Promise<Broker> => {
     const dataDir = tempDir('switchyard-cls-data-');
-    const configDir = tempDir('switchyard-cls-config-');
-    dirs.push(dataDir, configDir);
-    mkdirSync(configDir, { recursive: true });
-    const cfg = { Cluster: { enabled: true, servers: nats.urls, clusterName: 'sess', nodeId, replicas: 3, heartbeatSeconds: HEARTBEAT, leaseSeconds: LEASE, sessionTakeoverWaitSeconds: 3, sessionRecordMaxBytes: 1024 } };
-    writeFileSync(join(configDir, 'Cluster.yaml'), JSON.stringify(cfg)); // JSON is YAML
+    dirs.push(dataDir);
+    const cluster = { servers: nats.urls, clusterName: 'sess', nodeId, replicas: 3, heartbeatSeconds: HEARTBEAT, leaseSeconds: LEASE, sessionTakeoverWaitSeconds: 3, sessionRecordMaxBytes: 1024 };
+    const configDir = clusterConfigDir('switchyard-cls-config-', dirs, cluster);
     const br: Broker = { nodeId, dataDir, configDir, mqtt: 0 };
     brokers.push(br);
     br.p = await spawnBroker({ SWITCHYARD_DATA_DIR: dataDir, SWITCHYARD_CONFIG_DIR: configDir, SWITCHYARD_ALLOW_ANONYMOUS: 'true' });

@@ -12,20 +12,13 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import mqtt, { type MqttClient } from 'mqtt';
-import { adminPasswordOf, removeDir, spawnBroker, tempDir, waitUntil, type BrokerProcess } from '../helpers.js';
+import { removeDir, waitUntil } from '../helpers.js';
+import { api, clusterClient, launchClusterBroker, newClusterBroker, type ClusterBroker as Broker } from './helpers.js';
 import { startNatsCluster, type NatsCluster } from './nats-cluster.js';
 
 const CLUSTER = 'wills';
 const HEARTBEAT = 1;
 const LEASE = 4;
-
-interface Broker {
-  nodeId: string;
-  dataDir: string;
-  configDir: string;
-  p?: BrokerProcess;
-  mqttPort: number;
-}
 
 interface Got {
   topic: string;
@@ -47,50 +40,10 @@ describe('cluster wills - published once by a survivor', { timeout: 300000 }, ()
   let b: Broker;
   let c: Broker;
 
-  const makeBroker = (nodeId: string): Broker => {
-    const configDir = tempDir('switchyard-clw-config-');
-    const dataDir = tempDir('switchyard-clw-data-');
-    dirs.push(configDir, dataDir);
-    const cfg = { Cluster: { enabled: true, servers: nats.urls, clusterName: CLUSTER, nodeId, replicas: 3, heartbeatSeconds: HEARTBEAT, leaseSeconds: LEASE } };
-    writeFileSync(join(configDir, 'Cluster.yaml'), JSON.stringify(cfg)); // JSON is YAML
-    const x: Broker = { nodeId, dataDir, configDir, mqttPort: 0 };
-    brokers.push(x);
-    return x;
-  };
-  const api = async (x: Broker, path: string): Promise<unknown> => (await fetch(`http://127.0.0.1:${x.p!.port}${path}`, { headers: x.p!.auth() })).json();
-  const launch = async (x: Broker): Promise<void> => {
-    x.p = await spawnBroker({ SWITCHYARD_DATA_DIR: x.dataDir, SWITCHYARD_CONFIG_DIR: x.configDir });
-    await waitUntil(async () => {
-      const list = (await api(x, '/api/v1/server/interfaces')) as Array<{ name: string; port: number; state: string }>;
-      const e = list.find((i) => i.name === 'MQTT Interface');
-      if (e?.state !== 'Started' || !e.port) return false;
-      x.mqttPort = e.port;
-      return ((await api(x, '/api/v1/server/cluster')) as { state?: string }).state === 'Member';
-    }, 30000, `${x.nodeId}: MQTT endpoint started and a cluster member`);
-    // the message plane (src/cluster/messages.ts) carries a will published on one node to the others' subscribers
-    await waitUntil(async () => ((await api(x, '/api/v1/server/integration/cluster/status')) as { state?: string }).state === 'Established', 60000, `${x.nodeId}: cluster link established`);
-  };
-  const client = async (x: Broker, clientId: string, opts: mqtt.IClientOptions = {}): Promise<MqttClient> => {
-    const connecting = mqtt.connectAsync(`mqtt://127.0.0.1:${x.mqttPort}`, {
-      clientId,
-      protocolVersion: 5,
-      username: 'admin',
-      password: adminPasswordOf(x.dataDir),
-      reconnectPeriod: 0,
-      connectTimeout: 10000,
-      ...opts,
-    });
-    // mqtt.js's connectAsync never settles when no CONNACK comes (reconnectPeriod 0): fail with the broker's log instead
-    let timer: NodeJS.Timeout | undefined;
-    const cl = await Promise.race([
-      connecting,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`${clientId}: no CONNACK from ${x.nodeId} in 15 s; its log ends:\n${x.p!.stdout().split('\n').slice(-15).join('\n')}`)), 15000);
-      }),
-    ]).finally(() => clearTimeout(timer));
-    clients.push(cl);
-    return cl;
-  };
+  const makeBroker = (nodeId: string): Broker =>
+    newClusterBroker('switchyard-clw-', dirs, brokers, { servers: nats.urls, clusterName: CLUSTER, nodeId, replicas: 3, heartbeatSeconds: HEARTBEAT, leaseSeconds: LEASE });
+  const launch = launchClusterBroker;
+  const client = (x: Broker, clientId: string, opts: mqtt.IClientOptions = {}): Promise<MqttClient> => clusterClient(x, clients, clientId, opts);
   const collect = (cl: MqttClient): Got[] => {
     const got: Got[] = [];
     cl.on('message', (topic, payload) => got.push({ topic, payload: payload.toString(), at: Date.now() }));
