@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { removeDir, spawnBroker, tempDir, waitUntil, type BrokerProcess } from '../helpers.js';
-import { clusterConfigDir } from './helpers.js';
+import { clusterConfigDir, type ClusterBroker } from './helpers.js';
 import { startNatsCluster, type NatsCluster } from './nats-cluster.js';
 
 interface NodeView {
@@ -31,12 +31,8 @@ interface ClusterView {
 const HEARTBEAT = 1;
 const LEASE = 4;
 
-interface Broker {
-  nodeId: string;
-  dataDir: string;
-  configDir: string;
-  p?: BrokerProcess;
-}
+/** A broker of this file: its directories and process (its MQTT port is not used here). */
+type Broker = Omit<ClusterBroker, 'mqttPort'>;
 
 describe('cluster - membership over a 3-node NATS cluster', { timeout: 240000 }, () => {
   let nats: NatsCluster;
