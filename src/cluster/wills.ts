@@ -248,7 +248,9 @@ export class ClusterWills implements ClusterWillRegistry {
   }
 
   discarded(clientId: string): void {
-    if (this.stopped || !this.held.has(clientId)) return;
+    // no record, and none being written: nothing to remove. A record still being written (a DISCONNECT right after
+    // CONNACK, or a slow JetStream) is removed once it has landed: the chain runs this after the put
+    if (this.stopped || (!this.held.has(clientId) && !this.chains.has(clientId))) return;
     this.deferred.delete(clientId);
     this.enqueue(clientId, async () => {
       const rev = this.held.get(clientId);
@@ -261,8 +263,18 @@ export class ClusterWills implements ClusterWillRegistry {
   }
 
   publishing(clientId: string, publish: () => void): boolean {
-    if (this.stopped || !this.held.has(clientId)) return false; // no record in the cluster: published here as always
-    this.enqueue(clientId, () => this.releaseAndPublish(clientId, publish));
+    if (this.stopped) return false;
+    if (this.held.has(clientId)) {
+      this.enqueue(clientId, () => this.releaseAndPublish(clientId, publish));
+      return true;
+    }
+    if (!this.chains.has(clientId)) return false; // no record in the cluster: published here as always
+    // the record is still being written: decide once the write has landed (published here when it made no record),
+    // so a record written after the will went out here cannot make a survivor publish it a second time
+    this.enqueue(clientId, async () => {
+      if (this.held.has(clientId)) return this.releaseAndPublish(clientId, publish);
+      publish();
+    });
     return true;
   }
 
