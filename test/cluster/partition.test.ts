@@ -66,7 +66,7 @@ const canConnect = (host: string, port: number): Promise<boolean> =>
 
 const ip = (...args: string[]) => execFileSync('ip', args, { stdio: ['ignore', 'pipe', 'pipe'] });
 
-describe('cluster partition - a broker cut off from NATS inside a network namespace', { timeout: 240000 }, () => {
+describe('cluster partition - a broker cut off from NATS inside a network namespace', { timeout: 320000 }, () => {
   let nats: NatsCluster;
   const dirs: string[] = [];
   const clients: MqttClient[] = [];
@@ -93,10 +93,24 @@ describe('cluster partition - a broker cut off from NATS inside a network namesp
 
   const clusterYaml = (nodeId: string, servers: string[]): string =>
     clusterConfigDir('switchyard-clp-config-', dirs, { servers, clusterName: CLUSTER, nodeId, replicas: 3, heartbeatSeconds: HEARTBEAT, leaseSeconds: LEASE });
-  const gammaGet = (path: string): Promise<Response> => fetch(`http://${gammaHost}:${gammaRest}${path}`, { headers: { authorization: `Basic ${Buffer.from(`admin:${adminPasswordOf(gammaData)}`).toString('base64')}` } });
+  // every request and every MQTT step is bounded: a step that gets no answer fails naming itself, with gamma's log
+  const gammaGet = (path: string): Promise<Response> =>
+    fetch(`http://${gammaHost}:${gammaRest}${path}`, { headers: { authorization: `Basic ${Buffer.from(`admin:${adminPasswordOf(gammaData)}`).toString('base64')}` }, signal: AbortSignal.timeout(10000) });
+  const within = async <T>(ms: number, what: string, p: Promise<T>): Promise<T> => {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms: ${what}\ngamma's log:\n${gammaProc?.out.split('\n').slice(-30).join('\n')}`)), ms);
+    });
+    try {
+      return await Promise.race([p, late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
   const gammaState = async (): Promise<{ state: string; epoch: number }> => (await (await gammaGet('/api/v1/server/cluster')).json()) as { state: string; epoch: number };
   const mqttTo = async (url: string, dataDir: string, opts: mqtt.IClientOptions): Promise<MqttClient> => {
-    const cl = await mqtt.connectAsync(url, { protocolVersion: 5, username: 'admin', password: adminPasswordOf(dataDir), reconnectPeriod: 0, connectTimeout: 10000, ...opts });
+    // allowRetries false: a connection closed without a CONNACK rejects instead of leaving the promise pending
+    const cl = await mqtt.connectAsync(url, { protocolVersion: 5, username: 'admin', password: adminPasswordOf(dataDir), reconnectPeriod: 0, connectTimeout: 10000, ...opts }, false);
     clients.push(cl);
     return cl;
   };
@@ -182,20 +196,20 @@ describe('cluster partition - a broker cut off from NATS inside a network namesp
     for (const d of dirs) removeDir(d);
   });
 
-  test('cluster partition - the isolated node refuses new clients and cluster changes, keeps its clients and local QoS 0, the others publish its client’s will once, and it rejoins and serves again', async () => {
+  test('cluster partition - the isolated node refuses new clients and cluster changes, keeps its clients and local QoS 0, the others publish its client’s will once, and it rejoins and serves again', { timeout: 200000 }, async () => {
     const gammaUrl = `mqtt://${gammaHost}:${gammaMqtt}`;
     // before the cut: a client with a will and a persistent subscriber on gamma, a watcher of the wills on alpha
     const watcher = await mqttTo(`mqtt://127.0.0.1:${alphaMqtt}`, alphaData, { clientId: 'watcher' });
-    await watcher.subscribeAsync('part/#', { qos: 1 });
+    await within(10000, 'SUBACK on alpha', watcher.subscribeAsync('part/#', { qos: 1 }));
     const wills: string[] = [];
     watcher.on('message', (topic) => wills.push(topic));
     const watcherB = await mqttTo(`mqtt://127.0.0.1:${betaMqtt}`, betaData, { clientId: 'watcher-b' });
-    await watcherB.subscribeAsync('part/#', { qos: 1 });
+    await within(10000, 'SUBACK on beta', watcherB.subscribeAsync('part/#', { qos: 1 }));
     const willsB: string[] = [];
     watcherB.on('message', (topic) => willsB.push(topic));
     const g1 = await mqttTo(gammaUrl, gammaData, { clientId: 'g1', will: { topic: 'part/g1', payload: Buffer.from('g1 gone'), qos: 1, retain: false } });
     const g2 = await mqttTo(gammaUrl, gammaData, { clientId: 'g2', properties: { sessionExpiryInterval: 300 } });
-    await g2.subscribeAsync('local/#', { qos: 0 });
+    await within(10000, 'SUBACK on gamma', g2.subscribeAsync('local/#', { qos: 0 }));
     const local: string[] = [];
     g2.on('message', (topic) => local.push(topic));
     assert.equal((await gammaGet('/readyz')).status, 200);
@@ -223,13 +237,13 @@ describe('cluster partition - a broker cut off from NATS inside a network namesp
     const connack5 = await codeOf(mqttTo(gammaUrl, gammaData, { clientId: 'new-5' }));
     const connack311 = await codeOf(mqttTo(gammaUrl, gammaData, { clientId: 'new-311', protocolVersion: 4 }));
     // a persistent session's SUBSCRIBE: 0x80; a QoS 1 publish: PUBACK 0x80 (not delivered); QoS 0 flows locally
-    const suback = await codeOf(g2.subscribeAsync('local/more', { qos: 1 }));
-    const unsuback = await g2.unsubscribeAsync('local/#').then(
+    const suback = await codeOf(within(10000, 'SUBACK of the persistent session', g2.subscribeAsync('local/more', { qos: 1 })));
+    const unsuback = await within(10000, 'UNSUBACK of the persistent session', g2.unsubscribeAsync('local/#')).then(
       (p) => (p as { granted?: number[]; reasonCode?: number } | undefined)?.granted?.[0] ?? (p as { reasonCode?: number } | undefined)?.reasonCode,
       (err: Error & { packet?: { granted?: number[]; reasonCode?: number } }) => err.packet?.granted?.[0] ?? err.packet?.reasonCode,
     );
-    const puback = await codeOf(g1.publishAsync('local/q1', 'refused', { qos: 1 }));
-    await g1.publishAsync('local/q0', 'flows', { qos: 0 });
+    const puback = await codeOf(within(10000, 'PUBACK of a QoS 1 publish', g1.publishAsync('local/q1', 'refused', { qos: 1 })));
+    await within(10000, 'a QoS 0 publish written', g1.publishAsync('local/q0', 'flows', { qos: 0 }));
     await waitUntil(() => local.includes('local/q0'), 5000, 'QoS 0 between gamma’s own clients');
     console.log(
       `isolated gamma answered: /readyz ${ready.status} ${readyBody}; MQTT 5 CONNECT: CONNACK 0x${connack5?.toString(16)}; 3.1.1 CONNECT: return code ${connack311}; ` +
