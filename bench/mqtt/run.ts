@@ -44,16 +44,20 @@ interface Broker {
   stop(): Promise<void>;
 }
 
-/** `flags` and `env`: Node flags (default NODE_FLAGS) and environment of the broker (bench/young-gen.ts). */
-export async function startSwitchyard(tmp: string, inspect = false, flags = NODE_FLAGS, env: Record<string, string> = {}): Promise<Broker> {
+/**
+ * `flags` and `env`: Node flags (default NODE_FLAGS) and environment of the broker (bench/young-gen.ts). `root`: the
+ * checkout whose src/main.ts and config/ are started (bench/mqtt/compare.ts starts other commits' worktrees with this
+ * checkout's load generator).
+ */
+export async function startSwitchyard(tmp: string, inspect = false, flags = NODE_FLAGS, env: Record<string, string> = {}, root = ROOT): Promise<Broker> {
   const configDir = join(tmp, 'sy-config');
   const dataDir = join(tmp, 'sy-data');
   mkdir(configDir);
-  for (const f of readdirSync(join(ROOT, 'config'))) if (f.endsWith('.yaml') && f !== 'AuthManager.yaml') copyFileSync(join(ROOT, 'config', f), join(configDir, f));
+  for (const f of readdirSync(join(root, 'config'))) if (f.endsWith('.yaml') && f !== 'AuthManager.yaml') copyFileSync(join(root, 'config', f), join(configDir, f));
   writeFileSync(join(configDir, 'AuthManager.yaml'), 'AuthManager:\n  authenticationEnabled: false\n');
   const port = await freePort();
-  const proc = spawn(process.execPath, [...flags, ...(inspect ? ['--inspect=127.0.0.1:0'] : []), '--import', 'tsx', join(ROOT, 'src/main.ts')], {
-    cwd: ROOT,
+  const proc = spawn(process.execPath, [...flags, ...(inspect ? ['--inspect=127.0.0.1:0'] : []), '--import', 'tsx', join(root, 'src/main.ts')], {
+    cwd: root,
     env: { ...process.env, ...env, SWITCHYARD_CONFIG_DIR: configDir, SWITCHYARD_DATA_DIR: dataDir, SWITCHYARD_REST_PORT: '0', SWITCHYARD_REST_HOST: '127.0.0.1', SWITCHYARD_MQTT_PORT: String(port), SWITCHYARD_MQTT_WS_PORT: '0', SWITCHYARD_MQTT_HOST: '127.0.0.1', SWITCHYARD_LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -153,7 +157,7 @@ function pumpQos1(c: LoadClient, topic: string, payload: Buffer, window: number)
   send(window);
 }
 
-async function pairs(port: number, qos: 0 | 1): Promise<number> {
+export async function pairs(port: number, qos: 0 | 1): Promise<number> {
   const subs: LoadClient[] = [];
   const pubs: LoadClient[] = [];
   const payload = Buffer.alloc(64, 'x');
@@ -176,7 +180,7 @@ async function pairs(port: number, qos: 0 | 1): Promise<number> {
   return rate;
 }
 
-async function fanout(port: number, qos: 0 | 1 = 0): Promise<number> {
+export async function fanout(port: number, qos: 0 | 1 = 0): Promise<number> {
   const subs: LoadClient[] = [];
   for (let i = 0; i < 100; i++) {
     const s = await LoadClient.connect(port, `fan${qos}-${i}`);

@@ -1,0 +1,85 @@
+/**
+ * bench/mqtt/compare: Switchyard at several commits side by side, rounds interleaved (A, B, A, B, ...) so that every
+ * version sees the same machine load, with one load generator (this checkout's) for all of them. For bisecting a
+ * regression; not part of `npm run bench`.
+ *
+ *   git worktree add /tmp/b-09cce2a 09cce2a && ln -s /work/main/node_modules /tmp/b-09cce2a/node_modules
+ *   BENCH_COMPARE=/tmp/b-09cce2a,. BENCH_ROUNDS=5 npx tsx bench/mqtt/compare.ts
+ *
+ * BENCH_COMPARE: checkouts (worktrees) whose src/main.ts and config/ are started, comma-separated; `.` is this one.
+ * BENCH_COMPARE_SCENARIOS: qos0, latency (p99 at 5 000 msg/s), latency20k, qos1, fanout, fanout1 (default
+ * qos0,latency). Each round starts a fresh broker per checkout. Prints every round with the 1-minute load average at
+ * its start, then the medians per checkout.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { fanout, latency, pairs, startSwitchyard } from './run.js';
+
+const ROOT = resolve(import.meta.dirname, '..', '..');
+const roots = (process.env.BENCH_COMPARE ?? '.').split(',').map((r) => resolve(ROOT, r.trim()));
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const scenarios = (process.env.BENCH_COMPARE_SCENARIOS ?? 'qos0,latency').split(',').map((s) => s.trim());
+
+type Figures = Record<string, number>;
+
+const run: Record<string, (port: number) => Promise<Figures>> = {
+  qos0: async (port) => ({ qos0: await pairs(port, 0) }),
+  qos1: async (port) => ({ qos1: await pairs(port, 1) }),
+  fanout: async (port) => ({ fanout: await fanout(port, 0) }),
+  fanout1: async (port) => ({ fanout1: await fanout(port, 1) }),
+  latency: async (port) => {
+    const r = await latency(port, 5000);
+    return { p50: r.p50, p99: r.p99 };
+  },
+  latency20k: async (port) => {
+    const r = await latency(port, 20000);
+    return { p50at20k: r.p50, p99at20k: r.p99 };
+  },
+};
+
+function label(root: string): string {
+  try {
+    return `${root === ROOT ? 'this' : root} (${execFileSync('git', ['-C', root, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim()})`;
+  } catch {
+    return root;
+  }
+}
+
+const names = roots.map(label);
+const all: Figures[][] = roots.map(() => []);
+const tmp = mkdtempSync(join(tmpdir(), 'switchyard-compare-'));
+const show = (k: string, v: number): string => (k.startsWith('p') ? v.toFixed(3) : Math.round(v).toLocaleString('en-US'));
+try {
+  for (let round = 0; round < ROUNDS; round++) {
+    for (let i = 0; i < roots.length; i++) {
+      const load = loadavg()[0]!.toFixed(2);
+      const b = await startSwitchyard(join(tmp, String(i)), false, undefined, {}, roots[i]);
+      const fig: Figures = {};
+      try {
+        for (const s of scenarios) {
+          const f = run[s];
+          if (!f) throw new Error(`unknown scenario ${s}`);
+          Object.assign(fig, await f(b.port));
+          await new Promise((r) => setTimeout(r, 300));
+        }
+      } finally {
+        await b.stop();
+      }
+      all[i]!.push(fig);
+      process.stdout.write(`round ${round + 1} ${names[i]} load ${load}: ${Object.entries(fig).map(([k, v]) => `${k} ${show(k, v)}`).join(', ')}\n`);
+    }
+  }
+} finally {
+  rmSync(tmp, { recursive: true, force: true });
+}
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+process.stdout.write(`\nmedians of ${ROUNDS} interleaved rounds (node ${process.version}):\n`);
+for (let i = 0; i < roots.length; i++) {
+  const keys = Object.keys(all[i]![0] ?? {});
+  process.stdout.write(`${names[i]}: ${keys.map((k) => `${k} ${show(k, median(all[i]!.map((f) => f[k]!)))}`).join(', ')}\n`);
+}
