@@ -12,6 +12,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { readlinkSync } from 'node:fs';
 import { connect as tcpConnect } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -107,7 +108,19 @@ describe('cluster partition - a broker cut off from NATS inside a network namesp
       clearTimeout(timer);
     }
   };
-  const gammaState = async (): Promise<{ state: string; epoch: number }> => (await (await gammaGet('/api/v1/server/cluster')).json()) as { state: string; epoch: number };
+  // a request gamma does not answer in time is a state of its own (the waits go on and name it when they give up)
+  let lastState = '';
+  const gammaState = async (): Promise<{ state: string; epoch: number }> => {
+    const s = await gammaGet('/api/v1/server/cluster').then(
+      async (r) => (await r.json()) as { state: string; epoch: number },
+      (err: Error) => ({ state: `no answer (${err.message})`, epoch: -1 }),
+    );
+    lastState = `${s.state} epoch ${s.epoch}`;
+    return s;
+  };
+  const lastSeen = (err: Error): never => {
+    throw new Error(`${err.message}; gamma's last answer: ${lastState}\ngamma's log:\n${gammaProc?.out.split('\n').slice(-30).join('\n')}`);
+  };
   const mqttTo = async (url: string, dataDir: string, opts: mqtt.IClientOptions): Promise<MqttClient> => {
     // allowRetries false: a connection closed without a CONNACK rejects instead of leaving the promise pending
     const cl = await mqtt.connectAsync(url, { protocolVersion: 5, username: 'admin', password: adminPasswordOf(dataDir), reconnectPeriod: 0, connectTimeout: 10000, ...opts }, false);
@@ -120,8 +133,16 @@ describe('cluster partition - a broker cut off from NATS inside a network namesp
     // the namespace: held by a process of its own (stopped by pid in after; the kernel removes the namespace and the
     // veth pairs with it)
     holder = started('unshare', ['-n', 'sleep', '600']);
-    await sleep(300);
     const pid = String(holder.proc.pid);
+    // the holder is in a namespace of its own only once unshare(2) ran: until then `netns <pid>` is the host's
+    const ownNs = readlinkSync('/proc/self/ns/net');
+    await waitUntil(() => {
+      try {
+        return readlinkSync(`/proc/${pid}/ns/net`) !== ownNs;
+      } catch {
+        return false;
+      }
+    }, 10000, 'the namespace holder in a network namespace of its own');
     ip('link', 'add', natsIf, 'type', 'veth', 'peer', 'name', 'nats0', 'netns', pid);
     ip('link', 'add', clientIf, 'type', 'veth', 'peer', 'name', 'client0', 'netns', pid);
     ip('addr', 'add', `${natsNet}.1/24`, 'dev', natsIf);
@@ -175,7 +196,7 @@ describe('cluster partition - a broker cut off from NATS inside a network namesp
         throw new Error(`${err.message}: ${JSON.stringify(status)}\n${x!.stdout().split('\n').slice(-20).join('\n')}`);
       });
     }
-    await waitUntil(async () => (await gammaState()).state === 'Member', 30000, 'gamma a member');
+    await waitUntil(async () => (await gammaState()).state === 'Member', 30000, 'gamma a member').catch(lastSeen);
   });
 
   after(async () => {
@@ -217,7 +238,7 @@ describe('cluster partition - a broker cut off from NATS inside a network namesp
     // the cut: the NATS link's host end goes down (the client link stays)
     ip('link', 'set', natsIf, 'down');
     const cutAt = Date.now();
-    await waitUntil(async () => (await gammaState()).state === 'Isolated', 20000, 'gamma isolated');
+    await waitUntil(async () => (await gammaState()).state === 'Isolated', 20000, 'gamma isolated').catch(lastSeen);
     const ready = await gammaGet('/readyz');
     const readyBody = JSON.stringify(await ready.json());
     assert.equal(ready.status, 503);
@@ -269,7 +290,7 @@ describe('cluster partition - a broker cut off from NATS inside a network namesp
     await waitUntil(async () => {
       const s = await gammaState();
       return s.state === 'Member' && s.epoch === 2;
-    }, 30000, 'gamma a member again with epoch 2');
+    }, 30000, 'gamma a member again with epoch 2').catch(lastSeen);
     assert.match(gammaProc!.out, /was declared gone by (alpha|beta) while it was isolated; rejoined with epoch 2/);
     assert.equal((await gammaGet('/readyz')).status, 200);
     const again = await mqttTo(gammaUrl, gammaData, { clientId: 'after' });
