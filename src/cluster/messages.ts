@@ -6,21 +6,26 @@
  * `Cluster` section (no NetworkConnectionManager entry):
  *
  * - **push**: the whole local topic tree (`#`, which never matches `$SYS/...`; the outbox also refuses `$` topics and
- *   what came from a link) goes to `sy.<clusterName>.m.<topic as subject>`: QoS 0 as a core NATS publish, QoS 1 and 2
- *   as a JetStream publish confirmed by its PubAck, de-duplicated by `Nats-Msg-Id` (the outbox id). The link's outbox
- *   is the engine's durable subscription `link:cluster#0`, so what a publisher was acknowledged for survives a crash.
+ *   what came from a link) goes to `sy.<clusterName>.m.<topic as subject>` as a JetStream publish confirmed by its
+ *   PubAck, de-duplicated by `Nats-Msg-Id` (the outbox id), for QoS 1 and 2; QoS 0 goes as a core NATS publish to
+ *   `sy.<clusterName>.q0.<topic as subject>`, which the stream does not capture (the transport's `qos0Subjects`). The
+ *   link's outbox is the engine's durable subscription `link:cluster#0`, so what a publisher was acknowledged for
+ *   survives a crash.
  * - **pull**: one durable pull consumer per node (`<serverName>-cluster-1`) on the stream `SY_<clusterName>_MSG`
  *   (subjects `sy.<clusterName>.m.>`, `Cluster.replicas` replicas, bounded by `Cluster.messages.maxAgeSeconds` and
  *   `maxBytes`): a node that was down resumes where it stopped. Each message is published into the local engine
  *   through the one ingress path with the origin `link:cluster`, so the local subscriptions decide QoS downgrade,
- *   retain handling, subscription identifiers, no local, expiry and their ACLs, as for a local publish.
+ *   retain handling, subscription identifiers, no local, expiry and their ACLs, as for a local publish. QoS 0 comes
+ *   from a core subscription to `sy.<clusterName>.q0.>` into the same handler: at most once, never stored in
+ *   JetStream (every stored message costs a replicated write and one acknowledged delivery per node: QoS 0 through
+ *   the stream ran at about 500 msg/s in bench/cluster), dropped and counted (`qos0Dropped`) by a node that is behind.
  * - **loops**: a message carries its origin server (`Sy-Origin`); a node drops (and acknowledges) its own messages when
- *   they come back from the stream, and never pushes out what it received (its metaData has `sy.hops`). So each
+ *   they come back from the stream or its QoS 0 subscription, and never pushes out what it received (its metaData has `sy.hops`). So each
  *   message is routed once on every node: locally on the node it was published on, from the stream on the others.
  * - **retained**: a retained message is also kept in `SY_RETAINED` (last value per subject); a node that starts reads
  *   the set under `sy.<clusterName>.m.>` first. An empty retained payload clears it on every node.
- * - **shared groups**: `$share/<g>/<filter>` is fed by one JetStream consumer per group for the whole cluster
- *   (src/links/nats-shares.ts): each message goes to one node's members only.
+ * - **shared groups**: `$share/<g>/<filter>` is fed by one JetStream consumer per group for the whole cluster, and
+ *   its QoS 0 messages by one NATS queue group (src/links/nats-shares.ts): each message goes to one node's members only.
  *
  * Why a visible integration (`integration:cluster` in the actor tree, GET /api/v1/server/integrations, /metrics):
  * shared groups must be fed by the same link manager as any other NATS link (one engine hook for external groups), and
@@ -46,6 +51,11 @@ export function messageSubjectPrefix(clusterName: string): string {
   return `sy.${clusterName}.m`;
 }
 
+/** `sy.<clusterName>.q0`: where QoS 0 messages cross instead (core NATS, outside the stream): `a/b` is `sy.<c>.q0.a.b`. */
+export function qos0SubjectPrefix(clusterName: string): string {
+  return `sy.${clusterName}.q0`;
+}
+
 /**
  * The link of the message plane. QoS 2 both ways: the link never lowers a message's QoS (each message keeps its own,
  * carried in `Sy-Qos`); subscribers downgrade where they are.
@@ -65,6 +75,7 @@ export function clusterLinkConfig(cfg: ClusterConfig): LinkConfig {
         maxAgeSeconds: cfg.messages.maxAgeSeconds,
         maxBytes: cfg.messages.maxBytes,
         replicas: cfg.replicas,
+        qos0Subjects: { from: messageSubjectPrefix(cfg.clusterName), to: qos0SubjectPrefix(cfg.clusterName) },
       },
     ],
     ...(cfg.user !== undefined ? { authConfig: { username: cfg.user, ...(cfg.password !== undefined ? { password: cfg.password } : {}) } } : {}),

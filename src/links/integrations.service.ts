@@ -233,6 +233,7 @@ export class IntegrationsService implements Service {
       loopsDropped: c.loopsDropped,
       refused: c.refused,
       rejected: c.rejected,
+      qos0Dropped: c.qos0Dropped,
       lastError: entry.lastError ?? '',
     };
   }

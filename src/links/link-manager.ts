@@ -33,6 +33,12 @@ import { isDescribed, type LinkMessage, type LinkTransport, type TransportContex
 
 export const META_ORIGIN = 'sy.origin';
 export const META_HOPS = 'sy.hops';
+/**
+ * The id a received message had in its sender's outbox (`<server>:<link>:<channel>:<message id there>`, the same on
+ * every node that receives it): the cluster's session plane tells two nodes' copies of one message apart by it when a
+ * session moves between them (src/cluster/sessions.ts).
+ */
+export const META_LINK_ID = 'sy.lid';
 
 /** The part of a namespace before its first wildcard level: `a/b/#` → `a/b/`, `a/+/c` → `a/`, `#` → '', `a/b` → `a/b`. */
 export function namespacePrefix(ns: string): string {
@@ -109,6 +115,8 @@ export interface LinkCounters {
   refused: number;
   /** Received messages the ingress refused ($SYS topic, payload schema): acknowledged and dropped. */
   rejected: number;
+  /** QoS 0 messages the transport dropped because this broker was behind reading them (NATS `qos0Subjects`). */
+  qos0Dropped: number;
   connects: number;
   connectedSince: number;
 }
@@ -159,7 +167,7 @@ export interface LinkEntry {
 }
 
 function newCounters(): LinkCounters {
-  return { bytesSent: 0, bytesReceived: 0, messagesSent: 0, messagesReceived: 0, errors: 0, lastReadTime: 0, lastWriteTime: 0, loopsDropped: 0, refused: 0, rejected: 0, connects: 0, connectedSince: 0 };
+  return { bytesSent: 0, bytesReceived: 0, messagesSent: 0, messagesReceived: 0, errors: 0, lastReadTime: 0, lastWriteTime: 0, loopsDropped: 0, refused: 0, rejected: 0, qos0Dropped: 0, connects: 0, connectedSince: 0 };
 }
 
 /**
@@ -188,6 +196,10 @@ export class LinkManager {
     mapTopic,
     metaOf: (m) => ({ [META_ORIGIN]: m.originServer || 'link', [META_HOPS]: String(Math.max(1, m.hops)) }),
     log: { warn: (obj, msg) => this.rt.log.warn(obj, msg) },
+    dropped: (name) => {
+      const entry = this.entries.get(name);
+      if (entry) this.qos0Dropped(entry);
+    },
   });
   private engine?: Engine;
   /** The ids each durable consumer handed over (received-ids.ts), by consumer name: kept across reconnects. */
@@ -424,7 +436,10 @@ export class LinkManager {
       payload: m.payload,
       qos: Math.min(m.qos, lc.qualityOfService) as 0 | 1 | 2,
       retain: m.retain,
-      metaData: { [META_ORIGIN]: m.originServer || `link:${entry.name}`, [META_HOPS]: String(Math.max(1, m.hops)) },
+      metaData:
+        m.id === undefined
+          ? { [META_ORIGIN]: m.originServer || `link:${entry.name}`, [META_HOPS]: String(Math.max(1, m.hops)) }
+          : { [META_ORIGIN]: m.originServer || `link:${entry.name}`, [META_HOPS]: String(Math.max(1, m.hops)), [META_LINK_ID]: m.id },
     };
     // optional fields set one by one (no spread: this runs per message)
     if (m.contentType !== undefined) init.contentType = m.contentType;
@@ -630,6 +645,7 @@ export class LinkManager {
           durableName,
           ...(lc.shareGroup ? { shareGroup: lc.shareGroup } : {}),
           ...(seen ? { seen } : {}),
+          dropped: () => this.qos0Dropped(entry),
         },
         (m) => {
           if (this.retired.has(transport)) return Promise.reject(new Error('link closed'));
@@ -644,6 +660,14 @@ export class LinkManager {
     step.what = 'joining the shared groups';
     this.shares.attach(entry, transport);
     if (entry.lostReason !== undefined) throw new Error(entry.lostReason);
+  }
+
+  /** A QoS 0 message the transport dropped while this broker was behind: counted; a WARN at 1, 2, 4, 8, ... of them. */
+  private qos0Dropped(entry: LinkEntry): void {
+    const n = ++entry.counters.qos0Dropped;
+    if ((n & (n - 1)) === 0 && !this.stopped) {
+      this.rt.log.warn({ link: entry.name, qos0Dropped: n }, 'integration link: QoS 0 messages dropped while this broker was behind reading them');
+    }
   }
 
   /** While the actor is established: push messages flow; a lost transport is reported with `onLost`. */

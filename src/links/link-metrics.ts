@@ -45,5 +45,6 @@ export function registerLinkMetrics(register: Registry, rt: Runtime): void {
   series('counter', 'loops_dropped_total', 'Received messages that originated on this broker (dropped)', (e) => e.counters.loopsDropped);
   series('counter', 'refused_total', 'Pushed messages the remote side refused for good (dropped)', (e) => e.counters.refused);
   series('counter', 'rejected_total', 'Received messages this broker refused: $SYS topic, payload schema (dropped)', (e) => e.counters.rejected);
+  series('counter', 'qos0_dropped_total', 'QoS 0 messages dropped unread while this broker was behind (NATS links with qos0Subjects: the cluster)', (e) => e.counters.qos0Dropped);
   series('counter', 'connects_total', 'Successful connections of the link', (e) => e.counters.connects);
 }

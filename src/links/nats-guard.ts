@@ -180,6 +180,14 @@ export class GuardedNodeTransport extends NodeTransport {
   private paused = false;
   private violated = false;
 
+  /**
+   * Bytes received from the server and not yet handed to the parser: how far reading is behind the server. A receiver
+   * that may drop (QoS 0) uses it to drop while behind, so the socket is not paused for messages it may lose anyway.
+   */
+  get unread(): number {
+    return this.queued;
+  }
+
   override async connect(hp: { hostname: string; port: number; tlsName: string }, options: Parameters<NodeTransport['connect']>[1]): Promise<void> {
     const given = (options as Record<string, unknown>)[LIMITS_KEY] as NatsInboundLimits | undefined;
     if (given) this.limits = given;
@@ -339,6 +347,12 @@ export class GuardedNodeTransport extends NodeTransport {
       if (this.yields.length === 0) this.signal = deferred<void>();
     }
   }
+}
+
+/** The `unread` bytes of a connection made by connectGuarded (0 for any other connection). */
+export function unreadBytes(nc: NatsConnection): number {
+  const transport = (nc as unknown as { protocol?: { transport?: unknown } }).protocol?.transport;
+  return transport instanceof GuardedNodeTransport ? transport.unread : 0;
 }
 
 /**

@@ -59,6 +59,8 @@ export interface ShareDeps {
   mapTopic: (topic: string, fromNs: string, toNs: string) => string;
   metaOf: (m: LinkMessage) => Record<string, string>;
   log: { warn(obj: unknown, msg?: string): void };
+  /** A QoS 0 message for a group the link's transport dropped while this broker was behind (ReceiveOptions.dropped). */
+  dropped?(link: string): void;
 }
 
 /** ms before a shared group's receiver that could not start is tried again. */
@@ -173,7 +175,7 @@ export class SharedGroupFederation {
       await cx.written;
     };
     const stop = a.transport
-      .receiveWithHandle({ filter: remoteFilter, qos: pull.qualityOfService as 0 | 1 | 2, durableName: `share-${group}`, shareGroup: group }, handler)
+      .receiveWithHandle({ filter: remoteFilter, qos: pull.qualityOfService as 0 | 1 | 2, durableName: `share-${group}`, shareGroup: group, dropped: () => this.deps.dropped?.(name) }, handler)
       .then(
         (h) => () => h.stop(),
         (err: Error) => {

@@ -42,6 +42,16 @@
  * `maxInflight` (256), `stream` (one stream name for every subject of this link, created with `subjects` or the
  * derived ones), `replicas` (1..5, default 1: JetStream replicas of the streams it creates). `url` may list several
  * servers separated by commas (one connection, to the first that answers).
+ *
+ * `qos0Subjects: { from, to }` (two literal subject prefixes; the cluster's message plane sets it): a QoS 0 message whose
+ * subject is under `from` is published under `to` instead (`from.a.b` -> `to.a.b`), a subject space no stream needs to
+ * capture, and a receive whose filter is under `from` also subscribes (core NATS) to the same filter under `to`, handing
+ * those messages over with their subject under `from` again. So QoS 0 stays out of JetStream: at most once, nothing
+ * stored or acknowledged, a receiver that is not connected misses it. A receiver that is behind drops them instead of
+ * holding the connection's reading (which makes the server cut a slow consumer off, QoS >= 1 consumers included): a
+ * message arriving while more than QOS0_MAX_UNREAD bytes of the connection's input wait unread (nats-guard.ts) or while
+ * QOS0_MAX_IN_HANDLERS of them are in the handler is dropped, counted in `counters().qos0Dropped` and reported through
+ * `ReceiveOptions.dropped`. The retained copy of a QoS 0 message keeps its `from` subject in SY_RETAINED.
  */
 import { createHash } from 'node:crypto';
 import { createInbox, headers as natsHeaders, nanos, type MsgHdrs, type NatsConnection, type Subscription, type Msg } from '@nats-io/transport-node';
@@ -58,7 +68,7 @@ import {
   type JetStreamManager,
   type JsMsg,
 } from '@nats-io/jetstream';
-import { connectGuarded } from './nats-guard.js';
+import { connectGuarded, HIGH_WATER, unreadBytes } from './nats-guard.js';
 import { IdRing, type ReceivedIds } from './received-ids.js';
 import { filterToSubject, SubjectMappingError, subjectToTopic, topicToSubject } from './subject-mapping.js';
 import type { LinkMessage, LinkTransport, ReceiveHandler, ReceiveOptions, TransportEvent } from './transport.js';
@@ -105,6 +115,14 @@ const DEDUP_IDS = 65536;
 const MAX_STREAMS = 100;
 /** How long a JetStream publish waits for its PubAck (ms). */
 const PUBACK_TIMEOUT = 5000;
+/**
+ * A `qos0Subjects` message is dropped while more than this many bytes received from the server wait unread: a quarter
+ * of the guard's HIGH_WATER (where it pauses the socket), so QoS 0 alone never pauses reading; about 2 000 small
+ * messages, a few tens of milliseconds of work behind.
+ */
+export const QOS0_MAX_UNREAD = HIGH_WATER / 4;
+/** A `qos0Subjects` message is dropped while this many of them are in the receive handler (their engine write pending). */
+export const QOS0_MAX_IN_HANDLERS = 1024;
 
 export const H = {
   contentType: 'Content-Type',
@@ -318,7 +336,23 @@ export function natsOptions(link: NatsLinkConfig) {
     subjects: Array.isArray(pc.subjects) ? pc.subjects.filter((s): s is string => typeof s === 'string') : undefined,
     // JetStream replicas of the streams this transport creates (the cluster's message plane asks for Cluster.replicas)
     replicas: num(pc.replicas, 1, 1, 5),
+    qos0Subjects: qos0SubjectsOf(pc.qos0Subjects),
   };
+}
+
+/** A subject prefix of literal tokens (no wildcards, no empty token). */
+const LITERAL_PREFIX = /^[^\s.*>]+(\.[^\s.*>]+)*$/;
+
+/**
+ * `qos0Subjects`: `{ from, to }`, two literal subject prefixes, neither under the other; anything else is ignored
+ * (QoS 0 then goes on the subject of the message, as without the key).
+ */
+export function qos0SubjectsOf(v: unknown): { from: string; to: string } | undefined {
+  if (typeof v !== 'object' || v === null) return undefined;
+  const { from, to } = v as { from?: unknown; to?: unknown };
+  if (typeof from !== 'string' || typeof to !== 'string' || !LITERAL_PREFIX.test(from) || !LITERAL_PREFIX.test(to)) return undefined;
+  if (from === to || from.startsWith(`${to}.`) || to.startsWith(`${from}.`)) return undefined;
+  return { from, to };
 }
 
 /** A readable reason from a nats.js error. */
@@ -347,7 +381,9 @@ export class NatsTransport implements LinkTransport {
   private readonly streams = new Map<string, Promise<string>>();
   private retainedStream?: Promise<string>;
   private readonly opts: ReturnType<typeof natsOptions>;
-  private readonly stats = { refused: 0, duplicatesDropped: 0 };
+  private readonly stats = { refused: 0, duplicatesDropped: 0, qos0Dropped: 0 };
+  /** `qos0Subjects` messages in the receive handler (see QOS0_MAX_IN_HANDLERS). */
+  private qos0InHandlers = 0;
   private readonly clientName: string;
   private warnedNoRetained = false;
   /** Pipelined JetStream publishes awaiting their PubAck (see jsPublish). */
@@ -373,9 +409,13 @@ export class NatsTransport implements LinkTransport {
     this.maxInHandlers = 2 * Math.max(this.opts.maxInflight * 4, 1024);
   }
 
-  /** Calls the link's handler, counted in `inHandlers` (which holds reading from the server when too many). */
-  private handOver(handler: ReceiveHandler, lm: LinkMessage): Promise<void> {
+  /**
+   * Calls the link's handler, counted in `inHandlers` (which holds reading from the server when too many) and, for a
+   * `qos0Subjects` message (`qos0`), in `qos0InHandlers`.
+   */
+  private handOver(handler: ReceiveHandler, lm: LinkMessage, qos0 = false): Promise<void> {
     this.inHandlers++;
+    if (qos0) this.qos0InHandlers++;
     let p: Promise<void>;
     try {
       p = handler(lm);
@@ -384,6 +424,7 @@ export class NatsTransport implements LinkTransport {
     }
     return p.finally(() => {
       this.inHandlers--;
+      if (qos0) this.qos0InHandlers--;
       const w = this.roomWaiter;
       if (w !== undefined && this.inHandlers < this.maxInHandlers) {
         this.roomWaiter = undefined;
@@ -489,7 +530,7 @@ export class NatsTransport implements LinkTransport {
     this.listeners.push(listener);
   }
 
-  counters(): { refused: number; duplicatesDropped: number } {
+  counters(): { refused: number; duplicatesDropped: number; qos0Dropped: number } {
     return { ...this.stats };
   }
 
@@ -586,6 +627,13 @@ export class NatsTransport implements LinkTransport {
     return p;
   }
 
+  /** Where a QoS 0 message on `subject` is published: under `qos0Subjects.to` when under its `from`. */
+  private qos0Subject(subject: string): string {
+    const q = this.opts.qos0Subjects;
+    if (q === undefined || !subject.startsWith(q.from) || subject.charCodeAt(q.from.length) !== 46 /* . */) return subject;
+    return q.to + subject.slice(q.from.length);
+  }
+
   private retained(): Promise<string> {
     if (!this.retainedStream) {
       this.retainedStream = this.ensureStream(RETAINED_STREAM, [`${RETAINED_PREFIX}>`], { max_msgs_per_subject: 1, max_age: 0 });
@@ -613,7 +661,7 @@ export class NatsTransport implements LinkTransport {
     }
     if (msg.retain) await this.storeRetained(subject, msg, buildHeaders(msg));
     if (msg.qos === 0) {
-      nc.publish(subject, msg.payload, { headers: preEncoded(hdrs) });
+      nc.publish(this.qos0Subject(subject), msg.payload, { headers: preEncoded(hdrs) });
       return;
     }
     await this.streamFor(subject);
@@ -756,7 +804,14 @@ export class NatsTransport implements LinkTransport {
         this.ctx.log.warn({ err: reasonOf(err), filter }, 'could not read the retained messages from NATS');
       }
     }
-    const active = opts.qos === 0 ? this.receiveCore(filter, opts, handler) : await this.receiveJetStream(filter, opts, handler);
+    let active = opts.qos === 0 ? this.receiveCore(filter, opts, handler) : await this.receiveJetStream(filter, opts, handler);
+    const q = this.opts.qos0Subjects;
+    if (q !== undefined && subjectSubsetOf(filter, `${q.from}.>`)) {
+      // the QoS 0 messages under this filter travel under `to` (see the header of this file)
+      const main = active;
+      const qos0 = this.receiveQos0(filter, q, opts, handler);
+      active = { stop: async () => void (await Promise.all([main.stop(), qos0.stop()])) };
+    }
     this.receives.push(active);
     return {
       stop: async () => {
@@ -784,6 +839,37 @@ export class NatsTransport implements LinkTransport {
           return;
         }
         this.handOver(handler, lm).catch(() => undefined); // QoS 0: at most once
+      },
+    });
+    return { stop: async () => sub.unsubscribe() };
+  }
+
+  /**
+   * The core subscription to `filter` moved under `q.to` (a queue subscription for a shared group, one queue per group
+   * and filter as its JetStream consumer): each message is handed over with its subject moved back under `q.from`, or
+   * dropped while this receiver is behind (QOS0_MAX_UNREAD, QOS0_MAX_IN_HANDLERS), counted and reported.
+   */
+  private receiveQos0(filter: string, q: { from: string; to: string }, opts: ReceiveOptions, handler: ReceiveHandler): ActiveReceive {
+    const nc = this.conn();
+    const queue = opts.shareGroup ? jsName('SY_share_', `${opts.shareGroup}_${shortHash(filter)}`) : undefined;
+    const toLength = q.to.length;
+    const sub: Subscription = nc.subscribe(q.to + filter.slice(q.from.length), {
+      ...(queue ? { queue } : {}),
+      callback: (err, m: Msg) => {
+        if (err || this.closing) return;
+        if (this.qos0InHandlers >= QOS0_MAX_IN_HANDLERS || unreadBytes(nc) > QOS0_MAX_UNREAD) {
+          this.stats.qos0Dropped++;
+          opts.dropped?.();
+          return;
+        }
+        let lm: LinkMessage;
+        try {
+          lm = decodeMessage(q.from + m.subject.slice(toLength), m.data, headersOf(m), false);
+        } catch (e) {
+          if (e instanceof SubjectMappingError) this.stats.refused++;
+          return;
+        }
+        this.handOver(handler, lm, true).catch(() => undefined); // QoS 0: at most once
       },
     });
     return { stop: async () => sub.unsubscribe() };

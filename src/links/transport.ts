@@ -83,6 +83,11 @@ export interface ReceiveOptions {
    * and restarts; a transport without it keeps its own for the connection.
    */
   seen?: import('./received-ids.js').ReceivedIds;
+  /**
+   * Called for each message the transport dropped without handing it over because this receiver was behind (NATS:
+   * QoS 0 on `qos0Subjects`, at most once); the link counts them (`qos0Dropped`).
+   */
+  dropped?: () => void;
 }
 
 /**

@@ -30,7 +30,9 @@ test('cluster messages - the messages keys: defaults, bounds, and the link they 
   assert.equal(link.name, 'cluster');
   assert.equal(link.url, 'nats://10.0.0.1:4222,nats://10.0.0.2:4222');
   assert.deepEqual(link.authConfig, { username: 'u', password: 'p' });
-  assert.deepEqual(link.protocolConfigs, [{ type: 'nats', stream: 'SY_main_MSG', subjects: ['sy.main.m.>'], maxAgeSeconds: 86400, maxBytes: 1073741824, replicas: 3 }]);
+  assert.deepEqual(link.protocolConfigs, [
+    { type: 'nats', stream: 'SY_main_MSG', subjects: ['sy.main.m.>'], maxAgeSeconds: 86400, maxBytes: 1073741824, replicas: 3, qos0Subjects: { from: 'sy.main.m', to: 'sy.main.q0' } },
+  ]);
   assert.deepEqual(
     link.linkConfigs.map((l) => [l.direction, l.localNamespace, l.remoteNamespace, l.qualityOfService]),
     [
@@ -133,6 +135,37 @@ describe('cluster messages - one broker to clients over three nodes', { timeout:
         else assert.equal(p.subscriptionIdentifier, undefined);
       }
     }
+  });
+
+  test('cluster messages - QoS 0 crosses outside the stream: a QoS 0 publish on A reaches B and is not stored, a QoS 1 one is; a retained QoS 0 message is kept in SY_RETAINED for new subscribers', async () => {
+    const subB = await client(b, 'q0-sub-b');
+    const gotB = collect(subB);
+    await subB.subscribeAsync('q0s/#', { qos: 1 });
+    const pub = await client(a, 'q0-pub');
+    await pub.publishAsync('q0s/zero', 'zero', { qos: 0 });
+    await pub.publishAsync('q0s/one', 'one', { qos: 1 });
+    await waitUntil(() => gotB.length >= 2, 15000, 'both messages on B');
+    assert.deepEqual(gotB.map((m) => [m.topic, m.payload, m.qos]).sort(), [['q0s/one', 'one', 1], ['q0s/zero', 'zero', 0]], 'B got each once, QoS 0 at QoS 0');
+    const stored = async (): Promise<Record<string, number>> => (await jsm.streams.info(STREAM, { subjects_filter: `sy.${CLUSTER}.>` })).state.subjects ?? {};
+    const inStream = Object.entries(await stored()).filter(([subject]) => subject.startsWith(`sy.${CLUSTER}.m.q0s.`) || subject.startsWith(`sy.${CLUSTER}.q0.`));
+    assert.deepEqual(inStream, [[`sy.${CLUSTER}.m.q0s.one`, 1]], 'the stream holds the QoS 1 message only');
+
+    // retained at QoS 0: crosses live, and its last value is in SY_RETAINED under the stream's subject (what a node
+    // that starts reads), while the stream itself does not hold it
+    await pub.publishAsync('q0s/kept', 'kept', { qos: 0, retain: true });
+    await waitUntil(async () => {
+      const probe = await client(c, `q0-probe-${Date.now()}`);
+      const got = collect(probe);
+      await probe.subscribeAsync('q0s/kept', { qos: 1 });
+      await sleep(200);
+      probe.end(true);
+      return got.some((m) => m.payload === 'kept' && m.retain);
+    }, 15000, 'C holds the retained QoS 0 message for a new subscriber');
+    const kept = await jsm.streams.getMessage('SY_RETAINED', { last_by_subj: `$SY.retained.sy.${CLUSTER}.m.q0s.kept` });
+    assert.equal(Buffer.from(kept!.data).toString(), 'kept', 'SY_RETAINED holds the last value');
+    assert.equal((await stored())[`sy.${CLUSTER}.m.q0s.kept`], undefined, 'the stream does not hold the retained QoS 0 message');
+    const status = (await api(b, '/api/v1/server/integration/cluster/status')) as { qos0Dropped?: number };
+    assert.equal(status.qos0Dropped, 0, 'B dropped no QoS 0 message');
   });
 
   test('cluster messages - no local: a client never gets its own publish back from another node, the other nodes get it', async () => {

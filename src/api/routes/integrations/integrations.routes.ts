@@ -37,6 +37,7 @@ const IntegrationStatusDTO = z
     loopsDropped: z.number().int().describe('Switchyard extension: received messages that originated on this broker, dropped'),
     refused: z.number().int().describe('Switchyard extension: pushed messages the remote side refused for good, dropped'),
     rejected: z.number().int().describe('Switchyard extension: received messages this broker refused ($SYS topic, payload schema), acknowledged and dropped'),
+    qos0Dropped: z.number().int().describe('Switchyard extension: QoS 0 messages dropped unread while this broker was behind (NATS links with qos0Subjects: the cluster)'),
     lastError: z.string().describe("Switchyard extension: the link's last error ('' when none)"),
   })
   .meta({ id: 'IntegrationStatusDTO' });
