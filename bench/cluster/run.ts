@@ -67,6 +67,8 @@ interface Under {
   procs: Proc[];
   /** Resolves once the system has delivered what it had taken (the cluster's stream backlog); default: 3 s. */
   settle?(): Promise<void>;
+  /** What the system dropped so far, printed after its tables (the cluster: QoS 0 a node dropped while behind). */
+  drops?(): Promise<string>;
 }
 
 /** Resolves once `read()` has not changed for 1 s (at most `maxMs`). */
@@ -130,7 +132,14 @@ async function clusterSystem(tmp: string, nats: NatsCluster): Promise<Under> {
     }
     return sum;
   };
-  return { sys, procs, settle: () => quiet(published, 120000) };
+  // QoS 0 crosses nodes at most once: a node that is behind drops it (docs/cluster.md), counted per node
+  const drops = async (): Promise<string> => {
+    const per = await Promise.all(
+      brokers.map(async (x, i) => `${ids[i]!.toUpperCase()} ${((await json(x.rest, '/api/v1/server/integration/cluster/status')) as { qos0Dropped?: number } | undefined)?.qos0Dropped ?? 'n/a'}`),
+    );
+    return `QoS 0 messages dropped by the nodes while behind (cluster link qos0Dropped, whole run): ${per.join(', ')}`;
+  };
+  return { sys, procs, settle: () => quiet(published, 120000), drops };
 }
 
 async function singleSystem(tmp: string): Promise<Under> {
@@ -178,6 +187,7 @@ export async function runClusterBench(): Promise<Array<[string, ClusterBenchRow]
   const load = loadavg().map((x) => x.toFixed(2)).join(' ');
   const tmp = mkdtempSync(join(tmpdir(), 'switchyard-clusterbench-'));
   const results: Array<[string, ClusterBenchRow]> = [];
+  const notes: string[] = [];
   const only = process.env.BENCH_CLUSTER_ONLY?.split(',');
   const wants = (label: string) => !only || only.includes(label);
   let nats: NatsCluster | undefined;
@@ -191,7 +201,7 @@ export async function runClusterBench(): Promise<Array<[string, ClusterBenchRow]
     for (const [label, start] of starters) {
       if (!wants(label)) continue;
       process.stdout.write(`bench/cluster: ${label} ...`);
-      const { sys, procs, settle = () => new Promise<void>((r) => setTimeout(r, 3000)) } = await start();
+      const { sys, procs, settle = () => new Promise<void>((r) => setTimeout(r, 3000)), drops } = await start();
       try {
         const row: ClusterBenchRow = { tput: { 0: 0, 1: 0 }, lat: { 0: { p50: NaN, p99: NaN, n: 0 }, 1: { p50: NaN, p99: NaN, n: 0 } }, cpu: { 0: {}, 1: {} } };
         for (const qos of [0, 1] as const) {
@@ -208,6 +218,7 @@ export async function runClusterBench(): Promise<Array<[string, ClusterBenchRow]
           await settle(); // let a backlog drain before the next scenario
         }
         results.push([sys.name, row]);
+        if (drops) notes.push(`${sys.name}: ${await drops()}`);
       } finally {
         await sys.stop();
       }
@@ -218,6 +229,7 @@ export async function runClusterBench(): Promise<Array<[string, ClusterBenchRow]
     rmSync(tmp, { recursive: true, force: true });
   }
   printTables(results, load);
+  for (const n of notes) process.stdout.write(`${n}\n`);
   return results;
 }
 
