@@ -857,7 +857,9 @@ export class NatsTransport implements LinkTransport {
       ...(queue ? { queue } : {}),
       callback: (err, m: Msg) => {
         if (err || this.closing) return;
-        if (this.qos0InHandlers >= QOS0_MAX_IN_HANDLERS || unreadBytes(nc) > QOS0_MAX_UNREAD) {
+        // core NATS echoes this node's own messages back: those are handed over even while behind (the link drops
+        // them at once as its own, counted in loopsDropped), so qos0Dropped counts only what another node published
+        if ((this.qos0InHandlers >= QOS0_MAX_IN_HANDLERS || unreadBytes(nc) > QOS0_MAX_UNREAD) && headersOf(m)?.(H.origin) !== this.ctx.serverId) {
           this.stats.qos0Dropped++;
           opts.dropped?.();
           return;
