@@ -18,7 +18,9 @@
  *   broker as owner (compare-and-set). The old owner watches the bucket, sees it, disconnects its client (MQTT 5
  *   DISCONNECT 0x8E Session taken over), waits for its pending writes, drops its local copy and marks the record
  *   released. This broker waits for that (Cluster.sessionTakeoverWaitSeconds; the old owner's lapse counts as a
- *   release), rebuilds the session from the record and the stream, and lets accept() resume it.
+ *   release), rebuilds the session from the record and the stream, and lets accept() resume it. Between the two, the
+ *   hand-over (`handover` in the record: handOver on the old owner, takeOver on the new) cuts at a sequence of the
+ *   message stream, so what other nodes publish meanwhile reaches the session on one of the two brokers, once.
  * - **Node failure**: the node that declared a node gone (`cluster.node.gone` with `declaredHere`) adopts its
  *   sessions as offline sessions: subscriptions made (hibernated, holding), held messages loaded.
  */
@@ -27,11 +29,12 @@ import { DeliverPolicy, DiscardPolicy, jetstream, jetstreamManager, JetStreamApi
 import { Kvm, KvWatchInclude, type KV, type KvEntry } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
-import type { Engine, EngineStore, Message, MessageInit, StoreOp } from '../engine/index.js';
+import type { Engine, EngineStore, Message, MessageInit, StoreOp, Subscription } from '../engine/index.js';
 import { decodeHeld } from '../engine/engine-store.js';
 import { createMessage } from '../engine/message.js';
 import { subscriptionKey } from '../engine/subscription.js';
 import { topicMatchesFilter } from '../engine/topic-trie.js';
+import { META_LINK_ID, META_ORIGIN } from '../links/link-manager.js';
 import { decodeMessage, headersOf } from '../links/nats-transport.js';
 import type { MqttBroker, ClaimResult } from '../protocol/mqtt/broker.js';
 import { CloseReason, Reason } from '../protocol/mqtt/reason.js';
@@ -62,7 +65,24 @@ export interface SessionDoc {
   inbound: number[];
   /** When the last owner changes made by a CONNECT happened (ms), newest last, at most TAKEOVER_KEPT. */
   takeovers: number[];
+  /** The hand-over of a live takeover (see ClusterSessions.takeOver): absent in records of other changes. */
+  handover?: Handover;
   updated: number;
+}
+
+/**
+ * The hand-over of a session between two live brokers, written in its record (docs/cluster.md "Sessions", "Takeover").
+ * `from` (the old owner) writes `closedSeq` once its client is disconnected: how far its message-plane consumer had
+ * been given messages. The new owner waits until its own consumer has routed that far, makes the session's
+ * subscriptions (holding, "provisional") and writes `cutSeq`, the last sequence of the message stream after that.
+ * The old owner keeps holding for the session until its consumer has routed and stored everything up to `cutSeq`,
+ * and only then lets it go (`released`). So every message of the stream reaches the session on one of the two
+ * brokers; the copies both hold are told apart by their origin (server and id) when the new owner rebuilds it.
+ */
+export interface Handover {
+  from: string;
+  closedSeq?: number;
+  cutSeq?: number;
 }
 
 /** More than this many takeovers of one session within TAKEOVER_WINDOW_MS delay its CONNACK. */
@@ -81,6 +101,35 @@ const wrongSequence = (err: unknown): boolean =>
   err instanceof JetStreamApiError && (err.code === JetStreamApiCodes.StreamWrongLastSequence || err.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown);
 const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
+/** How long the new owner of a live takeover keeps trying to complete the hand-over (the CONNECT waits less). */
+const HANDOVER_MAX_MS = 60_000;
+/** How often both sides of a hand-over look at the record and at their message-plane consumer. */
+const HANDOVER_POLL_MS = 25;
+/** The engine session id of the provisional subscriptions a hand-over makes (never an MQTT session's `mqtt:` id). */
+const HANDOVER_SESSION_PREFIX = 'cluster-handover:';
+
+/**
+ * Which message a held copy is, the same on every node: `<origin server>|<its id there>`. A copy received from the
+ * message plane carries its sender's outbox id (`<server>:cluster:<channel>:<id>`, META_LINK_ID); a copy of a message
+ * published on `server` itself has no origin in its metaData and is its own id there. Undefined for anything else (a
+ * message received over another kind of link).
+ */
+export function copyIdentity(msg: Message, server: string): string | undefined {
+  const lid = msg.metaData[META_LINK_ID];
+  if (lid !== undefined) {
+    const m = /^(.*):[^:]*:\d+:(\d+)$/.exec(lid);
+    return m === null ? lid : `${m[1]}|${m[2]}`;
+  }
+  return msg.metaData[META_ORIGIN] === undefined ? `${server}|${msg.id}` : undefined;
+}
+
+/** The provisional subscriptions of a hand-over: what this broker routes for the session before it holds it. */
+interface Provisional {
+  subs: Subscription[];
+  /** Filter → the copies routed to it here, in order (at most the broker's queue cap each). */
+  held: Map<string, Array<[string, Message]>>;
+  dropped: number;
+}
 
 /** The record key of a client id: `c_<base64url>` (reversible, KV-safe), or `h_<sha-256 hex>` when that is too long for a key. */
 export function sessionKey(clientId: string): string {
@@ -291,6 +340,8 @@ export class ClusterSessions implements Service {
   private readonly owned = new Map<string, Owned>();
   /** Sessions being let go (so a second change of the record does not start a second release). */
   private readonly releasing = new Set<string>();
+  /** Live takeovers this broker is completing, by client id (a CONNECT and its retries wait for the same one). */
+  private readonly taking = new Map<string, Promise<boolean>>();
   private activating: Promise<void> | undefined;
   /** The plane has been active since this broker started (before that, it serves as a single broker). */
   private wasActive = false;
@@ -656,7 +707,9 @@ export class ClusterSessions implements Service {
         // the new owner waits for this broker's last state only while the record is not marked released; once it is
         // (this broker was judged gone), the stream is the new owner's and is left alone
         const now = parseDoc((await kv?.get(sessionKey(clientId)).catch(() => null)) ?? null);
-        await this.dropLocal(s, 'the session was taken over by another broker of the cluster', now !== undefined && !now.released);
+        const lastState = now !== undefined && !now.released;
+        if (lastState) await this.handOver(s, sessionKey(clientId));
+        await this.dropLocal(s, 'the session was taken over by another broker of the cluster', lastState);
       }
       if (kv === undefined) return;
       for (let i = 0; i < 10; i++) {
@@ -675,6 +728,96 @@ export class ClusterSessions implements Service {
       this.log.warn({ clientId, err: messageOf(err) }, 'cluster: marking a session released failed');
     } finally {
       this.releasing.delete(clientId);
+    }
+  }
+
+  /**
+   * The old owner's half of a live takeover (the record names another owner, not yet released): its client is
+   * disconnected (0x8E) at once, and the session goes on holding here, offline, while the record says how far this
+   * broker's message-plane consumer had been given messages (`closedSeq`), until the new owner has made the session's
+   * subscriptions and written `cutSeq`, and this broker's consumer has routed and stored everything up to it (its ack
+   * floor: a message is acknowledged to the stream only once its copies are written, and a cluster session's copies
+   * only once JetStream has them). Bounded: after 2 x sessionTakeoverWaitSeconds the session is let go as it is (WARN).
+   */
+  private async handOver(s: MqttSession, key: string): Promise<void> {
+    const kv = this.kv;
+    if (kv === undefined) return;
+    s.conn?.close(CloseReason.TakenOver, Reason.SessionTakenOver, 'the session was taken over by another broker of the cluster');
+    // the session goes on elsewhere: a will waiting for its delay is not this broker's to publish
+    s.pendingWill = undefined;
+    const end = Date.now() + 2 * this.cfg.sessionTakeoverWaitSeconds * 1000;
+    // every message of the stream this broker may have given its client is at or below the stream's last sequence now
+    // (a message published here is routed to the client at once and reaches the stream a moment later: that moment aside)
+    const closedSeq = (await this.streamLast()) ?? (await this.planePosition('delivered')) ?? 0;
+    let marked = false;
+    let cut: number | undefined;
+    while (!this.stopped && Date.now() < end) {
+      const e = await kv.get(key);
+      const doc = parseDoc(e);
+      if (e === null || doc === undefined || doc.owner === this.nodeId || doc.released) return;
+      const h = doc.handover;
+      if (h?.from === this.nodeId && h.cutSeq !== undefined) {
+        cut = h.cutSeq;
+        break;
+      }
+      if (!marked && (h?.from !== this.nodeId || h.closedSeq === undefined)) {
+        try {
+          await kv.update(key, JSON.stringify({ ...doc, handover: { from: this.nodeId, closedSeq }, updated: Date.now() } satisfies SessionDoc), e.revision);
+          marked = true;
+        } catch (err) {
+          if (!wrongSequence(err)) throw err;
+          continue; // written meanwhile (the new owner, or a third broker taking it): read again
+        }
+      }
+      await sleep(HANDOVER_POLL_MS);
+    }
+    if (cut === undefined) {
+      if (!this.stopped) this.log.warn({ clientId: s.clientId }, 'cluster: the new owner of a session did not say where its subscriptions began; let go as it is (messages routed here meanwhile may be missing there)');
+      return;
+    }
+    if (!(await this.waitPlane(cut, end))) {
+      this.log.warn({ clientId: s.clientId, cutSeq: cut }, "cluster: this broker's message plane did not reach the hand-over point of a session in time; let go as it is (messages up to it may be missing on the new owner)");
+    }
+  }
+
+  /**
+   * This node's message-plane consumer (`SY_<c>_MSG`): how far JetStream has given it messages (`delivered`) or how
+   * far it has acknowledged them without a gap (`acked`: routed and stored). Undefined without a message plane.
+   * (A request to JetStream each time, within the manager's 5 s timeout: a hand-over asks every HANDOVER_POLL_MS.)
+   */
+  private async planePosition(which: 'acked' | 'delivered'): Promise<number | undefined> {
+    const jsm = this.store?.jsm;
+    const rt = this.rt;
+    if (jsm === undefined || rt === undefined || !this.cfg.messages.enabled) return undefined;
+    try {
+      const info = await jsm.consumers.info(messageStream(this.cfg.clusterName), planeConsumer(rt.serverName));
+      return which === 'acked' ? info.ack_floor.stream_seq : info.delivered.stream_seq;
+    } catch {
+      return undefined; // no consumer yet: nothing crossed nodes
+    }
+  }
+
+  /** Waits (until `end`, ms) until this node's message-plane consumer has routed and stored everything up to `seq`. */
+  private async waitPlane(seq: number, end: number): Promise<boolean> {
+    if (seq <= 0) return true;
+    for (;;) {
+      const at = await this.planePosition('acked');
+      if (at === undefined) return true; // no message plane here: nothing to wait for
+      if (at >= seq) return true;
+      if (this.stopped || Date.now() >= end) return false;
+      await sleep(HANDOVER_POLL_MS);
+    }
+  }
+
+  /** The last sequence of the message stream now (0 without a message plane). */
+  private async streamLast(): Promise<number | undefined> {
+    const jsm = this.store?.jsm;
+    if (jsm === undefined || !this.cfg.messages.enabled) return 0;
+    try {
+      return (await jsm.streams.info(messageStream(this.cfg.clusterName))).state.last_seq;
+    } catch (err) {
+      if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound) return 0;
+      return undefined;
     }
   }
 
@@ -749,8 +892,11 @@ export class ClusterSessions implements Service {
           o.rev = e!.revision;
           o.doc = doc;
         }
-        if (!doc.released && doc.previousOwner !== undefined && !(await this.waitRelease(key, doc.previousOwner))) {
-          return { ok: false, reason: `broker ${doc.previousOwner} has not released this session yet` };
+        if (!doc.released && doc.previousOwner !== undefined) {
+          // a takeover still under way (an earlier CONNECT of this client gave up waiting): the same hand-over goes on
+          const resumable = opts.persistent && !opts.cleanStart && broker.sessions.get(clientId) === undefined;
+          const done = resumable ? await this.waitTakeOver(clientId, key, doc.previousOwner) : await this.waitRelease(key, doc.previousOwner);
+          if (!done) return { ok: false, reason: `broker ${doc.previousOwner} has not released this session yet` };
         }
         return this.arrive(clientId, key, opts);
       }
@@ -759,6 +905,7 @@ export class ClusterSessions implements Service {
       const recent = doc.takeovers.filter((t) => now - t < TAKEOVER_WINDOW_MS);
       recent.push(now);
       const ownerLive = this.isLive(doc.owner);
+      const resumes = opts.persistent && !opts.cleanStart;
       const taken: SessionDoc = {
         ...doc,
         owner: this.nodeId,
@@ -768,6 +915,8 @@ export class ClusterSessions implements Service {
         released: !ownerLive,
         connected: false,
         takeovers: recent.slice(-TAKEOVER_KEPT),
+        // a session that starts afresh here needs none of the old owner's messages: it lets go at once
+        handover: resumes ? undefined : { from: doc.owner, cutSeq: 0 },
         updated: now,
       };
       let rev: number;
@@ -780,7 +929,8 @@ export class ClusterSessions implements Service {
       }
       this.owned.set(clientId, { rev, doc: taken, want: undefined, writing: false });
       this.log.info({ clientId, from: doc.owner, epoch: taken.epoch }, 'cluster: session taken over from another broker');
-      if (ownerLive && !(await this.waitRelease(key, doc.owner))) {
+      const released = !ownerLive || (resumes ? await this.waitTakeOver(clientId, key, doc.owner) : await this.waitRelease(key, doc.owner));
+      if (!released) {
         return { ok: false, reason: `broker ${doc.owner} did not release this session in ${this.cfg.sessionTakeoverWaitSeconds} s` };
       }
       const r = await this.arrive(clientId, key, opts);
@@ -822,11 +972,190 @@ export class ClusterSessions implements Service {
     return { ok: true };
   }
 
+  /**
+   * The provisional copies of a takeover appended to the old owner's (`held`, filter → copies read from the stream):
+   * a message the old owner holds as well is left out (the old owner's copy may be in flight with a packet id), the
+   * rest get ids above every id of both lists.
+   */
+  private mergeProvisional(held: Map<string, Array<[string, Message]>>, prov: Provisional, previousOwner: string | undefined): { added: number; twice: number } {
+    const v = this.rt?.service('cluster')?.view();
+    const oldServer = v !== undefined && 'nodes' in v ? (v.nodes.find((n) => n.nodeId === previousOwner)?.serverName ?? '') : '';
+    const here = this.rt?.serverName ?? '';
+    const theirs = new Set<string>();
+    let top = 0;
+    for (const list of held.values()) {
+      for (const [, m] of list) {
+        const id = copyIdentity(m, oldServer);
+        if (id !== undefined) theirs.add(id);
+        if (m.id > top) top = m.id;
+      }
+    }
+    for (const list of prov.held.values()) for (const [, m] of list) if (m.id > top) top = m.id;
+    let added = 0;
+    let twice = 0;
+    for (const [filter, list] of prov.held) {
+      let into = held.get(filter);
+      for (const [destination, m] of list) {
+        const id = copyIdentity(m, here);
+        if (id !== undefined && theirs.has(id)) {
+          twice++;
+          continue;
+        }
+        const copy: Message = { ...m, id: ++top };
+        delete copy.subscriptionIds;
+        if (into === undefined) held.set(filter, (into = []));
+        into.push([destination, copy]);
+        added++;
+      }
+    }
+    prov.held.clear();
+    return { added, twice };
+  }
+
   private isLive(nodeId: string): boolean {
     const v = this.rt?.service('cluster')?.view();
     if (v === undefined || !('nodes' in v)) return false;
     const n = v.nodes.find((x) => x.nodeId === nodeId);
     return n !== undefined && n.state === 'live' && !v.unreachable.includes(nodeId);
+  }
+
+  /**
+   * Waits (Cluster.sessionTakeoverWaitSeconds) for the live takeover of `clientId` from `previous` to complete here: the
+   * session rebuilt on this broker. The takeover itself goes on after a CONNECT stopped waiting (up to
+   * HANDOVER_MAX_MS), so the client's retry finds it done or waits for the same one.
+   */
+  private async waitTakeOver(clientId: string, key: string, previous: string): Promise<boolean> {
+    let p = this.taking.get(clientId);
+    if (p === undefined) {
+      const started = this.takeOver(clientId, key, previous)
+        .catch((err: unknown) => {
+          this.log.warn({ clientId, err: messageOf(err) }, 'cluster: a session takeover failed');
+          return false;
+        })
+        .finally(() => {
+          if (this.taking.get(clientId) === started) this.taking.delete(clientId);
+        });
+      this.taking.set(clientId, started);
+      p = started;
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<boolean>((r) => {
+      timer = setTimeout(() => r(false), this.cfg.sessionTakeoverWaitSeconds * 1000);
+      timer.unref();
+    });
+    try {
+      return await Promise.race([p, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
+   * The new owner's half of a live takeover (the old owner's is handOver): once the old owner says its client is
+   * disconnected (`closedSeq`), this broker waits until its own message-plane consumer has routed that far (so nothing
+   * the old owner could still deliver to its client is also routed here), makes the session's subscriptions
+   * provisionally (they route the session's messages into lists from now on) and writes `cutSeq`, the stream's last
+   * sequence after that: every later message is routed here. Once the old owner has routed up to `cutSeq` and marked
+   * the record released, the session is rebuilt from the stream with the provisional copies after the old owner's
+   * (those both brokers hold are kept once). An old owner whose lease lapses releases it by that alone.
+   * Resolves true when the session is on this broker.
+   */
+  private async takeOver(clientId: string, key: string, previous: string): Promise<boolean> {
+    const kv = this.kv;
+    if (kv === undefined) return false;
+    const end = Date.now() + HANDOVER_MAX_MS;
+    let prov: Provisional | undefined;
+    try {
+      while (!this.stopped) {
+        const e = await kv.get(key);
+        const doc = parseDoc(e);
+        if (e === null || doc === undefined || doc.owner !== this.nodeId) return false;
+        if (this.broker()?.sessions.get(clientId) !== undefined) return true;
+        if (doc.released || !this.isLive(previous)) {
+          if (!doc.released) {
+            // its lease lapsed: the stream is this broker's from now on (marked, so a late release leaves it alone)
+            await kv.update(key, JSON.stringify({ ...doc, released: true, updated: Date.now() }), e.revision).catch(() => undefined);
+          }
+          const s = await this.rebuild(doc, key, prov);
+          if (s === undefined) return false;
+          this.broker()?.scheduleExpiry(s); // offline until its client comes (a CONNECT that gave up waiting retries)
+          return true;
+        }
+        const h = doc.handover;
+        if (h?.from === previous && h.closedSeq !== undefined && h.cutSeq === undefined) {
+          if (prov === undefined) {
+            if (!(await this.waitPlane(h.closedSeq, Math.min(end, Date.now() + this.cfg.sessionTakeoverWaitSeconds * 1000)))) {
+              this.log.warn({ clientId, closedSeq: h.closedSeq }, "cluster: this broker's message plane is behind the old owner's at a takeover (a message may reach the client twice)");
+            }
+            prov = this.provisional(doc);
+          }
+          const cutSeq = await this.streamLast();
+          if (cutSeq !== undefined) {
+            try {
+              await kv.update(key, JSON.stringify({ ...doc, handover: { ...h, cutSeq }, updated: Date.now() } satisfies SessionDoc), e.revision);
+            } catch (err) {
+              if (!wrongSequence(err)) throw err;
+              continue; // written meanwhile: read again
+            }
+          }
+        }
+        if (Date.now() >= end) {
+          this.log.warn({ clientId, from: previous }, `cluster: broker ${previous} did not hand a session over in ${HANDOVER_MAX_MS / 1000} s; the next CONNECT tries again`);
+          return false;
+        }
+        await sleep(HANDOVER_POLL_MS);
+      }
+      return false;
+    } finally {
+      if (prov !== undefined) this.endProvisional(prov);
+    }
+  }
+
+  /**
+   * The session's subscriptions (shared groups aside: their messages wait in their group's consumer) made on this
+   * broker before it holds the session: each routes what matches into a list (at most the broker's queue cap, the
+   * rest counted), for the rebuild to take.
+   */
+  private provisional(doc: SessionDoc): Provisional {
+    const p: Provisional = { subs: [], held: new Map(), dropped: 0 };
+    const engine = this.engine();
+    const broker = this.broker();
+    if (engine === undefined || broker === undefined) return p;
+    const cap = broker.maxQueued;
+    const authorize = broker.host.security().deliveryAuthorizer?.({ username: doc.username });
+    for (const o of doc.subscriptions) {
+      if (o.filter.startsWith('$share/') || p.held.has(o.filter)) continue;
+      const list: Array<[string, Message]> = [];
+      p.held.set(o.filter, list);
+      try {
+        p.subs.push(
+          engine.subscribe({
+            sessionId: `${HANDOVER_SESSION_PREFIX}${doc.clientId}`,
+            filter: o.filter,
+            qos: 0, // each copy is taken as it comes (its own QoS is kept in the list)
+            retainHandling: 2,
+            ...(authorize !== undefined ? { authorize } : {}),
+            sink: {
+              kind: 'push',
+              deliver: (_sub, msg, destination) => {
+                if (list.length < cap) list.push([destination, msg]);
+                else p.dropped++;
+                return true;
+              },
+            },
+          }),
+        );
+      } catch (err) {
+        this.log.warn({ clientId: doc.clientId, filter: o.filter, err: messageOf(err) }, 'cluster: a provisional subscription of a takeover could not be made');
+      }
+    }
+    return p;
+  }
+
+  private endProvisional(p: Provisional): void {
+    const engine = this.engine();
+    for (const sub of p.subs) if (!sub.closed) engine?.unsubscribe(sub, 'takeover completed');
+    p.subs.length = 0;
   }
 
   /** Waits (Cluster.sessionTakeoverWaitSeconds) until the record is marked released or its previous owner is not live. */
@@ -850,9 +1179,11 @@ export class ClusterSessions implements Service {
   /**
    * The session from its record and the stream: subscriptions (hibernated, holding), their held messages, the packet
    * ids in flight (unacknowledged PUBLISHes resent with DUP and their ids, PUBRELs awaiting PUBCOMP, inbound QoS 2
-   * ids). Everything is written to this broker's store (and so mirrored again under the same subjects).
+   * ids). Everything is written to this broker's store (and so mirrored again under the same subjects). `prov`: what a
+   * takeover's provisional subscriptions routed here meanwhile, held after the old owner's copies, less those the old
+   * owner holds as well (copyIdentity), under new ids above all of them (two brokers' ids may meet).
    */
-  private async rebuild(doc: SessionDoc, key: string): Promise<MqttSession | undefined> {
+  private async rebuild(doc: SessionDoc, key: string, prov?: Provisional): Promise<MqttSession | undefined> {
     const broker = this.broker();
     const engine = this.engine();
     const store = this.store;
@@ -900,13 +1231,20 @@ export class ClusterSessions implements Service {
     }
     let messages = 0;
     const ids = new Map<string, Set<number>>();
+    for (const [filter, list] of held) ids.set(filter, new Set(list.map(([, m]) => m.id)));
+    // from here to the provisional subscriptions' end nothing awaits: no message falls between them and the session's
+    const merged = prov === undefined ? { added: 0, twice: 0 } : this.mergeProvisional(held, prov, doc.previousOwner);
     for (const [filter, list] of held) {
       messages += list.length;
-      ids.set(filter, new Set(list.map(([, m]) => m.id)));
       void engine.adoptHeld(subscriptionKey(s.sessionId, filter), list);
     }
     broker.sessions.set(s.clientId, s);
     broker.restoreSubscriptions(engine, s, doc.subscriptions);
+    if (prov !== undefined) {
+      this.endProvisional(prov);
+      if (prov.dropped > 0) this.log.warn({ clientId: s.clientId, dropped: prov.dropped }, 'cluster: a session taken over got more messages during the hand-over than its queue holds; the rest were dropped');
+      this.log.debug({ clientId: s.clientId, ...merged }, 'cluster: messages routed here during the hand-over added to the session');
+    }
     for (const x of state) {
       if (x.pid < 1 || x.pid > 65535) continue;
       if (x.kind === 'i') {

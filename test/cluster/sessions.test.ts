@@ -28,7 +28,7 @@ const SESSION = { sessionExpiryInterval: 600 };
 /** The record key of a client id (src/cluster/sessions.ts sessionKey, for short ids). */
 const recordKey = (clientId: string) => `c_${Buffer.from(clientId, 'utf8').toString('base64url')}`;
 
-describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster', { timeout: 300000 }, () => {
+describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster', { timeout: 420000 }, () => {
   let nats: NatsCluster;
   const brokers: Broker[] = [];
   const dirs: string[] = [];
@@ -237,6 +237,131 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
     const rec = await record('mover');
     assert.equal(rec?.owner, 'beta');
     assert.equal(rec?.epoch, 2);
+  });
+
+  test('cluster sessions - a persistent session moves A -> B -> A -> B -> A while QoS 1 and 2 are published on C: every acknowledged message arrives, QoS 2 once', async () => {
+    const ID = 'roamer';
+    /** A step that fails naming itself (and the brokers' last cluster lines) when it takes longer than `ms`. */
+    const bounded = async <T>(what: string, ms: number, p: Promise<T>): Promise<T> => {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          const logs = brokers.map((x) => `${x.nodeId}:\n${x.p!.stdout().split('\n').filter((l) => l.includes(ID) || / (WARN|ERROR) /.test(l)).slice(-12).join('\n')}`);
+          reject(new Error(`${what}: not done in ${ms} ms\n${logs.join('\n')}`));
+        }, ms);
+      });
+      try {
+        return await Promise.race([p, late]);
+      } finally {
+        clearTimeout(timer);
+      }
+    };
+    // the client's side of the session, kept across its connections (as a client library keeps it)
+    const q1 = new Map<string, number>(); // payload -> times delivered
+    const q2 = new Map<string, number>(); // payload -> times delivered to the application (at the first PUBLISH of a packet id)
+    const awaitingRel = new Set<number>(); // QoS 2 packet ids PUBREC'd, PUBREL not yet received
+    /** Reads every packet of a connection in order and answers as a client does, until it is closed and read out. */
+    const consume = (cl: RawClient): Promise<void> =>
+      (async () => {
+        for (;;) {
+          const p = cl.packets.shift();
+          if (p === undefined) {
+            if (cl.closed) return;
+            await new Promise((r) => setTimeout(r, 5));
+            continue;
+          }
+          if (p.cmd === 'publish') {
+            const payload = p.payload.toString();
+            if (p.qos === 1) {
+              q1.set(payload, (q1.get(payload) ?? 0) + 1);
+              if (!cl.closed) cl.send({ cmd: 'puback', messageId: p.messageId });
+            } else if (p.qos === 2) {
+              if (!awaitingRel.has(p.messageId)) {
+                q2.set(payload, (q2.get(payload) ?? 0) + 1);
+                awaitingRel.add(p.messageId);
+              }
+              if (!cl.closed) cl.send({ cmd: 'pubrec', messageId: p.messageId });
+            }
+          } else if (p.cmd === 'pubrel') {
+            awaitingRel.delete(p.messageId);
+            if (!cl.closed) cl.send({ cmd: 'pubcomp', messageId: p.messageId });
+          }
+        }
+      })();
+    /** CONNECT (resuming the session) until CONNACK 0; 0x88 while the cluster settles who holds it is retried. */
+    const connectTo = async (br: Broker): Promise<{ cl: RawClient; connack: Record<string, any> }> => {
+      for (let i = 0; ; i++) {
+        const cl = await open(br);
+        cl.send({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 5, clean: false, clientId: ID, keepalive: 0, properties: SESSION });
+        const connack = await cl.next('connack', 20000);
+        if (connack.reasonCode === 0 || i >= 60) return { cl, connack };
+        cl.destroy();
+        await new Promise((r) => setTimeout(r, 300));
+      }
+    };
+
+    let { cl, connack } = await bounded(`${ID}: first CONNECT on alpha`, 30000, connectTo(a));
+    assert.equal(connack.reasonCode, 0);
+    cl.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: 'roam/q1', qos: 1 }, { topic: 'roam/q2', qos: 2 }] });
+    assert.deepEqual((await cl.next('suback', 10000)).granted, [1, 2]);
+    let reading = consume(cl);
+
+    // the publisher on gamma: one QoS 1 and one QoS 2 message at a time, each recorded once gamma acknowledged it
+    const pub = await open(c);
+    assert.equal((await pub.connect({ clientId: 'roam-pub', clean: true })).reasonCode, 0);
+    const acked1: string[] = [];
+    const acked2: string[] = [];
+    let publishing = true;
+    const publishLoop = (async () => {
+      let pid = 0;
+      for (let i = 0; publishing; i++) {
+        pid = (pid % 65000) + 1;
+        pub.send({ cmd: 'publish', topic: 'roam/q1', payload: Buffer.from(`a-${i}`), qos: 1, messageId: pid, retain: false, dup: false });
+        const ack = await pub.next('puback', 20000);
+        assert.equal(ack.reasonCode ?? 0, 0, `a-${i} acknowledged by gamma`);
+        acked1.push(`a-${i}`);
+        pid = (pid % 65000) + 1;
+        pub.send({ cmd: 'publish', topic: 'roam/q2', payload: Buffer.from(`b-${i}`), qos: 2, messageId: pid, retain: false, dup: false });
+        const rec = await pub.next('pubrec', 20000);
+        assert.equal(rec.reasonCode ?? 0, 0, `b-${i} received by gamma`);
+        acked2.push(`b-${i}`);
+        pub.send({ cmd: 'pubrel', messageId: pid });
+        await pub.next('pubcomp', 20000);
+        await new Promise((r) => setTimeout(r, 2));
+      }
+    })();
+
+    const route = [b, a, b, a];
+    let at = a;
+    for (const to of route) {
+      await new Promise((r) => setTimeout(r, 1500)); // traffic flows to the session where it is
+      const old = cl;
+      ({ cl, connack } = await bounded(`${ID}: move ${at.nodeId} -> ${to.nodeId}`, 60000, connectTo(to)));
+      assert.equal(connack.reasonCode, 0, `CONNACK on ${to.nodeId}`);
+      assert.equal(connack.sessionPresent, true, `the session resumed on ${to.nodeId}`);
+      await bounded(`${ID}: the connection on ${at.nodeId} closed after the move`, 15000, old.closedPromise);
+      await reading; // what the old connection received is read out
+      reading = consume(cl);
+      at = to;
+    }
+    await new Promise((r) => setTimeout(r, 1500));
+    publishing = false;
+    await bounded('the publisher on gamma stops', 30000, publishLoop);
+    const missing = () => [...acked1.filter((p) => !q1.has(p)), ...acked2.filter((p) => !q2.has(p))];
+    await bounded(`every acknowledged message at ${at.nodeId} (missing ${missing().length})`, 30000, waitUntil(() => missing().length === 0, 30000, 'all received')).catch((err: Error) => {
+      throw new Error(`${err.message}: missing ${missing().slice(0, 40).join(',')}`);
+    });
+    await new Promise((r) => setTimeout(r, 1000)); // a late duplicate would show now
+    const twice1 = [...q1.values()].filter((n) => n > 1).length;
+    const twice2 = [...q2.entries()].filter(([, n]) => n > 1).map(([p]) => p);
+    console.log(
+      `cluster sessions: roaming alpha -> beta -> alpha -> beta -> alpha while gamma's publisher ran: QoS 1 ${acked1.length} acknowledged, missing ${acked1.filter((p) => !q1.has(p)).length}, delivered twice ${twice1}; QoS 2 ${acked2.length} acknowledged, missing ${acked2.filter((p) => !q2.has(p)).length}, delivered twice ${twice2.length}`,
+    );
+    assert.deepEqual(missing(), [], 'every message acknowledged to its publisher reaches the client');
+    assert.deepEqual(twice2, [], 'no QoS 2 message delivered twice');
+    assert.ok(acked1.length > 100, `a steady stream (${acked1.length} QoS 1 messages)`);
+    cl.send({ cmd: 'disconnect', reasonCode: 0 });
+    pub.destroy();
   });
 
   test('cluster sessions - two simultaneous CONNECTs with one client id on two brokers end with one owner', async () => {
