@@ -92,6 +92,11 @@ export const TAKEOVER_WINDOW_MS = 10_000;
 export const TAKEOVER_DELAY_MAX_MS = 5_000;
 const TAKEOVER_DELAY_FIRST_MS = 250;
 const TAKEOVER_KEPT = 16;
+/**
+ * A CONNECT's answer comes this long before its connect timeout runs out: the keep-alive sweep that closes a CONNECT
+ * still waiting runs every 250 ms, and the CONNACK has to be written.
+ */
+const CLAIM_MARGIN_MS = 500;
 /** How long a persistent CONNECT waits for the plane of a broker that is starting (then it is served locally). */
 const START_WAIT_MS = 2000;
 /** The sessions bucket as a whole (its values are capped by Cluster.sessionRecordMaxBytes). */
@@ -847,8 +852,39 @@ export class ClusterSessions implements Service {
   // ------------------------------------------------------------------------------------------------------------
   // CONNECT
 
-  /** Who holds the session of `clientId`: this broker (taking it over or rebuilding it if needed), or refuse. */
-  async claim(clientId: string, opts: { persistent: boolean; cleanStart: boolean }): Promise<ClaimResult> {
+  /**
+   * Who holds the session of `clientId`: this broker (taking it over or rebuilding it if needed), or refuse. Within
+   * `budgetMs` (the CONNECT's connect timeout less what has passed) less CLAIM_MARGIN_MS: every wait on NATS here is
+   * bounded (requests 5 s, the takeover Cluster.sessionTakeoverWaitSeconds), but together they can outlast the connect
+   * timeout, and a CONNECT still waiting then is closed without CONNACK; so when the budget runs out the answer is a
+   * refusal (CONNACK 0x88 Server unavailable: the client retries, and a takeover under way goes on meanwhile), and a
+   * CONNACK delay for a client that keeps displacing itself is shortened to fit.
+   */
+  async claim(clientId: string, opts: { persistent: boolean; cleanStart: boolean; budgetMs?: number }): Promise<ClaimResult> {
+    const answer = this.claimSession(clientId, opts).catch((err: unknown): ClaimResult => {
+      this.log.warn({ clientId, err: messageOf(err) }, 'cluster: the session plane could not answer a CONNECT');
+      return { ok: false, reason: 'the cluster session store is unavailable' };
+    });
+    if (opts.budgetMs === undefined) return answer;
+    const deadline = Date.now() + Math.max(0, opts.budgetMs - CLAIM_MARGIN_MS);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<ClaimResult>((resolve) => {
+      timer = setTimeout(() => {
+        this.log.info({ clientId, budgetMs: opts.budgetMs }, 'cluster: a CONNECT could not be settled within its connect timeout; CONNACK 0x88');
+        resolve({ ok: false, reason: 'the cluster did not settle who holds this session in time; try again' });
+      }, deadline - Date.now());
+      timer.unref();
+    });
+    try {
+      const r = await Promise.race([answer, late]);
+      if (r.ok && r.delayMs !== undefined) return { ok: true, delayMs: Math.min(r.delayMs, Math.max(0, deadline - Date.now())) };
+      return r;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private async claimSession(clientId: string, opts: { persistent: boolean; cleanStart: boolean }): Promise<ClaimResult> {
     if (opts.persistent && !this.wasActive) {
       // the broker is starting: its plane is usually active within a moment, and then the session's record decides
       // (another node may have adopted it meanwhile); the wait stays well inside the CONNECT's connection timeout

@@ -94,7 +94,11 @@ export type ClaimResult = { ok: true; delayMs?: number } | { ok: false; reason: 
  * (`claim`), told when a persistent session's state changes (`saved`) and when a session ends (`ended`).
  */
 export interface SessionCluster {
-  claim(clientId: string, opts: { persistent: boolean; cleanStart: boolean }): Promise<ClaimResult>;
+  /**
+   * `budgetMs`: how long the CONNECT may still wait (its endpoint's connect timeout less what has passed; a connection
+   * still waiting then is closed without CONNACK): the answer, a refusal if need be, comes within it.
+   */
+  claim(clientId: string, opts: { persistent: boolean; cleanStart: boolean; budgetMs?: number }): Promise<ClaimResult>;
   saved(s: MqttSession): void;
   ended(s: MqttSession): void;
 }
@@ -143,6 +147,8 @@ export interface MqttConn extends PushSink {
   readonly id: number;
   readonly broker: MqttBrokerApi;
   readonly endpoint: EndpointView;
+  /** When the socket was accepted (ms): the connect timeout counts from here. */
+  readonly connectedAt: number;
   readonly wire: Wire;
   state: ConnState;
   protocolVersion: number;

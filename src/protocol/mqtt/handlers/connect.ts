@@ -319,7 +319,7 @@ function inCluster(conn: MqttConn, p: ConnectPacket, clientId: string, assigned:
   const cluster = conn.broker.cluster;
   if (cluster === undefined || assigned !== undefined) return go(); // an assigned id is new: no broker holds it
   const persistent = !conn.persistenceDenied && (conn.v5 ? (p.properties?.sessionExpiryInterval ?? 0) > 0 : !p.clean);
-  cluster.claim(clientId, { persistent, cleanStart: p.clean }).then(
+  cluster.claim(clientId, { persistent, cleanStart: p.clean, budgetMs: conn.endpoint.connectTimeout - (Date.now() - conn.connectedAt) }).then(
     (r) => {
       if (conn.state === 'closed') return;
       if (!r.ok) return refuse(conn, ConnackV3.ServerUnavailable, Reason.ServerUnavailable, r.reason);
