@@ -21,7 +21,7 @@
 import { fromCallback, fromPromise } from 'xstate';
 import { integrationMachine, type IntegrationEvent, type LinkTransportLike, type TransportHolderEvent } from '../../actors/integrations/integration.machine.js';
 import { backoffDelay } from '../../actors/shared/backoff.js';
-import { type Engine, type Message, type MessageInit, type Subscription } from '../engine/index.js';
+import { PUBLISHED, type Engine, type Message, type MessageInit, type Subscription } from '../engine/index.js';
 import { IngressResult, ingress, ingressContext, refusalText } from '../engine/ingress.js';
 import { messageSelector } from '../messaging/message-selector.js';
 import { findByName } from '../runtime/registry.js';
@@ -464,8 +464,12 @@ export class LinkManager {
       return;
     }
     const published = cx.written!;
-    // the id's record in the same synchronous step: one store batch with the message (received-ids.ts)
-    if (seen instanceof StoredReceivedIds && m.id !== undefined && result === IngressResult.Accepted) seen.record(m.id);
+    // the id's record in the same synchronous step: one store batch with the message (received-ids.ts). Only when the
+    // engine stored the message (a durable session's copy, a queue message, a retained one): a message that went to
+    // live connections only is not kept here, so a restart has nothing of it to deliver twice (JetStream's redelivery,
+    // if its ack had not left, reaches the clients connected then: at least once); recording it anyway made a LevelDB
+    // batch in every turn of a receiving broker, cut before the turn's socket writes (bench/federation p99)
+    if (seen instanceof StoredReceivedIds && m.id !== undefined && result === IngressResult.Accepted && published !== PUBLISHED) seen.record(m.id);
     await published;
     c.messagesReceived++;
     c.bytesReceived += m.payload.length;

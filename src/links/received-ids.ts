@@ -10,7 +10,8 @@
  * as the publish of its message (`record()`, an engine state record `link-ids!<consumer>!<slot>`, the slots a ring of
  * `capacity`): the message and its id are written in one LevelDB batch, or neither is. So a broker killed at any
  * moment has stored exactly the ids of the messages it stored, and the redeliveries JetStream makes after the restart
- * (their acks never left) are dropped.
+ * (their acks never left) are dropped. The link manager records the ids of stored messages only: a message that went
+ * to connected clients only is remembered in memory (nothing of it is kept to deliver twice after a restart).
  */
 
 export interface ReceivedIds {
