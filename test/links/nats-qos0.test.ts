@@ -100,16 +100,18 @@ describe('links - NATS QoS 0 outside the stream (qos0Subjects)', () => {
     const { t: b, events } = await transport('B', 'slow');
     const order: number[] = [];
     await b.receive({ filter: 'sy/slow/m/#', qos: 1, durableName: 'b-slow' }, (m) => {
-      order.push(Number(m.payload.toString()));
+      order.push(Number.parseInt(m.payload.toString(), 10));
       const end = Date.now() + 2; // 2 ms of work per message, on the event loop: about 500 msg/s
       while (Date.now() < end);
       return Promise.resolve();
     });
+    // 1 KiB messages, 5 MiB at once: far more than QOS0_MAX_UNREAD arrives while the handler works
     const N = 5000;
-    for (let i = 0; i < N; i++) void a.send(msg('sy/slow/m/t', String(i), 0));
+    const pad = ' '.repeat(1024);
+    for (let i = 0; i < N; i++) void a.send(msg('sy/slow/m/t', `${i}${pad}`, 0));
     await waitUntil(() => order.length + b.counters().qos0Dropped === N, 60000, `all ${N} seen (handed ${order.length}, dropped ${b.counters().qos0Dropped})`);
     const dropped = b.counters().qos0Dropped;
-    console.log(`# slow QoS 0 receiver (2 ms per message), ${N} published at once: handed over ${order.length}, dropped ${dropped}`);
+    console.log(`# slow QoS 0 receiver (2 ms per message), ${N} messages of 1 KiB published at once: handed over ${order.length}, dropped ${dropped}`);
     assert.ok(dropped > 0, 'some were dropped while behind');
     assert.ok(order.length > 0, 'some were handed over');
     assert.deepEqual(order, [...order].sort((x, y) => x - y), 'handed over in publish order');
