@@ -8,14 +8,15 @@
  *
  * BENCH_COMPARE: checkouts (worktrees) whose src/main.ts and config/ are started, comma-separated; `.` is this one.
  * BENCH_COMPARE_SCENARIOS: qos0, latency (p99 at 5 000 msg/s), latency20k, qos1, fanout, fanout1 (default
- * qos0,latency). Each round starts a fresh broker per checkout. Prints every round with the 1-minute load average at
+ * qos0,latency); the throughput ones also give the broker's CPU µs per message (`qos0cpu`...). Each round starts a
+ * fresh broker per checkout. Prints every round with the 1-minute load average at
  * its start, then the medians per checkout.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { fanout, latency, pairs, startSwitchyard } from './run.js';
+import { fanout, latency, pairs, startSwitchyard, windowHooks } from './run.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
 const roots = (process.env.BENCH_COMPARE ?? '.').split(',').map((r) => resolve(ROOT, r.trim()));
@@ -24,11 +25,36 @@ const scenarios = (process.env.BENCH_COMPARE_SCENARIOS ?? 'qos0,latency').split(
 
 type Figures = Record<string, number>;
 
-const run: Record<string, (port: number) => Promise<Figures>> = {
-  qos0: async (port) => ({ qos0: await pairs(port, 0) }),
-  qos1: async (port) => ({ qos1: await pairs(port, 1) }),
-  fanout: async (port) => ({ fanout: await fanout(port, 0) }),
-  fanout1: async (port) => ({ fanout1: await fanout(port, 1) }),
+/** The broker's CPU time (user + system, µs) from /proc (clock ticks of 10 ms: windows of seconds keep it exact enough). */
+function cpuMicros(pid: number): number {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = f.slice(f.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10_000;
+}
+
+/**
+ * A throughput scenario with the broker's CPU per message received in its window (µs/msg, suffix `cpu`): less
+ * sensitive than msg/s to what else runs on the machine, since a broker that waits for a core uses no CPU meanwhile.
+ */
+function withCpu(key: string, pid: number, f: () => Promise<number>): Promise<Figures> {
+  let c0 = 0;
+  let m0 = 0;
+  let us = NaN;
+  windowHooks.start = (received) => {
+    c0 = cpuMicros(pid);
+    m0 = received;
+  };
+  windowHooks.end = (received) => {
+    us = (cpuMicros(pid) - c0) / Math.max(1, received - m0);
+  };
+  return f().then((rate) => ({ [key]: rate, [`${key}cpu`]: us }));
+}
+
+const run: Record<string, (port: number, pid: number) => Promise<Figures>> = {
+  qos0: (port, pid) => withCpu('qos0', pid, () => pairs(port, 0)),
+  qos1: (port, pid) => withCpu('qos1', pid, () => pairs(port, 1)),
+  fanout: (port, pid) => withCpu('fanout', pid, () => fanout(port, 0)),
+  fanout1: (port, pid) => withCpu('fanout1', pid, () => fanout(port, 1)),
   latency: async (port) => {
     const r = await latency(port, 5000);
     return { p50: r.p50, p99: r.p99 };
@@ -50,7 +76,7 @@ function label(root: string): string {
 const names = roots.map(label);
 const all: Figures[][] = roots.map(() => []);
 const tmp = mkdtempSync(join(tmpdir(), 'switchyard-compare-'));
-const show = (k: string, v: number): string => (k.startsWith('p') ? v.toFixed(3) : Math.round(v).toLocaleString('en-US'));
+const show = (k: string, v: number): string => (k.startsWith('p') || k.endsWith('cpu') ? v.toFixed(3) : Math.round(v).toLocaleString('en-US'));
 try {
   for (let round = 0; round < ROUNDS; round++) {
     for (let i = 0; i < roots.length; i++) {
@@ -61,7 +87,7 @@ try {
         for (const s of scenarios) {
           const f = run[s];
           if (!f) throw new Error(`unknown scenario ${s}`);
-          Object.assign(fig, await f(b.port));
+          Object.assign(fig, await f(b.port, b.pid));
           await new Promise((r) => setTimeout(r, 300));
         }
       } finally {

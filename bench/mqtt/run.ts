@@ -110,13 +110,21 @@ function mkdir(d: string): void {
   mkdirSync(d, { recursive: true });
 }
 
+/**
+ * Called at the start and the end of every throughput window with the messages received so far (bench/mqtt/compare.ts
+ * reads the broker's CPU time there: CPU per message stays comparable when other work shares the machine).
+ */
+export const windowHooks: { start?: (received: number) => void; end?: (received: number) => void } = {};
+
 /** Windowed count of messages received by `subs` while `drive` runs. */
 async function measure(subs: LoadClient[], ms: number): Promise<number> {
   await new Promise((r) => setTimeout(r, WARMUP));
   const c0 = subs.reduce((a, s) => a + s.received, 0);
+  windowHooks.start?.(c0);
   const t0 = performance.now();
   await new Promise((r) => setTimeout(r, ms));
   const c1 = subs.reduce((a, s) => a + s.received, 0);
+  windowHooks.end?.(c1);
   return (c1 - c0) / ((performance.now() - t0) / 1000);
 }
 
