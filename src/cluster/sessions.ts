@@ -714,6 +714,8 @@ export class ClusterSessions implements Service {
         const now = parseDoc((await kv?.get(sessionKey(clientId)).catch(() => null)) ?? null);
         const lastState = now !== undefined && !now.released;
         if (lastState) await this.handOver(s, sessionKey(clientId));
+        // the client came back here during the hand-over and a CONNECT took the record back: the session stays
+        if (this.owned.has(clientId)) return;
         await this.dropLocal(s, 'the session was taken over by another broker of the cluster', lastState);
       }
       if (kv === undefined) return;
