@@ -208,6 +208,34 @@ describe('mqtt protocol', () => {
     }
   });
 
+  test('in-flight retry: a persistent session resumed with Session Expiry 0 still resends its unacknowledged delivery with DUP and its packet id, then delivers new ones [MQTT-4.4.0-1]', async () => {
+    // the session stops being persistent on the second connection, and such a session keeps no packet ids for
+    // resends of its own deliveries: the ones it had before must still be resent with theirs
+    const first = await raw(5);
+    await first.connect({ clientId: 'inflight-expiry0', clean: false, properties: { sessionExpiryInterval: 300 } });
+    first.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: 'inflight/expiry0', qos: 1 }] });
+    await first.next('suback');
+    const pub = await client();
+    await pub.publishAsync('inflight/expiry0', 'before', { qos: 1 });
+    const p1 = await first.next('publish');
+    first.destroy();
+    await first.closedPromise;
+    const again = await raw(5);
+    const ack = await again.connect({ clientId: 'inflight-expiry0', clean: false, properties: { sessionExpiryInterval: 0 } });
+    assert.equal(ack.sessionPresent, true);
+    const p2 = await again.next('publish');
+    assert.equal(p2.payload.toString(), 'before');
+    assert.equal(p2.dup, true, 'resent with DUP');
+    assert.equal(p2.messageId, p1.messageId, 'with its original packet id');
+    again.send({ cmd: 'puback', messageId: p2.messageId });
+    await pub.publishAsync('inflight/expiry0', 'after', { qos: 1 });
+    const p3 = await again.next('publish');
+    assert.equal(p3.payload.toString(), 'after');
+    assert.equal(p3.dup, false);
+    again.send({ cmd: 'puback', messageId: p3.messageId });
+    await assert.rejects(again.next('publish', 300), /no publish/, 'both acknowledged: nothing sent again');
+  });
+
   test('QoS 2 exchange resumes across a reconnect: PUBREL is resent for a PUBREC-ed delivery [MQTT-4.4.0-1]', async () => {
     const id = 'qos2-resume';
     const first = await raw(5);

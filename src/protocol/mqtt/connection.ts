@@ -578,8 +578,11 @@ export class MqttConnection implements MqttConn {
         s.blocked.add(sub); // Receive Maximum reached [MQTT-3.3.4-7]
         return false;
       }
-      const key = `${sub.id}:${msg.id}`;
-      const again = s.redeliver.get(key);
+      // the packet id is kept for a resend only by a persistent session (MqttSession.redeliver): one that is not ends
+      // with this connection, so most QoS 1 subscribers make no key (a 16-digit id as text) per delivery and PUBACK
+      const keep = s.persistent;
+      const key = keep || s.hasRedeliveries ? `${sub.id}:${msg.id}` : '';
+      const again = key === '' ? undefined : s.redeliver.get(key);
       if (again !== undefined && !s.outbound.has(again)) {
         pid = again;
         dup = true; // resent with DUP and its original packet id [MQTT-4.4.0-1]
@@ -592,7 +595,7 @@ export class MqttConnection implements MqttConn {
         }
       }
       s.outbound.set(pid, { sub, msgId: msg.id, qos: qos as 1 | 2, stage: 1 });
-      s.redeliver.set(key, pid);
+      if (keep) s.redeliver.set(key, pid);
     }
     const v5 = this.v5;
     let bytes: Buffer;
@@ -623,7 +626,7 @@ export class MqttConnection implements MqttConn {
       // too large for this client: discarded as if delivered [MQTT-3.1.2-25]
       if (qos > 0) {
         s.outbound.delete(pid);
-        s.redeliver.delete(`${sub.id}:${msg.id}`);
+        s.forgetRedelivery(sub.id, msg.id);
         queueMicrotask(() => sub.ack(msg.id));
       }
       return true;

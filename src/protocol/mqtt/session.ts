@@ -125,9 +125,24 @@ export class MqttSession {
   get outbound(): Map<number, Outbound> {
     return (this.outboundMap ??= new Map());
   }
-  /** `${sub.id}:${msg.id}` → packet id of a PUBLISH sent and not acknowledged (resent with DUP and the same id). */
+  /**
+   * `${sub.id}:${msg.id}` → packet id of a PUBLISH sent and not acknowledged (resent with DUP and the same id). Kept
+   * for persistent sessions only (MqttConnection.deliver): a PUBLISH is sent again only when its session outlived the
+   * connection it was sent on, and a session that is not persistent ends with its connection.
+   */
   get redeliver(): Map<string, number> {
     return (this.redeliverMap ??= new Map());
+  }
+  /** Whether `redeliver` has entries (without making the map). */
+  get hasRedeliveries(): boolean {
+    return this.redeliverMap !== undefined && this.redeliverMap.size > 0;
+  }
+  /**
+   * A PUBLISH of message `msgId` to subscription `subId` was acknowledged (or dropped): its packet id is no longer
+   * one to resend it with. The key is made only when there are entries (it turns a 16-digit message id into text).
+   */
+  forgetRedelivery(subId: number, msgId: number): void {
+    if (this.redeliverMap !== undefined && this.redeliverMap.size > 0) this.redeliverMap.delete(`${subId}:${msgId}`);
   }
   /**
    * Packet ids of unacknowledged outbound PUBLISHes whose connection went away (or restored from the store): kept

@@ -8,7 +8,7 @@ export function handlePuback(conn: MqttConn, p: { messageId: number }): void {
   if (o === undefined || o.qos !== 1) return; // unknown id: nothing to do (5 §4.3.2)
   s.outbound.delete(p.messageId);
   if (o.sub !== undefined) {
-    s.redeliver.delete(`${o.sub.id}:${o.msgId}`);
+    s.forgetRedelivery(o.sub.id, o.msgId);
     o.sub.ack(o.msgId);
   }
   // the held copy's deletion (sub.ack) and the packet id's record go in one batch; nothing waits for it

@@ -28,7 +28,7 @@ export function handlePubrec(conn: MqttConn, p: { messageId: number; reasonCode?
     return;
   }
   if (o.sub !== undefined) {
-    s.redeliver.delete(`${o.sub.id}:${o.msgId}`);
+    s.forgetRedelivery(o.sub.id, o.msgId);
     o.sub.ack(o.msgId); // deletes the held copy (in the batch being gathered)
   }
   if (conn.v5 && (p.reasonCode ?? 0) >= 0x80) {
