@@ -752,9 +752,13 @@ export class ClusterSessions implements Service {
     s.conn?.close(CloseReason.TakenOver, Reason.SessionTakenOver, 'the session was taken over by another broker of the cluster');
     // the session goes on elsewhere: a will waiting for its delay is not this broker's to publish
     s.pendingWill = undefined;
-    const end = Date.now() + 2 * this.cfg.sessionTakeoverWaitSeconds * 1000;
-    // every message of the stream this broker may have given its client is at or below the stream's last sequence now
-    // (a message published here is routed to the client at once and reaches the stream a moment later: that moment aside)
+    const closedAt = Date.now();
+    const end = closedAt + 2 * this.cfg.sessionTakeoverWaitSeconds * 1000;
+    // what was published here before, and so may have gone to the client, reaches the stream first: then every message
+    // of the stream this broker may have given its client is at or below the stream's last sequence
+    if (!(await this.waitOutbox(closedAt, closedAt + this.cfg.sessionTakeoverWaitSeconds * 1000))) {
+      this.log.warn({ clientId: s.clientId }, 'cluster: what this broker published had not all reached the stream at a takeover (a message may reach the client twice)');
+    }
     const closedSeq = (await this.streamLast()) ?? (await this.planePosition('delivered')) ?? 0;
     let marked = false;
     let cut: number | undefined;
@@ -811,6 +815,29 @@ export class ClusterSessions implements Service {
       const at = await this.planePosition('acked');
       if (at === undefined) return true; // no message plane here: nothing to wait for
       if (at >= seq) return true;
+      if (this.stopped || Date.now() >= end) return false;
+      await sleep(HANDOVER_POLL_MS);
+    }
+  }
+
+  /**
+   * Waits (until `end`, ms) until this node's message-plane outbox (the cluster link's durable subscription) holds no
+   * message created at or before `before` (ms): everything published here by then is in the stream (or refused by it).
+   */
+  private async waitOutbox(before: number, end: number): Promise<boolean> {
+    const sub = this.rt?.service('integrations')?.manager?.find(CLUSTER_LINK)?.push.find((ch) => ch.sub !== undefined)?.sub;
+    if (sub === undefined) return true;
+    for (;;) {
+      let pending = (sub.held.peekMsg()?.creation ?? Infinity) <= before;
+      if (!pending) {
+        for (const f of sub.inFlight.values()) {
+          if (f.msg.creation <= before) {
+            pending = true;
+            break;
+          }
+        }
+      }
+      if (!pending || sub.closed) return true;
       if (this.stopped || Date.now() >= end) return false;
       await sleep(HANDOVER_POLL_MS);
     }
@@ -1126,6 +1153,12 @@ export class ClusterSessions implements Service {
               this.log.warn({ clientId, closedSeq: h.closedSeq }, "cluster: this broker's message plane is behind the old owner's at a takeover (a message may reach the client twice)");
             }
             prov = this.provisional(doc);
+            // what was published here before the provisional subscriptions reaches the stream first, so it is at or
+            // below cutSeq, for the old owner to route (this broker drops its own messages coming back)
+            const madeAt = Date.now();
+            if (!(await this.waitOutbox(madeAt, Math.min(end, madeAt + this.cfg.sessionTakeoverWaitSeconds * 1000)))) {
+              this.log.warn({ clientId }, 'cluster: what this broker published had not all reached the stream at a takeover (a message published here just before may be missing)');
+            }
           }
           const cutSeq = await this.streamLast();
           if (cutSeq !== undefined) {

@@ -239,7 +239,7 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
     assert.equal(rec?.epoch, 2);
   });
 
-  test('cluster sessions - a persistent session moves A -> B -> A -> B -> A while QoS 1 and 2 are published on C: every acknowledged message arrives, QoS 2 once', async () => {
+  test('cluster sessions - a persistent session moves A -> B -> A -> B -> A while QoS 1 and 2 are published on A, B and C: every acknowledged message arrives, QoS 2 once', async () => {
     const ID = 'roamer';
     /** A step that fails naming itself (and the brokers' last cluster lines) when it takes longer than `ms`. */
     const bounded = async <T>(what: string, ms: number, p: Promise<T>): Promise<T> => {
@@ -306,30 +306,32 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
     assert.deepEqual((await cl.next('suback', 10000)).granted, [1, 2]);
     let reading = consume(cl);
 
-    // the publisher on gamma: one QoS 1 and one QoS 2 message at a time, each recorded once gamma acknowledged it
-    const pub = await open(c);
-    assert.equal((await pub.connect({ clientId: 'roam-pub', clean: true })).reasonCode, 0);
+    // a publisher on each broker: one QoS 1 and one QoS 2 message at a time, each recorded once its broker acknowledged it
     const acked1: string[] = [];
     const acked2: string[] = [];
     let publishing = true;
-    const publishLoop = (async () => {
+    const publishOn = async (br: Broker, tag: string): Promise<void> => {
+      const pub = await open(br);
+      assert.equal((await pub.connect({ clientId: `roam-pub-${tag}`, clean: true })).reasonCode, 0);
       let pid = 0;
       for (let i = 0; publishing; i++) {
         pid = (pid % 65000) + 1;
-        pub.send({ cmd: 'publish', topic: 'roam/q1', payload: Buffer.from(`a-${i}`), qos: 1, messageId: pid, retain: false, dup: false });
+        pub.send({ cmd: 'publish', topic: 'roam/q1', payload: Buffer.from(`${tag}1-${i}`), qos: 1, messageId: pid, retain: false, dup: false });
         const ack = await pub.next('puback', 20000);
-        assert.equal(ack.reasonCode ?? 0, 0, `a-${i} acknowledged by gamma`);
-        acked1.push(`a-${i}`);
+        assert.equal(ack.reasonCode ?? 0, 0, `${tag}1-${i} acknowledged by ${br.nodeId}`);
+        acked1.push(`${tag}1-${i}`);
         pid = (pid % 65000) + 1;
-        pub.send({ cmd: 'publish', topic: 'roam/q2', payload: Buffer.from(`b-${i}`), qos: 2, messageId: pid, retain: false, dup: false });
+        pub.send({ cmd: 'publish', topic: 'roam/q2', payload: Buffer.from(`${tag}2-${i}`), qos: 2, messageId: pid, retain: false, dup: false });
         const rec = await pub.next('pubrec', 20000);
-        assert.equal(rec.reasonCode ?? 0, 0, `b-${i} received by gamma`);
-        acked2.push(`b-${i}`);
+        assert.equal(rec.reasonCode ?? 0, 0, `${tag}2-${i} received by ${br.nodeId}`);
+        acked2.push(`${tag}2-${i}`);
         pub.send({ cmd: 'pubrel', messageId: pid });
         await pub.next('pubcomp', 20000);
-        await new Promise((r) => setTimeout(r, 2));
+        await new Promise((r) => setTimeout(r, 5));
       }
-    })();
+      pub.destroy();
+    };
+    const publishLoop = Promise.all([publishOn(a, 'a'), publishOn(b, 'b'), publishOn(c, 'c')]);
 
     const route = [b, a, b, a];
     let at = a;
@@ -346,7 +348,7 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
     }
     await new Promise((r) => setTimeout(r, 1500));
     publishing = false;
-    await bounded('the publisher on gamma stops', 30000, publishLoop);
+    await bounded('the publishers stop', 30000, publishLoop);
     const missing = () => [...acked1.filter((p) => !q1.has(p)), ...acked2.filter((p) => !q2.has(p))];
     await bounded(`every acknowledged message at ${at.nodeId} (missing ${missing().length})`, 30000, waitUntil(() => missing().length === 0, 30000, 'all received')).catch((err: Error) => {
       throw new Error(`${err.message}: missing ${missing().slice(0, 40).join(',')}`);
@@ -355,13 +357,12 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
     const twice1 = [...q1.values()].filter((n) => n > 1).length;
     const twice2 = [...q2.entries()].filter(([, n]) => n > 1).map(([p]) => p);
     console.log(
-      `cluster sessions: roaming alpha -> beta -> alpha -> beta -> alpha while gamma's publisher ran: QoS 1 ${acked1.length} acknowledged, missing ${acked1.filter((p) => !q1.has(p)).length}, delivered twice ${twice1}; QoS 2 ${acked2.length} acknowledged, missing ${acked2.filter((p) => !q2.has(p)).length}, delivered twice ${twice2.length}`,
+      `cluster sessions: roaming alpha -> beta -> alpha -> beta -> alpha while a publisher on each broker ran: QoS 1 ${acked1.length} acknowledged, missing ${acked1.filter((p) => !q1.has(p)).length}, delivered twice ${twice1}; QoS 2 ${acked2.length} acknowledged, missing ${acked2.filter((p) => !q2.has(p)).length}, delivered twice ${twice2.length}`,
     );
     assert.deepEqual(missing(), [], 'every message acknowledged to its publisher reaches the client');
     assert.deepEqual(twice2, [], 'no QoS 2 message delivered twice');
     assert.ok(acked1.length > 100, `a steady stream (${acked1.length} QoS 1 messages)`);
     cl.send({ cmd: 'disconnect', reasonCode: 0 });
-    pub.destroy();
   });
 
   test('cluster sessions - two simultaneous CONNECTs with one client id on two brokers end with one owner', async () => {
