@@ -239,7 +239,7 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
     assert.equal(rec?.epoch, 2);
   });
 
-  test('cluster sessions - a persistent session moves A -> B -> A -> B -> A while QoS 1 and 2 are published on A, B and C: every acknowledged message arrives, QoS 2 once', async () => {
+  test('cluster sessions - a persistent session moves A -> B -> A -> B -> A while QoS 1 and 2 are published on A, B and C: every acknowledged message arrives, QoS 2 once, QoS 0 at most once', async () => {
     const ID = 'roamer';
     /** A step that fails naming itself (and the brokers' last cluster lines) when it takes longer than `ms`. */
     const bounded = async <T>(what: string, ms: number, p: Promise<T>): Promise<T> => {
@@ -259,6 +259,7 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
     // the client's side of the session, kept across its connections (as a client library keeps it)
     const q1 = new Map<string, number>(); // payload -> times delivered
     const q2 = new Map<string, number>(); // payload -> times delivered to the application (at the first PUBLISH of a packet id)
+    const q0 = new Map<string, number>(); // payload -> times delivered (at most once: none may come twice)
     const awaitingRel = new Set<number>(); // QoS 2 packet ids PUBREC'd, PUBREL not yet received
     /** Reads every packet of a connection in order and answers as a client does, until it is closed and read out. */
     const consume = (cl: RawClient): Promise<void> =>
@@ -272,7 +273,8 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
           }
           if (p.cmd === 'publish') {
             const payload = p.payload.toString();
-            if (p.qos === 1) {
+            if (p.qos === 0) q0.set(payload, (q0.get(payload) ?? 0) + 1);
+            else if (p.qos === 1) {
               q1.set(payload, (q1.get(payload) ?? 0) + 1);
               if (!cl.closed) cl.send({ cmd: 'puback', messageId: p.messageId });
             } else if (p.qos === 2) {
@@ -302,8 +304,8 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
 
     let { cl, connack } = await bounded(`${ID}: first CONNECT on alpha`, 30000, connectTo(a));
     assert.equal(connack.reasonCode, 0);
-    cl.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: 'roam/q1', qos: 1 }, { topic: 'roam/q2', qos: 2 }] });
-    assert.deepEqual((await cl.next('suback', 10000)).granted, [1, 2]);
+    cl.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: 'roam/q1', qos: 1 }, { topic: 'roam/q2', qos: 2 }, { topic: 'roam/q0', qos: 1 }] });
+    assert.deepEqual((await cl.next('suback', 10000)).granted, [1, 2, 1]);
     let reading = consume(cl);
 
     // a publisher on each broker: one QoS 1 and one QoS 2 message at a time, each recorded once its broker acknowledged it
@@ -327,6 +329,7 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
         acked2.push(`${tag}2-${i}`);
         pub.send({ cmd: 'pubrel', messageId: pid });
         await pub.next('pubcomp', 20000);
+        pub.send({ cmd: 'publish', topic: 'roam/q0', payload: Buffer.from(`${tag}0-${i}`), qos: 0, retain: false, dup: false });
         await new Promise((r) => setTimeout(r, 5));
       }
       pub.destroy();
@@ -356,11 +359,13 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
     await new Promise((r) => setTimeout(r, 1000)); // a late duplicate would show now
     const twice1 = [...q1.values()].filter((n) => n > 1).length;
     const twice2 = [...q2.entries()].filter(([, n]) => n > 1).map(([p]) => p);
+    const twice0 = [...q0.entries()].filter(([, n]) => n > 1).map(([p]) => p);
     console.log(
-      `cluster sessions: roaming alpha -> beta -> alpha -> beta -> alpha while a publisher on each broker ran: QoS 1 ${acked1.length} acknowledged, missing ${acked1.filter((p) => !q1.has(p)).length}, delivered twice ${twice1}; QoS 2 ${acked2.length} acknowledged, missing ${acked2.filter((p) => !q2.has(p)).length}, delivered twice ${twice2.length}`,
+      `cluster sessions: roaming alpha -> beta -> alpha -> beta -> alpha while a publisher on each broker ran: QoS 1 ${acked1.length} acknowledged, missing ${acked1.filter((p) => !q1.has(p)).length}, delivered twice ${twice1}; QoS 2 ${acked2.length} acknowledged, missing ${acked2.filter((p) => !q2.has(p)).length}, delivered twice ${twice2.length}; QoS 0 ${acked1.length} sent, ${q0.size} delivered, twice ${twice0.length}`,
     );
     assert.deepEqual(missing(), [], 'every message acknowledged to its publisher reaches the client');
     assert.deepEqual(twice2, [], 'no QoS 2 message delivered twice');
+    assert.deepEqual(twice0, [], 'no QoS 0 message delivered twice');
     assert.ok(acked1.length > 100, `a steady stream (${acked1.length} QoS 1 messages)`);
     cl.send({ cmd: 'disconnect', reasonCode: 0 });
   });
