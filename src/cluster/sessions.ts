@@ -719,18 +719,23 @@ export class ClusterSessions implements Service {
         await this.dropLocal(s, 'the session was taken over by another broker of the cluster', lastState);
       }
       if (kv === undefined) return;
-      for (let i = 0; i < 10; i++) {
-        const e = await kv.get(sessionKey(clientId));
-        const doc = parseDoc(e);
-        if (e === null || doc === undefined || doc.owner === this.nodeId || doc.released) return;
+      // the new owner waits for this mark: a request that fails (NATS briefly unreachable) is made again, for a while
+      let failure: unknown;
+      for (let i = 0; i < 20 && !this.stopped; i++) {
         try {
+          const e = await kv.get(sessionKey(clientId));
+          const doc = parseDoc(e);
+          if (e === null || doc === undefined || doc.owner === this.nodeId || doc.released) return;
           await kv.update(e.key, JSON.stringify({ ...doc, released: true, updated: Date.now() }), e.revision);
           this.log.info({ clientId, owner: doc.owner }, 'cluster: session released to another broker');
           return;
         } catch (err) {
-          if (!wrongSequence(err)) throw err;
+          if (wrongSequence(err)) continue;
+          failure = err;
+          await sleep(250);
         }
       }
+      if (failure !== undefined) throw failure;
     } catch (err) {
       this.log.warn({ clientId, err: messageOf(err) }, 'cluster: marking a session released failed');
     } finally {
@@ -763,22 +768,27 @@ export class ClusterSessions implements Service {
     let marked = false;
     let cut: number | undefined;
     while (!this.stopped && Date.now() < end) {
-      const e = await kv.get(key);
-      const doc = parseDoc(e);
-      if (e === null || doc === undefined || doc.owner === this.nodeId || doc.released) return;
-      const h = doc.handover;
-      if (h?.from === this.nodeId && h.cutSeq !== undefined) {
-        cut = h.cutSeq;
-        break;
-      }
-      if (!marked && (h?.from !== this.nodeId || h.closedSeq === undefined)) {
-        try {
-          await kv.update(key, JSON.stringify({ ...doc, handover: { from: this.nodeId, closedSeq }, updated: Date.now() } satisfies SessionDoc), e.revision);
-          marked = true;
-        } catch (err) {
-          if (!wrongSequence(err)) throw err;
-          continue; // written meanwhile (the new owner, or a third broker taking it): read again
+      try {
+        const e = await kv.get(key);
+        const doc = parseDoc(e);
+        if (e === null || doc === undefined || doc.owner === this.nodeId || doc.released) return;
+        const h = doc.handover;
+        if (h?.from === this.nodeId && h.cutSeq !== undefined) {
+          cut = h.cutSeq;
+          break;
         }
+        if (!marked && (h?.from !== this.nodeId || h.closedSeq === undefined)) {
+          try {
+            await kv.update(key, JSON.stringify({ ...doc, handover: { from: this.nodeId, closedSeq }, updated: Date.now() } satisfies SessionDoc), e.revision);
+            marked = true;
+          } catch (err) {
+            if (!wrongSequence(err)) throw err;
+            continue; // written meanwhile (the new owner, or a third broker taking it): read again
+          }
+        }
+      } catch (err) {
+        // NATS briefly unreachable, a request timed out: tried again until `end`, the session still holding here
+        this.log.debug({ clientId: s.clientId, err: messageOf(err) }, 'cluster: a step of a hand-over failed; trying again');
       }
       await sleep(HANDOVER_POLL_MS);
     }
@@ -1139,43 +1149,48 @@ export class ClusterSessions implements Service {
     let prov: Provisional | undefined;
     try {
       while (!this.stopped) {
-        const e = await kv.get(key);
-        const doc = parseDoc(e);
-        if (e === null || doc === undefined || doc.owner !== this.nodeId) return false;
-        if (this.broker()?.sessions.get(clientId) !== undefined) return true;
-        if (doc.released || !this.isLive(previous)) {
-          if (!doc.released) {
-            // its lease lapsed: the stream is this broker's from now on (marked, so a late release leaves it alone)
-            await kv.update(key, JSON.stringify({ ...doc, released: true, updated: Date.now() }), e.revision).catch(() => undefined);
-          }
-          const s = await this.rebuild(doc, key, prov);
-          if (s === undefined) return false;
-          this.broker()?.scheduleExpiry(s); // offline until its client comes (a CONNECT that gave up waiting retries)
-          return true;
-        }
-        const h = doc.handover;
-        if (h?.from === previous && h.closedSeq !== undefined && h.cutSeq === undefined) {
-          if (prov === undefined) {
-            if (!(await this.waitPlane(h.closedSeq, Math.min(end, Date.now() + this.cfg.sessionTakeoverWaitSeconds * 1000)))) {
-              this.log.warn({ clientId, closedSeq: h.closedSeq }, "cluster: this broker's message plane is behind the old owner's at a takeover (a message may reach the client twice)");
+        try {
+          const e = await kv.get(key);
+          const doc = parseDoc(e);
+          if (e === null || doc === undefined || doc.owner !== this.nodeId) return false;
+          if (this.broker()?.sessions.get(clientId) !== undefined) return true;
+          if (doc.released || !this.isLive(previous)) {
+            if (!doc.released) {
+              // its lease lapsed: the stream is this broker's from now on (marked, so a late release leaves it alone)
+              await kv.update(key, JSON.stringify({ ...doc, released: true, updated: Date.now() }), e.revision).catch(() => undefined);
             }
-            prov = this.provisional(doc);
-            // what was published here before the provisional subscriptions reaches the stream first, so it is at or
-            // below cutSeq, for the old owner to route (this broker drops its own messages coming back)
-            const madeAt = Date.now();
-            if (!(await this.waitOutbox(madeAt, Math.min(end, madeAt + this.cfg.sessionTakeoverWaitSeconds * 1000)))) {
-              this.log.warn({ clientId }, 'cluster: what this broker published had not all reached the stream at a takeover (a message published here just before may be missing)');
+            const s = await this.rebuild(doc, key, prov);
+            if (s === undefined) return false;
+            this.broker()?.scheduleExpiry(s); // offline until its client comes (a CONNECT that gave up waiting retries)
+            return true;
+          }
+          const h = doc.handover;
+          if (h?.from === previous && h.closedSeq !== undefined && h.cutSeq === undefined) {
+            if (prov === undefined) {
+              if (!(await this.waitPlane(h.closedSeq, Math.min(end, Date.now() + this.cfg.sessionTakeoverWaitSeconds * 1000)))) {
+                this.log.warn({ clientId, closedSeq: h.closedSeq }, "cluster: this broker's message plane is behind the old owner's at a takeover (a message may reach the client twice)");
+              }
+              prov = this.provisional(doc);
+              // what was published here before the provisional subscriptions reaches the stream first, so it is at or
+              // below cutSeq, for the old owner to route (this broker drops its own messages coming back)
+              const madeAt = Date.now();
+              if (!(await this.waitOutbox(madeAt, Math.min(end, madeAt + this.cfg.sessionTakeoverWaitSeconds * 1000)))) {
+                this.log.warn({ clientId }, 'cluster: what this broker published had not all reached the stream at a takeover (a message published here just before may be missing)');
+              }
+            }
+            const cutSeq = await this.streamLast();
+            if (cutSeq !== undefined) {
+              try {
+                await kv.update(key, JSON.stringify({ ...doc, handover: { ...h, cutSeq }, updated: Date.now() } satisfies SessionDoc), e.revision);
+              } catch (err) {
+                if (!wrongSequence(err)) throw err;
+                continue; // written meanwhile: read again
+              }
             }
           }
-          const cutSeq = await this.streamLast();
-          if (cutSeq !== undefined) {
-            try {
-              await kv.update(key, JSON.stringify({ ...doc, handover: { ...h, cutSeq }, updated: Date.now() } satisfies SessionDoc), e.revision);
-            } catch (err) {
-              if (!wrongSequence(err)) throw err;
-              continue; // written meanwhile: read again
-            }
-          }
+        } catch (err) {
+          // NATS briefly unreachable, a request timed out: tried again (until `end`), the provisional subscriptions kept
+          this.log.debug({ clientId, err: messageOf(err) }, 'cluster: a step of a takeover failed; trying again');
         }
         if (Date.now() >= end) {
           this.log.warn({ clientId, from: previous }, `cluster: broker ${previous} did not hand a session over in ${HANDOVER_MAX_MS / 1000} s; the next CONNECT tries again`);
