@@ -125,6 +125,15 @@ const PUBACK_TIMEOUT = 5000;
 export const QOS0_MAX_UNREAD = (HIGH_WATER * 3) / 4;
 /** A `qos0Subjects` message is dropped while this many of them are in the receive handler (their engine write pending). */
 export const QOS0_MAX_IN_HANDLERS = 1024;
+/**
+ * ms a shared group's pull request waits on the server before it is renewed (nats.js's default is 30 s). On
+ * nats-server 2.9 the first pull of a consumer just created by another broker can be lost without an answer (the
+ * consumer's leader is not ready for it yet); its receiver then got nothing until the renewal 30 s later, so a group's
+ * messages went to the one or two brokers whose pull had arrived (test/cluster/messages: 10 000 on one node of three
+ * in most runs). Renewed every 5 s, every member's broker is pulling within seconds, and JetStream hands a pull
+ * consumer's messages to its waiting pulls in turn. An idle receiver sends one pull per 5 s.
+ */
+export const SHARE_PULL_EXPIRES_MS = 5000;
 
 export const H = {
   contentType: 'Content-Type',
@@ -973,6 +982,7 @@ export class NatsTransport implements LinkTransport {
       // a consumer or stream deleted on the server ends the consume (and the link reconnects, re-creating it) instead of
       // waiting, Established and idle, for someone to restore it
       abort_on_missing_resource: true,
+      ...(opts.shareGroup ? { expires: SHARE_PULL_EXPIRES_MS } : {}),
       callback: (m) => {
         if (!this.closing) handle(m);
       },
