@@ -93,10 +93,10 @@ export const TAKEOVER_DELAY_MAX_MS = 5_000;
 const TAKEOVER_DELAY_FIRST_MS = 250;
 const TAKEOVER_KEPT = 16;
 /**
- * A CONNECT's answer comes this long before its connect timeout runs out: the keep-alive sweep that closes a CONNECT
- * still waiting runs every 250 ms, and the CONNACK has to be written.
+ * A CONNECT's answer comes this long before its connect timeout runs out: the keep-alive sweep closes a CONNECT still
+ * waiting at its first run (every 250 ms) after the timeout, and the CONNACK has to be written before.
  */
-const CLAIM_MARGIN_MS = 500;
+const CLAIM_MARGIN_MS = 300;
 /** How long a persistent CONNECT waits for the plane of a broker that is starting (then it is served locally). */
 const START_WAIT_MS = 2000;
 /** The sessions bucket as a whole (its values are capped by Cluster.sessionRecordMaxBytes). */

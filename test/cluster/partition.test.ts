@@ -197,6 +197,9 @@ describe('cluster partition - a broker cut off from NATS inside a network namesp
       });
     }
     await waitUntil(async () => (await gammaState()).state === 'Member', 30000, 'gamma a member').catch(lastSeen);
+    // and its session plane open (bucket and stream made or found): a persistent CONNECT before that waits for it, and
+    // on a loaded machine the wait with the first record writes can outlast the connect timeout (CONNACK 0x88)
+    await waitUntil(() => gammaProc!.out.includes('session plane active'), 30000, "gamma's session plane active").catch(lastSeen);
   });
 
   after(async () => {
