@@ -900,7 +900,9 @@ export class ClusterSessions implements Service {
    * CONNACK delay for a client that keeps displacing itself is shortened to fit.
    */
   async claim(clientId: string, opts: { persistent: boolean; cleanStart: boolean; budgetMs?: number }): Promise<ClaimResult> {
-    const answer = this.claimSession(clientId, opts).catch((err: unknown): ClaimResult => {
+    // where the claim is, for the line that says it did not finish in time
+    const step = { what: 'starting' };
+    const answer = this.claimSession(clientId, opts, step).catch((err: unknown): ClaimResult => {
       this.log.warn({ clientId, err: messageOf(err) }, 'cluster: the session plane could not answer a CONNECT');
       return { ok: false, reason: 'the cluster session store is unavailable' };
     });
@@ -909,7 +911,7 @@ export class ClusterSessions implements Service {
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<ClaimResult>((resolve) => {
       timer = setTimeout(() => {
-        this.log.info({ clientId, budgetMs: opts.budgetMs }, 'cluster: a CONNECT could not be settled within its connect timeout; CONNACK 0x88');
+        this.log.info({ clientId, budgetMs: opts.budgetMs, step: step.what }, `cluster: a CONNECT could not be settled within its connect timeout (${step.what}); CONNACK 0x88`);
         resolve({ ok: false, reason: 'the cluster did not settle who holds this session in time; try again' });
       }, deadline - Date.now());
       timer.unref();
@@ -923,8 +925,9 @@ export class ClusterSessions implements Service {
     }
   }
 
-  private async claimSession(clientId: string, opts: { persistent: boolean; cleanStart: boolean }): Promise<ClaimResult> {
+  private async claimSession(clientId: string, opts: { persistent: boolean; cleanStart: boolean }, step: { what: string }): Promise<ClaimResult> {
     if (opts.persistent && !this.wasActive) {
+      step.what = "waiting for this broker's session plane to open";
       // the broker is starting: its plane is usually active within a moment, and then the session's record decides
       // (another node may have adopted it meanwhile); the wait stays well inside the CONNECT's connection timeout
       const end = Date.now() + START_WAIT_MS;
@@ -941,10 +944,12 @@ export class ClusterSessions implements Service {
     }
     const key = sessionKey(clientId);
     for (let attempt = 0; attempt < 3; attempt++) {
+      step.what = 'reading the session record';
       const e = await kv.get(key);
       const doc = parseDoc(e);
       if (doc === undefined) {
         if (!opts.persistent) return { ok: true };
+        step.what = 'writing a new session record';
         const s = broker.sessions.get(clientId);
         const fresh: SessionDoc = { ...this.newDoc(s ?? new MqttSession(clientId)), connected: true };
         const json = this.encode(fresh, clientId);
@@ -969,13 +974,16 @@ export class ClusterSessions implements Service {
         }
         if (!doc.released && doc.previousOwner !== undefined) {
           // a takeover still under way (an earlier CONNECT of this client gave up waiting): the same hand-over goes on
+          step.what = `waiting for broker ${doc.previousOwner} to hand the session over`;
           const resumable = opts.persistent && !opts.cleanStart && broker.sessions.get(clientId) === undefined;
           const done = resumable ? await this.waitTakeOver(clientId, key, doc.previousOwner) : await this.waitRelease(key, doc.previousOwner);
           if (!done) return { ok: false, reason: `broker ${doc.previousOwner} has not released this session yet` };
         }
+        step.what = 'making the session here from JetStream';
         return this.arrive(clientId, key, opts);
       }
       // held by another broker: take it (compare-and-set on the revision read)
+      step.what = `taking the session record over from broker ${doc.owner}`;
       const now = Date.now();
       const recent = doc.takeovers.filter((t) => now - t < TAKEOVER_WINDOW_MS);
       recent.push(now);
@@ -1004,10 +1012,12 @@ export class ClusterSessions implements Service {
       }
       this.owned.set(clientId, { rev, doc: taken, want: undefined, writing: false });
       this.log.info({ clientId, from: doc.owner, epoch: taken.epoch }, 'cluster: session taken over from another broker');
+      step.what = `waiting for broker ${doc.owner} to hand the session over`;
       const released = !ownerLive || (resumes ? await this.waitTakeOver(clientId, key, doc.owner) : await this.waitRelease(key, doc.owner));
       if (!released) {
         return { ok: false, reason: `broker ${doc.owner} did not release this session in ${this.cfg.sessionTakeoverWaitSeconds} s` };
       }
+      step.what = 'making the session here from JetStream';
       const r = await this.arrive(clientId, key, opts);
       if (!r.ok) return r;
       const over = recent.length - TAKEOVER_LIMIT;

@@ -86,6 +86,7 @@ describe('cluster connect - a CONNECT the cluster cannot settle in time', { time
     console.log(`cluster connect: CONNECT on beta for a session held by frozen alpha (takeover wait 10 s, connect timeout 5 s): CONNACK 0x${connack.reasonCode.toString(16)} after ${tookMs} ms`);
     assert.equal(connack.reasonCode, 0x88, 'Server unavailable: the client retries');
     assert.ok(tookMs < 5000, `within the connect timeout (${tookMs} ms)`);
+    assert.match(b.p!.stdout(), /a CONNECT could not be settled within its connect timeout \(waiting for broker alpha to hand the session over\)/, 'the INFO line names where it waited');
 
     // alpha back: it releases the session, and a retry on beta resumes it (the takeover went on meanwhile)
     process.kill(pid, 'SIGCONT');
