@@ -820,7 +820,7 @@ export class NatsTransport implements LinkTransport {
     if (q !== undefined && subjectSubsetOf(filter, `${q.from}.>`)) {
       // the QoS 0 messages under this filter travel under `to` (see the header of this file)
       const main = active;
-      const qos0 = this.receiveQos0(filter, q, opts, handler);
+      const qos0 = await this.receiveQos0(filter, q, opts, handler);
       active = { stop: async () => void (await Promise.all([main.stop(), qos0.stop()])) };
     }
     this.receives.push(active);
@@ -860,7 +860,7 @@ export class NatsTransport implements LinkTransport {
    * and filter as its JetStream consumer): each message is handed over with its subject moved back under `q.from`, or
    * dropped while this receiver is behind (QOS0_MAX_UNREAD, QOS0_MAX_IN_HANDLERS), counted and reported.
    */
-  private receiveQos0(filter: string, q: { from: string; to: string }, opts: ReceiveOptions, handler: ReceiveHandler): ActiveReceive {
+  private async receiveQos0(filter: string, q: { from: string; to: string }, opts: ReceiveOptions, handler: ReceiveHandler): Promise<ActiveReceive> {
     const nc = this.conn();
     const queue = opts.shareGroup ? jsName('SY_share_', `${opts.shareGroup}_${shortHash(filter)}`) : undefined;
     const toLength = q.to.length;
@@ -885,6 +885,9 @@ export class NatsTransport implements LinkTransport {
         this.handOver(handler, lm, true).catch(() => undefined); // QoS 0: at most once
       },
     });
+    // the server has the subscription once it answered a PING sent after it: from then on no QoS 0 message published
+    // anywhere in the NATS cluster is missed (a core publish that reaches the server before the SUB goes nowhere)
+    await nc.flush();
     return { stop: async () => sub.unsubscribe() };
   }
 
