@@ -51,8 +51,30 @@ function hasWildcardToken(subject: string): boolean {
   );
 }
 
+/**
+ * Whether `topic` maps by turning every `/` into `.` alone: non-empty levels, no `.`, `+`, `#`, whitespace or control
+ * character (most topics). Such a topic is converted with one replaceAll instead of a string built character by
+ * character (a link converts the topic of every message it sends).
+ */
+function plainTopic(topic: string): boolean {
+  const n = topic.length;
+  let boundary = true; // at the start or just after a '/': a '/' here would begin an empty level
+  for (let i = 0; i < n; i++) {
+    const c = topic.charCodeAt(i);
+    if (c === 0x2f) {
+      if (boundary) return false;
+      boundary = true;
+      continue;
+    }
+    if (c === 0x2e || c === 0x2b || c === 0x23 || isWhitespaceOrControl(c)) return false;
+    boundary = false;
+  }
+  return !boundary;
+}
+
 function convert(topic: string, wildcardsOk: boolean): string {
   if (topic.length === 0) throw new SubjectMappingError('empty topic has no NATS subject', topic);
+  if (plainTopic(topic)) return topic.replaceAll('/', '.');
   const end = topic.length - 1;
   let out = '';
   for (let i = 0; i <= end; i++) {
@@ -112,6 +134,8 @@ export function tryTopicToSubject(topic: string): string | undefined {
 
 /** A NATS subject as an MQTT topic name (the reverse of topicToSubject; no checks). */
 export function subjectToTopicUnchecked(subject: string): string {
+  // no escape in it (most subjects): every '.' is a '/', one new string instead of one per character
+  if (subject.indexOf('/') < 0) return subject.replaceAll('.', '/');
   const end = subject.length - 1;
   let out = '';
   for (let i = 0; i <= end; i++) {
