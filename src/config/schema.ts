@@ -205,6 +205,15 @@ export const MqttConfigSchema = z
       .max(268435460)
       .default(1048576)
       .describe('bytes a connection may send before its CONNECT is accepted (CONNECT, AUTH and anything pipelined behind them); beyond it the connection is closed'),
+    readTurnBytes: z
+      .number()
+      .int()
+      .min(1024)
+      .max(1048576)
+      .default(32768)
+      .describe(
+        "bytes of one connection's read handled per turn of the event loop (the rest waits, the socket paused, while other connections go); larger: fewer, larger writes to subscribers (less CPU per message), longer waits for other clients while a publisher floods",
+      ),
     writeStallTimeout: z
       .number()
       .int()

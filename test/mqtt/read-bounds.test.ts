@@ -2,7 +2,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import mqttPacket from 'mqtt-packet';
 import { pino } from 'pino';
-import { EndpointStats, MqttConnection, READ_TURN, type ConnectionOwner, type EndpointContext } from '../../src/protocol/mqtt/connection.js';
+import { EndpointStats, MqttConnection, type ConnectionOwner, type EndpointContext } from '../../src/protocol/mqtt/connection.js';
 import { EncodeCache, WriteBatch } from '../../src/protocol/mqtt/outbound.js';
 import { PacketParser } from '../../src/protocol/mqtt/parser.js';
 import { LogLimiter } from '../../src/log-limit.js';
@@ -12,10 +12,10 @@ import type { Wire } from '../../src/protocol/mqtt/types.js';
 /**
  * What one connection reads before its acknowledgements are out (issue 20 item 7), with the real MqttConnection and
  * packet handlers over a fake transport and a fake engine whose store writes the test completes by hand: a read is
- * framed in turns of READ_TURN (32 KiB) with the transport paused in between, and once 4 MiB of QoS 1 PUBLISHes wait for the
+ * framed in turns of the endpoint's readTurnBytes (32 KiB by default) with the transport paused in between, and once 4 MiB of QoS 1 PUBLISHes wait for the
  * store the connection stops reading until half of them are written.
  */
-function harness() {
+function harness(settings: Record<string, unknown> = {}) {
   const writes: Promise<void>[] = [];
   const resolvers: Array<() => void> = [];
   let published = 0;
@@ -50,7 +50,7 @@ function harness() {
     scheduleWill() {},
     scheduleExpiry() {},
   } as unknown as ConnectionOwner;
-  const mqtt = MqttConfigSchema.parse({ type: 'mqtt' });
+  const mqtt = MqttConfigSchema.parse({ type: 'mqtt', ...settings });
   const endpoint: EndpointContext = { name: 'test', mqtt, connectTimeout: 60_000, stats: new EndpointStats() };
   const wire = {
     paused: false,
@@ -95,24 +95,38 @@ function publishes(n: number, size: number): Buffer {
 }
 
 describe('mqtt read bounds', () => {
-  test('mqtt read bounds - a 96 KiB read of small PUBLISHes is handled in 32 KiB turns, the transport paused in between', async () => {
-    assert.equal(READ_TURN, 32 * 1024);
-    const h = harness();
-    const bytes = publishes(2000, 40); // about 49 bytes each, 98 000 bytes: at least three turns
-    h.conn.onData(bytes);
+  /** A read of 2 000 PUBLISHes of about 49 bytes (98 000 bytes), handled turn by turn in turns of at most `bytes`. */
+  async function turnsOf(h: ReturnType<typeof harness>, bytes: number): Promise<void> {
+    h.conn.onData(publishes(2000, 40));
     const first = h.published();
-    assert.ok(first > 0 && first <= Math.ceil(READ_TURN / 49) + 1, `first turn: ${first} PUBLISHes`);
+    assert.ok(first > 0 && first <= Math.ceil(bytes / 49) + 1, `first turn: ${first} PUBLISHes`);
+    assert.ok(first >= Math.floor(bytes / 49) - 1, `first turn: ${first} PUBLISHes, a whole turn`);
     assert.equal(h.wire.paused, true, 'paused while the rest of the read waits');
     await turn();
     const second = h.published() - first;
-    assert.ok(second > 0 && second <= Math.ceil(READ_TURN / 49) + 1, `second turn: ${second} PUBLISHes`);
-    for (let i = 0; i < 20 && h.published() < 2000; i++) await turn();
+    assert.ok(second > 0 && second <= Math.ceil(bytes / 49) + 1, `second turn: ${second} PUBLISHes`);
+    for (let i = 0; i < 40 && h.published() < 2000; i++) await turn();
     assert.equal(h.published(), 2000, 'all of the read handled, turn by turn');
     h.writeStore();
     await turn();
     await turn();
     assert.equal(h.wire.paused, false, 'reading again');
     assert.equal(h.wire.written, 2000 * 4, 'one PUBACK per PUBLISH');
+  }
+
+  test('mqtt read bounds - a 96 KiB read of small PUBLISHes is handled in 32 KiB turns by default, the transport paused in between', async () => {
+    const h = harness();
+    assert.equal(h.conn.endpoint.mqtt.readTurnBytes, 32 * 1024);
+    await turnsOf(h, 32 * 1024);
+  });
+
+  test('mqtt read bounds - readTurnBytes sets the turn (8 KiB), and is validated like every endpoint key', async () => {
+    await turnsOf(harness({ readTurnBytes: 8192 }), 8192);
+    for (const bad of [100, 2 * 1024 * 1024, 4096.5, '8k']) {
+      const r = MqttConfigSchema.safeParse({ type: 'mqtt', readTurnBytes: bad });
+      assert.equal(r.success, false, `readTurnBytes ${String(bad)} refused`);
+      assert.deepEqual(r.error!.issues[0]!.path, ['readTurnBytes']);
+    }
   });
 
   test('mqtt read bounds - a publisher faster than the store: reading stops at 4 MiB of PUBLISHes waiting for their write, resumes once they are written', async () => {

@@ -74,14 +74,6 @@ const READ_HELD = 8;
  */
 const HELD_INBOUND_BYTES = 4 << 20;
 const HELD_INBOUND_ACKS = 4096;
-/**
- * Bytes of one read framed per event-loop turn (a 64 KiB read of small PUBLISHes is hundreds of packets). Each turn's
- * deliveries leave in one write per subscriber, and on loopback a write's fixed cost dominates: 8 KiB turns spent
- * 18 % of the broker's CPU in writeBuffer in the QoS 0 pairs bench (--cpu-prof). 32 KiB (about 400 small PUBLISHes,
- * a fraction of a millisecond of work) cut the broker's CPU per message by 13 % there (bench/mqtt/compare.ts, 0.593
- * -> 0.513 µs, 16 KiB 0.544) while a turn's objects still die young.
- */
-export const READ_TURN = 32 * 1024;
 
 /**
  * Timer and setImmediate callbacks take the connection as their argument: one function for all connections instead
@@ -223,16 +215,22 @@ export class MqttConnection implements MqttConn {
   }
 
   /**
-   * Frame at most READ_TURN bytes now; the rest of the read waits for a later turn of the event loop with the socket
+   * Frame at most `readTurnBytes` now; the rest of the read waits for a later turn of the event loop with the socket
    * paused. So a client that floods small packets is handled in bounded turns: other connections get their turn in
    * between, and the objects made for one turn's packets (promises, acknowledgements) are gone before the next turn,
    * instead of a whole 64 KiB read's worth living across several young-generation collections (and being promoted).
    */
   private frameTurn(chunk: Buffer): void {
     let now = chunk;
-    if (chunk.length > READ_TURN) {
-      now = chunk.subarray(0, READ_TURN);
-      this.unframed = chunk.subarray(READ_TURN);
+    // the endpoint's readTurnBytes, 32 KiB by default: each turn's deliveries leave in one write per subscriber, and
+    // on loopback a write's fixed cost dominates (8 KiB turns spent 18 % of the broker's CPU in writeBuffer in the
+    // QoS 0 pairs bench, --cpu-prof; 32 KiB cut CPU per message by 13 %: bench/mqtt/compare.ts 0.593 -> 0.513 µs,
+    // 16 KiB 0.544) while a turn's objects still die young. The price: a light client beside publishers that flood
+    // waits for their turns (p50 at 5 000 msg/s beside 8 flooding QoS 0 pairs: 0.8 ms with 8 KiB, 3.3 ms with 32)
+    const turn = this.endpoint.mqtt.readTurnBytes;
+    if (chunk.length > turn) {
+      now = chunk.subarray(0, turn);
+      this.unframed = chunk.subarray(turn);
     }
     try {
       this.framer.push(now);
@@ -261,7 +259,7 @@ export class MqttConnection implements MqttConn {
     setImmediate(readTurnDue, this);
   }
 
-  /** The next turn of a read held back by READ_TURN (scheduled by `scheduleTurn`). */
+  /** The next turn of a read held back by `readTurnBytes` (scheduled by `scheduleTurn`). */
   nextTurn(): void {
     this.turnScheduled = false;
     if (this.stopped) return;
