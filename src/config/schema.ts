@@ -210,7 +210,7 @@ export const MqttConfigSchema = z
       .int()
       .min(1024)
       .max(1048576)
-      .default(32768)
+      .default(16384)
       .describe(
         "bytes of one connection's read handled per turn of the event loop (the rest waits, the socket paused, while other connections go); larger: fewer, larger writes to subscribers (less CPU per message), longer waits for other clients while a publisher floods",
       ),

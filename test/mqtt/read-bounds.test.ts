@@ -12,7 +12,7 @@ import type { Wire } from '../../src/protocol/mqtt/types.js';
 /**
  * What one connection reads before its acknowledgements are out (issue 20 item 7), with the real MqttConnection and
  * packet handlers over a fake transport and a fake engine whose store writes the test completes by hand: a read is
- * framed in turns of the endpoint's readTurnBytes (32 KiB by default) with the transport paused in between, and once 4 MiB of QoS 1 PUBLISHes wait for the
+ * framed in turns of the endpoint's readTurnBytes (16 KiB by default) with the transport paused in between, and once 4 MiB of QoS 1 PUBLISHes wait for the
  * store the connection stops reading until half of them are written.
  */
 function harness(settings: Record<string, unknown> = {}) {
@@ -114,10 +114,14 @@ describe('mqtt read bounds', () => {
     assert.equal(h.wire.written, 2000 * 4, 'one PUBACK per PUBLISH');
   }
 
-  test('mqtt read bounds - a 96 KiB read of small PUBLISHes is handled in 32 KiB turns by default, the transport paused in between', async () => {
+  test('mqtt read bounds - a 96 KiB read of small PUBLISHes is handled in 16 KiB turns by default, the transport paused in between', async () => {
     const h = harness();
-    assert.equal(h.conn.endpoint.mqtt.readTurnBytes, 32 * 1024);
-    await turnsOf(h, 32 * 1024);
+    assert.equal(h.conn.endpoint.mqtt.readTurnBytes, 16 * 1024);
+    await turnsOf(h, 16 * 1024);
+  });
+
+  test('mqtt read bounds - readTurnBytes 32 KiB: 32 KiB turns', async () => {
+    await turnsOf(harness({ readTurnBytes: 32768 }), 32768);
   });
 
   test('mqtt read bounds - readTurnBytes sets the turn (8 KiB), and is validated like every endpoint key', async () => {

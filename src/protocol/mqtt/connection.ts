@@ -222,11 +222,11 @@ export class MqttConnection implements MqttConn {
    */
   private frameTurn(chunk: Buffer): void {
     let now = chunk;
-    // the endpoint's readTurnBytes, 32 KiB by default: each turn's deliveries leave in one write per subscriber, and
+    // the endpoint's readTurnBytes, 16 KiB by default: each turn's deliveries leave in one write per subscriber, and
     // on loopback a write's fixed cost dominates (8 KiB turns spent 18 % of the broker's CPU in writeBuffer in the
-    // QoS 0 pairs bench, --cpu-prof; 32 KiB cut CPU per message by 13 %: bench/mqtt/compare.ts 0.593 -> 0.513 µs,
-    // 16 KiB 0.544) while a turn's objects still die young. The price: a light client beside publishers that flood
-    // waits for their turns (p50 at 5 000 msg/s beside 8 flooding QoS 0 pairs: 0.8 ms with 8 KiB, 3.3 ms with 32)
+    // QoS 0 pairs bench, --cpu-prof). CPU per message there (bench/mqtt/compare.ts): 8 KiB 0.593 µs, 16 KiB 0.544,
+    // 32 KiB 0.513. The price of larger turns: a light client beside publishers that flood waits for their turns
+    // (p50 at 5 000 msg/s beside 8 flooding QoS 0 pairs, load 8-13: 8 KiB 1.0 ms, 16 KiB 1.8 ms, 32 KiB 4.1 ms)
     const turn = this.endpoint.mqtt.readTurnBytes;
     if (chunk.length > turn) {
       now = chunk.subarray(0, turn);
