@@ -7,7 +7,8 @@
  *   BENCH_COMPARE=/tmp/b-09cce2a,. BENCH_ROUNDS=5 npx tsx bench/mqtt/compare.ts
  *
  * BENCH_COMPARE: checkouts (worktrees) whose src/main.ts and config/ are started, comma-separated; `.` is this one.
- * BENCH_COMPARE_SCENARIOS: qos0, latency (p99 at 5 000 msg/s), latency20k, qos1, fanout, fanout1 (default
+ * BENCH_COMPARE_SCENARIOS: qos0, latency (p99 at 5 000 msg/s), latency20k, latencyflood (at 5 000 msg/s beside 8
+ * flooding QoS 0 pairs), qos1, fanout, fanout1 (default
  * qos0,latency); the throughput ones also give the broker's CPU µs per message (`qos0cpu`...). Each round starts a
  * fresh broker per checkout. Prints every round with the 1-minute load average at
  * its start, then the medians per checkout.
@@ -47,7 +48,27 @@ function withCpu(key: string, pid: number, f: () => Promise<number>): Promise<Fi
   windowHooks.end = (received) => {
     us = (cpuMicros(pid) - c0) / Math.max(1, received - m0);
   };
-  return f().then((rate) => ({ [key]: rate, [`${key}cpu`]: us }));
+  return f().then((rate) => {
+    windowHooks.start = windowHooks.end = undefined;
+    return { [key]: rate, [`${key}cpu`]: us };
+  });
+}
+
+/**
+ * Latency at 5 000 msg/s of one light publisher while 8 QoS 0 pairs flood the same broker (PAIRS of them, each pair
+ * its own topic, pairs() over and over): how long a client waits for the turns of publishers that flood
+ * (`readTurnBytes`, docs/messaging.md).
+ */
+async function latencyBesideFlood(port: number): Promise<Figures> {
+  let flooding = true;
+  const flood = (async () => {
+    while (flooding) await pairs(port, 0);
+  })();
+  await new Promise((r) => setTimeout(r, 1500));
+  const l = await latency(port, 5000);
+  flooding = false;
+  await flood;
+  return { p50flood: l.p50, p99flood: l.p99 };
 }
 
 const run: Record<string, (port: number, pid: number) => Promise<Figures>> = {
@@ -59,6 +80,7 @@ const run: Record<string, (port: number, pid: number) => Promise<Figures>> = {
     const r = await latency(port, 5000);
     return { p50: r.p50, p99: r.p99 };
   },
+  latencyflood: (port) => latencyBesideFlood(port),
   latency20k: async (port) => {
     const r = await latency(port, 20000);
     return { p50at20k: r.p50, p99at20k: r.p99 };
