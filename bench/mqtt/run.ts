@@ -5,13 +5,21 @@
  * 5 000 msg/s, and memory per idle connection over 5 000 connections. Not a test: numbers vary with the machine.
  * `npm run bench` runs it; `tsx bench/mqtt/run.ts` alone too. `BENCH_MQTT_BROKERS=switchyard,nats` and
  * `BENCH_MQTT_SCENARIOS=qos0,qos1,fanout,fanout1,latency,latency20k,memory` run some of them only; `BENCH_MQTT_PAIRS` (8)
- * sets the number of publisher→subscriber pairs.
+ * sets the number of publisher→subscriber pairs; `BENCH_SECONDS` (3) the length of a throughput window.
+ *
+ * The generator, the same for every broker: publishers on this process's main thread (pre-encoded batches; QoS 1
+ * with a window of unacknowledged PUBLISHes, pumpQos1); the pairs' subscribers on the main thread too (LoadClient);
+ * the fan-out scenarios' 100 subscribers in worker threads (bench/mqtt/fanout-subscribers.ts: framing in place, every
+ * QoS 1 delivery acknowledged, a read's PUBACKs in one write, nothing allocated per message), deliveries counted
+ * where the subscribers read them. Fan-out QoS 1: 1 publisher, window BENCH_FANOUT_WINDOW (100), 100 subscribers
+ * over BENCH_FANOUT_THREADS workers (cores - 1, 1 to 4).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { LoadClient, publishPacket } from './loadgen.js';
+import { FanoutSubscribers } from './fanout-subscribers.js';
 import { freePort, stopProc, waitLine } from '../procs.js';
 import { startNats } from '../../test/federation/nats-server.js';
 import { inspectorOf, type Collector } from './inspector.js';
@@ -26,6 +34,18 @@ const PAIRS = Number(process.env.BENCH_MQTT_PAIRS ?? 8);
  * measured the load generator. 100 offers 10 M deliveries/s, more than any broker here delivers.
  */
 const FANOUT_BURST = Number(process.env.BENCH_FANOUT_BURST ?? 100);
+/**
+ * Worker threads the fan-out scenarios' 100 subscribers are spread over (bench/mqtt/fanout-subscribers.ts): one core
+ * is left to the broker (Switchyard, Aedes and Mosquitto use one; on 2 cores two workers made Switchyard's fan-out
+ * QoS 1 slower than one), the main thread's publisher is light.
+ */
+const FANOUT_THREADS = Number(process.env.BENCH_FANOUT_THREADS ?? Math.min(4, Math.max(1, availableParallelism() - 1)));
+/**
+ * Fan-out QoS 1: PUBLISHes the publisher keeps unacknowledged. It was 20: with at most 20 messages per round trip
+ * Switchyard paid a socket write per subscriber for every few messages (1.18 µs of broker CPU per delivery, 0.65 µs
+ * with 100), and every broker delivered more with 100 (one run: NATS 212,930 -> 287,191 deliveries/s).
+ */
+const FANOUT_WINDOW = Number(process.env.BENCH_FANOUT_WINDOW ?? 100);
 /**
  * Node flags of both Node brokers: a 32 MiB young generation (the message path allocates many short-lived objects;
  * measured +25–30 % QoS 0 throughput for Switchyard). `npm start` uses 4 MiB instead, for a smaller idle footprint
@@ -66,7 +86,7 @@ export async function startSwitchyard(tmp: string, inspect = false, flags = NODE
   return { name: 'Switchyard', port, pid: proc.pid!, proc, collector: await collector, stop: stopProc(proc) };
 }
 
-async function startAedes(inspect = false): Promise<Broker> {
+export async function startAedes(inspect = false): Promise<Broker> {
   const proc = spawn(process.execPath, [...NODE_FLAGS, ...(inspect ? ['--inspect=127.0.0.1:0'] : []), '--import', 'tsx', join(ROOT, 'bench/mqtt/aedes-server.ts'), '0'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   proc.stderr!.on('data', (d) => process.env.BENCH_DEBUG && process.stderr.write(d));
   const collector = inspect ? inspectorOf(proc) : undefined;
@@ -74,7 +94,7 @@ async function startAedes(inspect = false): Promise<Broker> {
   return { name: 'Aedes', port: Number(m[1]), pid: proc.pid!, proc, collector: await collector, stop: stopProc(proc) };
 }
 
-async function startMosquitto(tmp: string): Promise<Broker> {
+export async function startMosquitto(tmp: string): Promise<Broker> {
   const port = await freePort();
   const conf = join(tmp, 'mosquitto.conf');
   // Debian's defaults except: a loopback listener, anonymous clients, the same per-client queue depth as Switchyard,
@@ -96,7 +116,7 @@ async function startMosquitto(tmp: string): Promise<Broker> {
 }
 
 /** nats-server with an MQTT listener (JetStream is required by it; a server name too). */
-async function startNatsMqtt(tmp: string): Promise<Broker> {
+export async function startNatsMqtt(tmp: string): Promise<Broker> {
   const port = await freePort();
   const conf = join(tmp, `nats-${port}.conf`);
   writeFileSync(conf, `server_name: bench\nmqtt {\n  listen: 127.0.0.1:${port}\n}\n`);
@@ -116,14 +136,14 @@ function mkdir(d: string): void {
  */
 export const windowHooks: { start?: (received: number) => void; end?: (received: number) => void } = {};
 
-/** Windowed count of messages received by `subs` while `drive` runs. */
-async function measure(subs: LoadClient[], ms: number): Promise<number> {
+/** Messages received per second over a window of `ms` after the warm-up; `received()` counts them so far. */
+async function measure(received: () => number, ms: number): Promise<number> {
   await new Promise((r) => setTimeout(r, WARMUP));
-  const c0 = subs.reduce((a, s) => a + s.received, 0);
+  const c0 = received();
   windowHooks.start?.(c0);
   const t0 = performance.now();
   await new Promise((r) => setTimeout(r, ms));
-  const c1 = subs.reduce((a, s) => a + s.received, 0);
+  const c1 = received();
   windowHooks.end?.(c1);
   return (c1 - c0) / ((performance.now() - t0) / 1000);
 }
@@ -183,18 +203,13 @@ export async function pairs(port: number, qos: 0 | 1): Promise<number> {
   } else {
     for (let i = 0; i < PAIRS; i++) pumpQos1(pubs[i]!, `bench/pair/1/${i}`, payload, 200);
   }
-  const rate = await measure(subs, DURATION);
+  const rate = await measure(() => subs.reduce((a, s) => a + s.received, 0), DURATION);
   for (const c of [...pubs, ...subs]) c.close();
   return rate;
 }
 
 export async function fanout(port: number, qos: 0 | 1 = 0): Promise<number> {
-  const subs: LoadClient[] = [];
-  for (let i = 0; i < 100; i++) {
-    const s = await LoadClient.connect(port, `fan${qos}-${i}`);
-    await s.subscribe(`bench/fan/${qos}`, qos);
-    subs.push(s);
-  }
+  const subs = await FanoutSubscribers.start(port, `bench/fan/${qos}`, qos, 100, FANOUT_THREADS, `fan${qos}`);
   const pub = await LoadClient.connect(port, `fan${qos}-pub`);
   const payload = Buffer.alloc(64, 'f');
   let timer: NodeJS.Timeout | undefined;
@@ -207,14 +222,18 @@ export async function fanout(port: number, qos: 0 | 1 = 0): Promise<number> {
       if (pub.socket.writableLength < 64 * 1024) pub.socket.write(batch);
     }, 1);
   } else {
-    // QoS 1 both ways: the publisher keeps at most 20 PUBLISHes unacknowledged (the broker acknowledges once the
-    // message is accepted), each subscriber acknowledges every delivery after each read (LoadClient)
-    pumpQos1(pub, 'bench/fan/1', payload, 20);
+    // QoS 1 both ways: the publisher keeps at most FANOUT_WINDOW PUBLISHes unacknowledged (the broker acknowledges
+    // once the message is accepted), each subscriber acknowledges every delivery, all of a read's PUBACKs in one write
+    pumpQos1(pub, 'bench/fan/1', payload, FANOUT_WINDOW);
   }
-  const rate = await measure(subs, DURATION);
-  clearInterval(timer);
-  for (const c of [pub, ...subs]) c.close();
-  return rate;
+  try {
+    // deliveries counted by the subscribers as they read them
+    return await measure(() => subs.received(), DURATION);
+  } finally {
+    clearInterval(timer);
+    pub.close();
+    await subs.close();
+  }
 }
 
 /**
