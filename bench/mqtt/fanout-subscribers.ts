@@ -1,5 +1,5 @@
 /**
- * The fan-out scenarios' subscribers, spread over worker threads so that reading, decoding and acknowledging 100
+ * Fan-out QoS 1's subscribers (bench/mqtt/run.ts), spread over worker threads so that reading, decoding and acknowledging 100
  * deliveries per message is not all on the load generator's one thread (which then set the pace for every broker: the
  * broker sat idle 47 % of a profile of fan-out QoS 1 with 100 subscribers on the main thread).
  *
