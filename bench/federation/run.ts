@@ -13,6 +13,7 @@
  * times on the same processes, prints every round, and reports the round with the median p99. For the systems whose
  * processes it started (Switchyard: A, nats-server, B), the CPU each spent per message over the latency window is
  * printed too (utime + stime from /proc/<pid>/stat): a figure that a busy machine moves far less than a p99.
+ * Each latency scenario is first run once unmeasured on every system (`BENCH_FEDERATION_WARM=0` skips it): see below.
  * `npm run bench` runs it; `tsx bench/federation/run.ts` alone too.
  *
  * The Switchyard links push `b0/#` / `b1/#` on A and pull them on B (one direction, as the Mosquitto bridge), QoS 0
@@ -508,7 +509,17 @@ export async function runFederationBench(): Promise<Array<[string, FederationRow
       const sys = await start();
       try {
         const row: Row = { tput: { 0: NaN, 1: NaN }, lat: { 0: { p50: NaN, p99: NaN, n: 0 }, 1: { p50: NaN, p99: NaN, n: 0 } } };
-        // latency first (no backlog from a flood yet), then throughput
+        // latency first (no backlog from a flood yet), then throughput. Each latency scenario is run once unmeasured
+        // first (BENCH_FEDERATION_WARM=0: not): a fresh Node broker spends its first ~10 s of this traffic having V8
+        // optimize the message path (TurboFan compiles of stream, engine and link functions, deopts and recompiles:
+        // --trace-opt), which about doubled the p99 of a round measured then; the table is of brokers past that
+        if (process.env.BENCH_FEDERATION_WARM !== '0' && SCENARIOS.some((x) => x.startsWith('lat'))) {
+          for (const qos of [0, 1] as const) {
+            process.stdout.write(` warm${qos}`);
+            await latency(sys, qos);
+            await new Promise((r) => setTimeout(r, 500));
+          }
+        }
         for (const qos of [0, 1] as const) {
           if (!SCENARIOS.includes(`lat${qos}`)) continue;
           process.stdout.write(` lat${qos}`);
