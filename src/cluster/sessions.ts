@@ -978,6 +978,12 @@ export class ClusterSessions implements Service {
           const resumable = opts.persistent && !opts.cleanStart && broker.sessions.get(clientId) === undefined;
           const done = resumable ? await this.waitTakeOver(clientId, key, doc.previousOwner) : await this.waitRelease(key, doc.previousOwner);
           if (!done) return { ok: false, reason: `broker ${doc.previousOwner} has not released this session yet` };
+          step.what = 'making the session here from JetStream';
+          const r = await this.arrive(clientId, key, opts);
+          // the retry completes a takeover its first CONNECT counted (doc.takeovers): a client that keeps displacing
+          // itself is slowed on this path too
+          const now = Date.now();
+          return r.ok ? this.displaced(clientId, doc.takeovers.filter((t) => now - t < TAKEOVER_WINDOW_MS).length) : r;
         }
         step.what = 'making the session here from JetStream';
         return this.arrive(clientId, key, opts);
@@ -1019,14 +1025,18 @@ export class ClusterSessions implements Service {
       }
       step.what = 'making the session here from JetStream';
       const r = await this.arrive(clientId, key, opts);
-      if (!r.ok) return r;
-      const over = recent.length - TAKEOVER_LIMIT;
-      if (over <= 0) return r;
-      const delayMs = Math.min(TAKEOVER_DELAY_FIRST_MS * 2 ** (over - 1), TAKEOVER_DELAY_MAX_MS);
-      this.log.info({ clientId, takeovers: recent.length, delayMs }, `cluster: client ${clientId} keeps displacing itself (${recent.length} takeovers in ${TAKEOVER_WINDOW_MS / 1000} s): CONNACK delayed ${delayMs} ms`);
-      return { ok: true, delayMs };
+      return r.ok ? this.displaced(clientId, recent.length) : r;
     }
     return { ok: false, reason: 'the session record kept changing' };
+  }
+
+  /** A CONNECT that took the session over, the `takeovers`-th within TAKEOVER_WINDOW_MS: above the limit, its CONNACK waits. */
+  private displaced(clientId: string, takeovers: number): ClaimResult {
+    const over = takeovers - TAKEOVER_LIMIT;
+    if (over <= 0) return { ok: true };
+    const delayMs = Math.min(TAKEOVER_DELAY_FIRST_MS * 2 ** (over - 1), TAKEOVER_DELAY_MAX_MS);
+    this.log.info({ clientId, takeovers, delayMs }, `cluster: client ${clientId} keeps displacing itself (${takeovers} takeovers in ${TAKEOVER_WINDOW_MS / 1000} s): CONNACK delayed ${delayMs} ms`);
+    return { ok: true, delayMs };
   }
 
   /**
