@@ -51,6 +51,8 @@ export function summaryLines(input: SummaryInput): Line[] {
     add('MQTT fan-out QoS 1 1→100 (deliveries/s)', (r) => r.fanout1, true, num, '≥ 3×');
     add('MQTT p99 at 5 000 msg/s QoS 0 (ms)', (r) => r.p99, false, ms, 'lowest');
     add('MQTT p99 at 20 000 msg/s QoS 0 (ms)', (r) => r.p99at20k, false, ms, 'lowest');
+    add('MQTT p99 at 5 000 msg/s QoS 1 (ms)', (r) => r.p99q1, false, ms, 'lowest');
+    add('MQTT p99 at 20 000 msg/s QoS 1 (ms)', (r) => r.p99q1at20k, false, ms, 'lowest');
     add('MQTT RSS per idle connection, no GC (KiB)', (r) => r.memRaw, false, kib, '≤ 4 KB');
     add('MQTT RSS per idle connection, after full GC (KiB)', (r) => r.memPerConn, false, kib, '≤ 3 KB');
   }

@@ -7,7 +7,7 @@
  *   BENCH_COMPARE=/tmp/b-09cce2a,. BENCH_ROUNDS=5 npx tsx bench/mqtt/compare.ts
  *
  * BENCH_COMPARE: checkouts (worktrees) whose src/main.ts and config/ are started, comma-separated; `.` is this one.
- * BENCH_COMPARE_SCENARIOS: qos0, latency (p99 at 5 000 msg/s), latency20k, latencyflood (at 5 000 msg/s beside 8
+ * BENCH_COMPARE_SCENARIOS: qos0, latency (p99 at 5 000 msg/s), latency20k, latency1 and latency1at20k (QoS 1), latencyflood (at 5 000 msg/s beside 8
  * flooding QoS 0 pairs), qos1, fanout, fanout1 (default
  * qos0,latency); the throughput ones also give the broker's CPU µs per message (`qos0cpu`...). Each round starts a
  * fresh broker per checkout. Prints every round with the 1-minute load average at
@@ -84,6 +84,14 @@ const run: Record<string, (port: number, pid: number) => Promise<Figures>> = {
   latency20k: async (port) => {
     const r = await latency(port, 20000);
     return { p50at20k: r.p50, p99at20k: r.p99 };
+  },
+  latency1: async (port) => {
+    const r = await latency(port, 5000, 1);
+    return { p50q1: r.p50, p99q1: r.p99 };
+  },
+  latency1at20k: async (port) => {
+    const r = await latency(port, 20000, 1);
+    return { p50q1at20k: r.p50, p99q1at20k: r.p99 };
   },
 };
 

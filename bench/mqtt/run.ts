@@ -4,7 +4,8 @@
  * QoS 0 and QoS 1 publisher→subscriber pairs (each pair its own topic), fan-out 1→100 at QoS 0 and at QoS 1, latency p50/p99 at a fixed
  * 5 000 msg/s, and memory per idle connection over 5 000 connections. Not a test: numbers vary with the machine.
  * `npm run bench` runs it; `tsx bench/mqtt/run.ts` alone too. `BENCH_MQTT_BROKERS=switchyard,nats` and
- * `BENCH_MQTT_SCENARIOS=qos0,qos1,fanout,fanout1,latency,latency20k,memory` run some of them only; `BENCH_MQTT_PAIRS` (8)
+ * `BENCH_MQTT_SCENARIOS=qos0,qos1,fanout,fanout1,latency,latency20k,latency1,latency1at20k,memory` run some of them only
+ * (latency1 and latency1at20k: QoS 1 publisher and subscriber, every PUBLISH and delivery acknowledged); `BENCH_MQTT_PAIRS` (8)
  * sets the number of publisher→subscriber pairs; `BENCH_SECONDS` (3) the length of a throughput window.
  *
  * The generator, the same for every broker: publishers on this process's main thread (pre-encoded batches; QoS 1
@@ -350,12 +351,17 @@ export interface MqttRow {
   p99: number;
   p50at20k: number;
   p99at20k: number;
+  /** The same latency with a QoS 1 publisher (its PUBACKs read) and a QoS 1 subscriber (acknowledging every delivery). */
+  p50q1: number;
+  p99q1: number;
+  p50q1at20k: number;
+  p99q1at20k: number;
   memPerConn: number;
   memRaw: number;
 }
 
 export const MQTT_BROKERS = ['Switchyard', 'Aedes', 'Mosquitto', 'NATS'] as const;
-const SCENARIOS = ['qos0', 'qos1', 'fanout', 'fanout1', 'latency', 'latency20k', 'memory'] as const;
+const SCENARIOS = ['qos0', 'qos1', 'fanout', 'fanout1', 'latency', 'latency20k', 'latency1', 'latency1at20k', 'memory'] as const;
 
 /** Names from a comma-separated environment variable (all when unset), matched case-insensitively. */
 function picked<T extends string>(all: readonly T[], env: string | undefined): T[] {
@@ -380,7 +386,7 @@ export async function runMqttBench(): Promise<Record<string, MqttRow>> {
     for (const name of brokers) {
       const start = starters[name];
       process.stdout.write(`bench/mqtt: ${name} ...`);
-      const row: MqttRow = { qos0: NaN, qos1: NaN, fanout: NaN, fanout1: NaN, p50: NaN, p99: NaN, p50at20k: NaN, p99at20k: NaN, memPerConn: NaN, memRaw: NaN };
+      const row: MqttRow = { qos0: NaN, qos1: NaN, fanout: NaN, fanout1: NaN, p50: NaN, p99: NaN, p50at20k: NaN, p99at20k: NaN, p50q1: NaN, p99q1: NaN, p50q1at20k: NaN, p99q1at20k: NaN, memPerConn: NaN, memRaw: NaN };
       const step = async <T>(label: string, f: () => Promise<T>): Promise<T> => {
         process.stdout.write(` ${label}`);
         const v = await f();
@@ -396,6 +402,8 @@ export async function runMqttBench(): Promise<Record<string, MqttRow>> {
           if (scenarios.has('fanout1')) row.fanout1 = await step('fanout1', () => fanout(b.port, 1));
           if (scenarios.has('latency')) ({ p50: row.p50, p99: row.p99 } = await step('latency', () => latency(b.port, 5000)));
           if (scenarios.has('latency20k')) ({ p50: row.p50at20k, p99: row.p99at20k } = await step('latency20k', () => latency(b.port, 20000)));
+          if (scenarios.has('latency1')) ({ p50: row.p50q1, p99: row.p99q1 } = await step('latency1', () => latency(b.port, 5000, 1)));
+          if (scenarios.has('latency1at20k')) ({ p50: row.p50q1at20k, p99: row.p99q1at20k } = await step('latency1at20k', () => latency(b.port, 20000, 1)));
         } finally {
           await b.stop();
         }
@@ -430,6 +438,10 @@ export async function runMqttBench(): Promise<Record<string, MqttRow>> {
     ['latency p99 at 5 000 msg/s (ms, median of 3 rounds)', (r) => r.p99, ms],
     ['latency p50 at 20 000 msg/s (ms, median of 3 rounds)', (r) => r.p50at20k, ms],
     ['latency p99 at 20 000 msg/s (ms, median of 3 rounds)', (r) => r.p99at20k, ms],
+    ['latency p50 at 5 000 msg/s QoS 1 (ms, median of 3 rounds)', (r) => r.p50q1, ms],
+    ['latency p99 at 5 000 msg/s QoS 1 (ms, median of 3 rounds)', (r) => r.p99q1, ms],
+    ['latency p50 at 20 000 msg/s QoS 1 (ms, median of 3 rounds)', (r) => r.p50q1at20k, ms],
+    ['latency p99 at 20 000 msg/s QoS 1 (ms, median of 3 rounds)', (r) => r.p99q1at20k, ms],
     ['memory per idle connection (KiB, 5 000 conns, after full GC)', (r) => r.memPerConn, kib],
     ['same, 2 s after connecting, no GC (KiB)', (r) => r.memRaw, kib],
   ];
