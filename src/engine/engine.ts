@@ -431,6 +431,8 @@ export class Engine {
 
     if (sub.durable) this.events.onDurableSubscription(sub, 'created');
     if (queue !== undefined) {
+      // a queue consumer holds no `d!` messages, but its paused flag comes back like a topic subscription's
+      if (sub.durable && this.recoveredPaused.size !== 0 && this.recoveredPaused.delete(sub.key)) sub.paused = true;
       this.queues.addConsumer(sub, queue);
       return sub;
     }
@@ -552,6 +554,20 @@ export class Engine {
       if (dest !== undefined && !dest.persistent) void this.deleteDestination(name, { force: true }).catch(noop);
     }
     this.owned.delete(sessionId);
+    return n;
+  }
+
+  /**
+   * Every session the protocol layers keep was restored (MQTT and REST sessions make their durable subscriptions
+   * during boot): a paused flag recovered from the store that no subscription claimed belongs to a session that
+   * ended without its `ps!` delete reaching the store (a crash in between, an engine closed first). The flags go,
+   * from memory and store, so they neither grow without bound nor pause a later subscription of the same key.
+   * Returns how many went.
+   */
+  forgetUnclaimedPaused(): number {
+    const n = this.recoveredPaused.size;
+    if (this.commit !== undefined) for (const key of this.recoveredPaused) this.commit.del(pausedSubscriptionKey(key));
+    this.recoveredPaused.clear();
     return n;
   }
 

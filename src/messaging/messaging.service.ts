@@ -124,6 +124,11 @@ export function messagingService(deps: MessagingDeps, opts: { wrapStore?: (store
         idle.unref();
       }
     },
+    // every service's start() has run: the MQTT and REST sessions made their durable subscriptions again
+    running(rt: Runtime) {
+      const forgotten = current?.forgetUnclaimedPaused() ?? 0;
+      if (forgotten) rt.log.info({ subscriptions: forgotten }, 'paused flags of subscriptions no session restored deleted');
+    },
     async stop(rt: Runtime) {
       if (sweep) clearInterval(sweep);
       if (idle) clearInterval(idle);
