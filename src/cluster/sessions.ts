@@ -20,7 +20,10 @@
  *   released. This broker waits for that (Cluster.sessionTakeoverWaitSeconds; the old owner's lapse counts as a
  *   release), rebuilds the session from the record and the stream, and lets accept() resume it. Between the two, the
  *   hand-over (`handover` in the record: handOver on the old owner, takeOver on the new) cuts at a sequence of the
- *   message stream, so what other nodes publish meanwhile reaches the session on one of the two brokers, once.
+ *   message stream, so what other nodes publish meanwhile reaches the session on one of the two brokers, once. A
+ *   third broker's CONNECT waits until a hand-over under way (`handover.to` is the owner) is complete; one that the
+ *   new owner left unfinished (it died) is completed by whoever takes the record next, which replays the session from
+ *   the stream where the old owner's client stopped (replayHandover).
  * - **Node failure**: the node that declared a node gone (`cluster.node.gone` with `declaredHere`) adopts its
  *   sessions as offline sessions: subscriptions made (hibernated, holding), held messages loaded.
  */
@@ -34,7 +37,7 @@ import { decodeHeld } from '../engine/engine-store.js';
 import { createMessage } from '../engine/message.js';
 import { subscriptionKey } from '../engine/subscription.js';
 import { topicMatchesFilter } from '../engine/topic-trie.js';
-import { META_LINK_ID, META_ORIGIN } from '../links/link-manager.js';
+import { META_HOPS, META_LINK_ID, META_ORIGIN } from '../links/link-manager.js';
 import { decodeMessage, headersOf } from '../links/nats-transport.js';
 import type { MqttBroker, ClaimResult } from '../protocol/mqtt/broker.js';
 import { CloseReason, Reason } from '../protocol/mqtt/reason.js';
@@ -81,8 +84,18 @@ export interface SessionDoc {
  */
 export interface Handover {
   from: string;
+  /**
+   * The broker taking the session: while it is the record's owner, the hand-over is under way (the session is not
+   * rebuilt there yet); the field goes when it is (finishHandover). Records without it are finished hand-overs.
+   */
+  to?: string;
   closedSeq?: number;
   cutSeq?: number;
+}
+
+/** Whether the record's owner is still taking the session over (it has not rebuilt it yet). */
+export function handoverUnderWay(doc: SessionDoc): boolean {
+  return doc.handover !== undefined && doc.handover.to === doc.owner;
 }
 
 /** More than this many takeovers of one session within TAKEOVER_WINDOW_MS delay its CONNACK. */
@@ -712,10 +725,14 @@ export class ClusterSessions implements Service {
         // the new owner waits for this broker's last state only while the record is not marked released; once it is
         // (this broker was judged gone), the stream is the new owner's and is left alone
         const now = parseDoc((await kv?.get(sessionKey(clientId)).catch(() => null)) ?? null);
-        const lastState = now !== undefined && !now.released;
-        if (lastState) await this.handOver(s, sessionKey(clientId));
+        if (now !== undefined && !now.released && now.previousOwner === this.nodeId) await this.handOver(s, sessionKey(clientId));
         // the client came back here during the hand-over and a CONNECT took the record back: the session stays
         if (this.owned.has(clientId)) return;
+        // the stream is made to agree with this broker's store only while the record still waits for this broker's
+        // release; once another broker marked it released (this one was judged gone: stopped, cut off) that broker may
+        // have rebuilt the session from the stream already, and a late correction would undo what it wrote since
+        const later = parseDoc((await kv?.get(sessionKey(clientId)).catch(() => null)) ?? null);
+        const lastState = later !== undefined && later.owner !== this.nodeId && !later.released && later.previousOwner === this.nodeId;
         await this.dropLocal(s, 'the session was taken over by another broker of the cluster', lastState);
       }
       if (kv === undefined) return;
@@ -725,7 +742,9 @@ export class ClusterSessions implements Service {
         try {
           const e = await kv.get(sessionKey(clientId));
           const doc = parseDoc(e);
-          if (e === null || doc === undefined || doc.owner === this.nodeId || doc.released) return;
+          // only the broker the record waits for marks it: a broker that was taking the session over and lost it to a
+          // third one (which waits for the broker that still has the session's state) has nothing to release
+          if (e === null || doc === undefined || doc.owner === this.nodeId || doc.released || doc.previousOwner !== this.nodeId) return;
           await kv.update(e.key, JSON.stringify({ ...doc, released: true, updated: Date.now() }), e.revision);
           this.log.info({ clientId, owner: doc.owner }, 'cluster: session released to another broker');
           return;
@@ -771,7 +790,7 @@ export class ClusterSessions implements Service {
       try {
         const e = await kv.get(key);
         const doc = parseDoc(e);
-        if (e === null || doc === undefined || doc.owner === this.nodeId || doc.released) return;
+        if (e === null || doc === undefined || doc.owner === this.nodeId || doc.released || doc.previousOwner !== this.nodeId) return;
         const h = doc.handover;
         if (h?.from === this.nodeId && h.cutSeq !== undefined) {
           cut = h.cutSeq;
@@ -779,7 +798,9 @@ export class ClusterSessions implements Service {
         }
         if (!marked && (h?.from !== this.nodeId || h.closedSeq === undefined)) {
           try {
-            await kv.update(key, JSON.stringify({ ...doc, handover: { from: this.nodeId, closedSeq }, updated: Date.now() } satisfies SessionDoc), e.revision);
+            // `to` kept: the record says who is taking the session until that broker has it
+            const handover: Handover = { ...(h?.from === this.nodeId ? h : {}), from: this.nodeId, closedSeq };
+            await kv.update(key, JSON.stringify({ ...doc, handover, updated: Date.now() } satisfies SessionDoc), e.revision);
             marked = true;
           } catch (err) {
             if (!wrongSequence(err)) throw err;
@@ -943,6 +964,7 @@ export class ClusterSessions implements Service {
       return { ok: false, reason: 'the cluster session store is not reachable' };
     }
     const key = sessionKey(clientId);
+    let waited = false;
     for (let attempt = 0; attempt < 3; attempt++) {
       step.what = 'reading the session record';
       const e = await kv.get(key);
@@ -972,12 +994,14 @@ export class ClusterSessions implements Service {
           o.rev = e!.revision;
           o.doc = doc;
         }
-        if (!doc.released && doc.previousOwner !== undefined) {
-          // a takeover still under way (an earlier CONNECT of this client gave up waiting): the same hand-over goes on
-          step.what = `waiting for broker ${doc.previousOwner} to hand the session over`;
+        const previous = doc.previousOwner ?? doc.handover?.from;
+        if (previous !== undefined && (!doc.released || handoverUnderWay(doc))) {
+          // a takeover still under way (an earlier CONNECT of this client gave up waiting, or this broker restarted
+          // in the middle of one): the same hand-over goes on, or is completed from the stream
+          step.what = `waiting for broker ${previous} to hand the session over`;
           const resumable = opts.persistent && !opts.cleanStart && broker.sessions.get(clientId) === undefined;
-          const done = resumable ? await this.waitTakeOver(clientId, key, doc.previousOwner) : await this.waitRelease(key, doc.previousOwner);
-          if (!done) return { ok: false, reason: `broker ${doc.previousOwner} has not released this session yet` };
+          const done = resumable ? await this.waitTakeOver(clientId, key, previous) : await this.waitRelease(key, previous);
+          if (!done) return { ok: false, reason: `broker ${previous} has not released this session yet` };
           step.what = 'making the session here from JetStream';
           const r = await this.arrive(clientId, key, opts);
           // the retry completes a takeover its first CONNECT counted (doc.takeovers): a client that keeps displacing
@@ -988,24 +1012,41 @@ export class ClusterSessions implements Service {
         step.what = 'making the session here from JetStream';
         return this.arrive(clientId, key, opts);
       }
+      const underWay = handoverUnderWay(doc);
+      if (underWay && this.isLive(doc.owner)) {
+        // the owner is itself taking the session over from another broker: that hand-over ends first (bounded), and
+        // the session then moves from the owner as any other; taking it now would leave the messages of the hand-over
+        // (held on the broker it comes from, or provisionally on the owner) behind
+        step.what = `waiting for broker ${doc.owner} to complete its takeover of the session from broker ${doc.handover!.from}`;
+        if (waited || !(await this.waitHandover(key, doc.owner))) {
+          return { ok: false, reason: `broker ${doc.owner} is still taking this session over from broker ${doc.handover!.from}` };
+        }
+        waited = true;
+        attempt--;
+        continue;
+      }
       // held by another broker: take it (compare-and-set on the revision read)
       step.what = `taking the session record over from broker ${doc.owner}`;
       const now = Date.now();
       const recent = doc.takeovers.filter((t) => now - t < TAKEOVER_WINDOW_MS);
       recent.push(now);
-      const ownerLive = this.isLive(doc.owner);
       const resumes = opts.persistent && !opts.cleanStart;
+      // who has the session's last state: the owner; or, when the owner died taking the session over from a broker
+      // that has not released it yet and is live, that broker (the dead owner had nothing of it but provisional copies)
+      const holder = underWay && !doc.released && doc.previousOwner !== undefined && this.isLive(doc.previousOwner) ? doc.previousOwner : doc.owner;
+      const holderLive = holder !== doc.owner || this.isLive(doc.owner);
       const taken: SessionDoc = {
         ...doc,
         owner: this.nodeId,
         ownerEpoch: this.rt?.service('cluster')?.epoch ?? 0,
         epoch: doc.epoch + 1,
-        previousOwner: doc.owner,
-        released: !ownerLive,
+        previousOwner: holder,
+        released: !holderLive,
         connected: false,
         takeovers: recent.slice(-TAKEOVER_KEPT),
-        // a session that starts afresh here needs none of the old owner's messages: it lets go at once
-        handover: resumes ? undefined : { from: doc.owner, cutSeq: 0 },
+        // a session that starts afresh here needs none of the old owner's messages: it lets go at once. A hand-over
+        // the dead owner left unfinished is completed here (where it was cut, takeOver replays from)
+        handover: !resumes ? { from: holder, to: this.nodeId, cutSeq: 0 } : underWay ? { ...doc.handover!, to: this.nodeId } : { from: holder, to: this.nodeId },
         updated: now,
       };
       let rev: number;
@@ -1017,11 +1058,12 @@ export class ClusterSessions implements Service {
         continue;
       }
       this.owned.set(clientId, { rev, doc: taken, want: undefined, writing: false });
-      this.log.info({ clientId, from: doc.owner, epoch: taken.epoch }, 'cluster: session taken over from another broker');
-      step.what = `waiting for broker ${doc.owner} to hand the session over`;
-      const released = !ownerLive || (resumes ? await this.waitTakeOver(clientId, key, doc.owner) : await this.waitRelease(key, doc.owner));
+      this.log.info({ clientId, from: doc.owner, holder, epoch: taken.epoch }, 'cluster: session taken over from another broker');
+      step.what = `waiting for broker ${holder} to hand the session over`;
+      // a resumed session always goes through takeOver, which replays what an unfinished hand-over may have left out
+      const released = resumes ? await this.waitTakeOver(clientId, key, holder) : !holderLive || (await this.waitRelease(key, holder));
       if (!released) {
-        return { ok: false, reason: `broker ${doc.owner} did not release this session in ${this.cfg.sessionTakeoverWaitSeconds} s` };
+        return { ok: false, reason: `broker ${holder} did not release this session in ${this.cfg.sessionTakeoverWaitSeconds} s` };
       }
       step.what = 'making the session here from JetStream';
       const r = await this.arrive(clientId, key, opts);
@@ -1057,6 +1099,7 @@ export class ClusterSessions implements Service {
       }
       if (local === undefined) {
         this.store?.mirror(`mqtt:${clientId}`, key);
+        if (this.owned.get(clientId)?.doc.handover !== undefined) await this.finishHandover(clientId, key);
         return { ok: true };
       }
     }
@@ -1064,6 +1107,8 @@ export class ClusterSessions implements Service {
       const o = this.owned.get(clientId);
       if (o !== undefined) await this.rebuild(o.doc, key);
     } else this.store?.mirror(local.sessionId, key);
+    // a takeover that ends here (a clean start, a session taken from a dead owner) is complete before the CONNACK
+    if (this.owned.get(clientId)?.doc.handover !== undefined) await this.finishHandover(clientId, key);
     return { ok: true };
   }
 
@@ -1121,25 +1166,29 @@ export class ClusterSessions implements Service {
     return n !== undefined && n.state === 'live' && !v.unreachable.includes(nodeId);
   }
 
+  /** The takeover of `clientId` from `previous` under way here, or a new one (see takeOver); resolves true when the session is here. */
+  private startTakeOver(clientId: string, key: string, previous: string): Promise<boolean> {
+    const p = this.taking.get(clientId);
+    if (p !== undefined) return p;
+    const started = this.takeOver(clientId, key, previous)
+      .catch((err: unknown) => {
+        this.log.warn({ clientId, err: messageOf(err) }, 'cluster: a session takeover failed');
+        return false;
+      })
+      .finally(() => {
+        if (this.taking.get(clientId) === started) this.taking.delete(clientId);
+      });
+    this.taking.set(clientId, started);
+    return started;
+  }
+
   /**
    * Waits (Cluster.sessionTakeoverWaitSeconds) for the live takeover of `clientId` from `previous` to complete here: the
    * session rebuilt on this broker. The takeover itself goes on after a CONNECT stopped waiting (up to
    * HANDOVER_MAX_MS), so the client's retry finds it done or waits for the same one.
    */
   private async waitTakeOver(clientId: string, key: string, previous: string): Promise<boolean> {
-    let p = this.taking.get(clientId);
-    if (p === undefined) {
-      const started = this.takeOver(clientId, key, previous)
-        .catch((err: unknown) => {
-          this.log.warn({ clientId, err: messageOf(err) }, 'cluster: a session takeover failed');
-          return false;
-        })
-        .finally(() => {
-          if (this.taking.get(clientId) === started) this.taking.delete(clientId);
-        });
-      this.taking.set(clientId, started);
-      p = started;
-    }
+    const p = this.startTakeOver(clientId, key, previous);
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<boolean>((r) => {
       timer = setTimeout(() => r(false), this.cfg.sessionTakeoverWaitSeconds * 1000);
@@ -1175,12 +1224,21 @@ export class ClusterSessions implements Service {
           if (e === null || doc === undefined || doc.owner !== this.nodeId) return false;
           if (this.broker()?.sessions.get(clientId) !== undefined) return true;
           if (doc.released || !this.isLive(previous)) {
-            if (!doc.released) {
+            const lapsed = !doc.released;
+            if (lapsed) {
               // its lease lapsed: the stream is this broker's from now on (marked, so a late release leaves it alone)
               await kv.update(key, JSON.stringify({ ...doc, released: true, updated: Date.now() }), e.revision).catch(() => undefined);
             }
             const s = await this.rebuild(doc, key, prov);
             if (s === undefined) return false;
+            const h = doc.handover;
+            // this broker's own cut, released by the broker that had routed up to it, needs nothing more. Otherwise part
+            // of the hand-over may be nowhere: copies another new owner held provisionally when it died, what a broker
+            // that lapsed or let go without the cut had not routed. Those are in the message stream from where the old
+            // owner's client stopped on: replayed, less what the session holds already
+            const fresh = h !== undefined && h.cutSeq === 0 && h.closedSeq === undefined;
+            if (!fresh && (prov === undefined || lapsed)) await this.replayHandover(s, h, previous);
+            await this.finishHandover(clientId, key);
             this.broker()?.scheduleExpiry(s); // offline until its client comes (a CONNECT that gave up waiting retries)
             return true;
           }
@@ -1222,6 +1280,151 @@ export class ClusterSessions implements Service {
     } finally {
       if (prov !== undefined) this.endProvisional(prov);
     }
+  }
+
+  /**
+   * The hand-over is complete: the record's `handover` goes (compare-and-set), before the session is given to a client.
+   * From then on a third broker takes the session from this one as from any owner, and an adopter of this broker's
+   * sessions replays nothing for it (what its client acknowledged here would come again).
+   */
+  private async finishHandover(clientId: string, key: string): Promise<void> {
+    const kv = this.kv;
+    for (let i = 0; kv !== undefined && i < 5 && !this.stopped; i++) {
+      try {
+        const e = await kv.get(key);
+        const doc = parseDoc(e);
+        if (e === null || doc === undefined || doc.owner !== this.nodeId || doc.handover === undefined) return;
+        const done: SessionDoc = { ...doc, updated: Date.now() };
+        delete done.handover;
+        const rev = await kv.update(key, JSON.stringify(done), e.revision);
+        const o = this.owned.get(clientId);
+        if (o !== undefined && rev > o.rev) {
+          o.rev = rev;
+          o.doc = done;
+        }
+        return;
+      } catch (err) {
+        if (wrongSequence(err)) continue; // written meanwhile (this broker's own record write): again on top
+        this.log.warn({ clientId, err: messageOf(err) }, 'cluster: the end of a hand-over could not be written in the session record (if this broker dies, its adopter replays the hand-over: a message may come twice)');
+        return;
+      }
+    }
+  }
+
+  /**
+   * Waits (Cluster.sessionTakeoverWaitSeconds) until the record's owner `owner` is no longer taking the session over:
+   * the hand-over finished, the record changed hands, or `owner` is not live. False when it is still under way.
+   */
+  private async waitHandover(key: string, owner: string): Promise<boolean> {
+    const end = Date.now() + this.cfg.sessionTakeoverWaitSeconds * 1000;
+    for (;;) {
+      const doc = parseDoc((await this.kv?.get(key)) ?? null);
+      if (doc === undefined || doc.owner !== owner || !handoverUnderWay(doc) || !this.isLive(owner)) return true;
+      if (this.stopped || Date.now() >= end) return false;
+      await sleep(50);
+    }
+  }
+
+  /**
+   * The messages of the stream from where the old owner's client stopped (`closedSeq`; without it, from the old
+   * owner's message-plane ack floor) up to what this broker's consumer has been given, into the rebuilt session's
+   * matching subscriptions (shared groups aside, ACL checked), each unless the subscription holds that message already
+   * (copyIdentity: by origin server and id, as the rebuild tells two brokers' copies apart). Messages published on any
+   * node, this one and the dead one included: copies routed provisionally are lost with their broker, and a message
+   * published here before the session's subscriptions existed reached none of them. QoS 0 does not cross nodes in the
+   * stream: not replayed (at most once).
+   */
+  private async replayHandover(s: MqttSession, h: Handover | undefined, previous: string): Promise<number> {
+    const store = this.store;
+    const engine = this.engine();
+    const rt = this.rt;
+    const v = rt?.service('cluster')?.view();
+    if (store?.js === undefined || store.jsm === undefined || engine === undefined || rt === undefined || v === undefined || !('nodes' in v) || !this.cfg.messages.enabled) return 0;
+    const cfg = this.cfg;
+    const stream = messageStream(cfg.clusterName);
+    const origin = h?.from ?? previous;
+    let from: number;
+    let upTo: number;
+    try {
+      const server = v.nodes.find((n) => n.nodeId === origin)?.serverName;
+      if (h?.closedSeq !== undefined) from = h.closedSeq + 1;
+      else if (server !== undefined) from = (await store.jsm.consumers.info(stream, planeConsumer(server))).ack_floor.stream_seq + 1;
+      else return 0;
+      upTo = (await store.jsm.consumers.info(stream, planeConsumer(rt.serverName))).delivered.stream_seq;
+    } catch {
+      return 0; // no message plane consumer yet: nothing crossed nodes
+    }
+    if (upTo < from) return 0;
+    // what this broker's consumer was given up to `upTo` is routed (to the subscriptions just made) and stored first,
+    // so the copies the session holds can be told from those it lacks
+    if (!(await this.waitPlane(upTo, Date.now() + cfg.sessionTakeoverWaitSeconds * 1000))) {
+      this.log.warn({ clientId: s.clientId, upTo }, "cluster: this broker's message plane did not catch up before a hand-over was replayed (a message may reach the client twice)");
+    }
+    await engine.flush();
+    // the copies each subscription holds: `server|id` of those received from the message plane, and the ids of those
+    // published on the node that holds them (its id is the id in the outbox id of the stream's message)
+    const relayed = new Map<string, Set<string>>();
+    const local = new Map<string, Set<number>>();
+    const enc = encodeURIComponent(s.sessionId);
+    for await (const [k, value] of store.iterate(`d!${enc}|`)) {
+      const bang = k.lastIndexOf('!');
+      const filter = k.slice(k.indexOf('|') + 1, bang);
+      const { msg } = decodeHeld(value);
+      const lid = msg.metaData[META_LINK_ID];
+      if (lid !== undefined) {
+        const id = copyIdentity(msg, '');
+        if (id !== undefined) (relayed.get(filter) ?? relayed.set(filter, new Set()).get(filter)!).add(id);
+      } else if (msg.metaData[META_ORIGIN] === undefined) (local.get(filter) ?? local.set(filter, new Set()).get(filter)!).add(msg.id);
+    }
+    const ns = `${messageSubjectPrefix(cfg.clusterName).replace(/\./g, '/')}/`;
+    const byKey = new Map<string, Array<[string, Message]>>();
+    let id = Date.now() * 1000 + 500_000; // above what the engine has handed out; adoptHeld raises its counter above these
+    let n = 0;
+    let held = 0;
+    const consumer = await store.js.consumers.get(stream, { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from });
+    try {
+      for (let m = await consumer.next({ expires: 1000 }); m !== null && m.seq <= upTo; m = m.info.pending === 0 ? null : await consumer.next({ expires: 1000 })) {
+        const lm = decodeMessage(m.subject, m.data, headersOf(m), true);
+        if (!lm.topic.startsWith(ns) || lm.id === undefined) continue;
+        const topic = lm.topic.slice(ns.length);
+        if (topic.startsWith('$')) continue;
+        const ident = /^(.*):[^:]*:\d+:(\d+)$/.exec(lm.id);
+        const localId = ident === null ? undefined : Number(ident[2]);
+        const relayedId = ident === null ? lm.id : `${ident[1]}|${ident[2]}`;
+        for (const { opts, sub } of s.subs.values()) {
+          if (opts.filter.startsWith('$share/') || !topicMatchesFilter(opts.filter, topic)) continue;
+          if (sub.authorize !== undefined && !sub.authorize(topic)) continue;
+          if (relayed.get(opts.filter)?.has(relayedId) || (localId !== undefined && local.get(opts.filter)?.has(localId))) {
+            held++;
+            continue;
+          }
+          const init: MessageInit = {
+            payload: lm.payload,
+            qos: lm.qos,
+            retain: opts.rap && lm.retain,
+            // as the message plane gives it (src/links/link-manager.ts receiveOne): a later move tells the copy by it
+            metaData: { [META_ORIGIN]: lm.originServer || `link:${CLUSTER_LINK}`, [META_HOPS]: String(Math.max(1, lm.hops)), [META_LINK_ID]: lm.id },
+          };
+          if (lm.contentType !== undefined) init.contentType = lm.contentType;
+          if (lm.correlationData !== undefined) init.correlationData = lm.correlationData;
+          if (lm.userProperties !== undefined) init.userProperties = lm.userProperties;
+          if (lm.responseTopic !== undefined) init.responseTopic = lm.responseTopic;
+          if (lm.payloadFormat !== undefined) init.payloadFormat = lm.payloadFormat;
+          if (lm.priority !== undefined) init.priority = lm.priority;
+          if (lm.expiresAt) init.expiresAt = lm.expiresAt;
+          let list = byKey.get(sub.key);
+          if (list === undefined) byKey.set(sub.key, (list = []));
+          list.push([topic, createMessage(init, id++, Date.now())]);
+          n++;
+        }
+      }
+    } finally {
+      await consumer.delete().catch(() => undefined);
+    }
+    for (const [key, list] of byKey) void engine.adoptHeld(key, list);
+    await engine.flush();
+    this.log.info({ clientId: s.clientId, from, upTo, replayed: n, held }, 'cluster: a hand-over completed here from the message stream (what the session lacked of it replayed)');
+    return n;
   }
 
   /**
@@ -1470,17 +1673,23 @@ export class ClusterSessions implements Service {
       const e = await kv.get(key);
       const doc = parseDoc(e);
       if (e === null || doc === undefined || doc.owner !== gone) continue;
+      // the gone node was taking the session over when it died: the hand-over is completed here (takeOver), from the
+      // broker that still has the session if it has not released it and is live, else from the stream with a replay
+      const underWay = handoverUnderWay(doc);
+      const holder = underWay && !doc.released && doc.previousOwner !== undefined && this.isLive(doc.previousOwner) ? doc.previousOwner : undefined;
       const taken: SessionDoc = {
         ...doc,
         owner: this.nodeId,
         ownerEpoch: this.rt?.service('cluster')?.epoch ?? 0,
         epoch: doc.epoch + 1,
-        previousOwner: gone,
-        released: true,
+        previousOwner: holder ?? gone,
+        released: holder === undefined,
         connected: false,
         disconnectedAt: doc.connected ? Date.now() : (doc.disconnectedAt ?? Date.now()),
         updated: Date.now(),
       };
+      if (underWay) taken.handover = { ...doc.handover!, to: this.nodeId };
+      else delete taken.handover;
       let rev: number;
       try {
         rev = await kv.update(key, JSON.stringify(taken), e.revision);
@@ -1490,6 +1699,12 @@ export class ClusterSessions implements Service {
       }
       if (broker.sessions.has(doc.clientId)) continue;
       this.owned.set(doc.clientId, { rev, doc: taken, want: undefined, writing: false });
+      if (underWay) {
+        // not in this adoption's replay below: the hand-over's own replay covers the dead node's part
+        void this.startTakeOver(doc.clientId, key, holder ?? gone);
+        adopted++;
+        continue;
+      }
       const s = await this.rebuild(taken, key);
       if (s !== undefined) {
         broker.scheduleExpiry(s);
