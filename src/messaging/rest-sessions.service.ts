@@ -1,5 +1,5 @@
 import { messageSelector } from './message-selector.js';
-import type { Engine, SubscribeOptions } from '../engine/index.js';
+import type { DurableChange, Engine, SubscribeOptions, Subscription } from '../engine/index.js';
 import type { Sub } from '../store/store.js';
 import { USER_DELETED, type UserDeletion } from '../security/types.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
@@ -110,9 +110,25 @@ export class RestSessionsService implements Service {
     if (n) d.ended.persistentRestSessions = n;
   };
 
+  /**
+   * A durable subscription closed by someone else than its session (the queue it consumed from was deleted): the
+   * kept list loses it, in use or detached, so a restart makes neither the subscription nor the queue again. The
+   * session's own unsubscribe writes the same list after this; `discard` forgets the record before closing.
+   */
+  private readonly onSubscriptionChanged = (sub: Subscription, change: DurableChange): void => {
+    if (change !== 'closed') return;
+    const rec = this.records.get(sub.sessionId);
+    if (rec === undefined) return;
+    const kept = rec.subscriptions.filter((x) => x.filter !== sub.filter);
+    if (kept.length === rec.subscriptions.length) return;
+    rec.subscriptions = kept;
+    void this.write(sub.sessionId, rec);
+  };
+
   async start(rt: Runtime): Promise<void> {
     this.rt = rt;
     rt.on(USER_DELETED, this.onUserDeleted);
+    rt.on('subscription.changed', this.onSubscriptionChanged);
     this.store = rt.store.sublevel('restSessions');
     this.records.clear();
     const engine = this.deps.messaging.requireEngine();
@@ -157,6 +173,7 @@ export class RestSessionsService implements Service {
 
   async stop(): Promise<void> {
     this.rt.off(USER_DELETED, this.onUserDeleted);
+    this.rt.off('subscription.changed', this.onSubscriptionChanged);
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     // Sessions in use are left now: their expiry counts from the stop; the next boot restores them hibernated.
@@ -199,8 +216,9 @@ export class RestSessionsService implements Service {
 
   /** Ends the session for good: its subscriptions and held messages go. */
   discard(engineSessionId: string, engine: Engine | undefined = this.deps.messaging.engine): void {
+    const kept = this.records.delete(engineSessionId); // first: the closes below need not rewrite its list
     if (engine !== undefined && !engine.isClosed) engine.closeSession(engineSessionId);
-    if (this.records.delete(engineSessionId)) this.write(engineSessionId, undefined);
+    if (kept) this.write(engineSessionId, undefined);
   }
 
   /** Discards every session of a user (the user was deleted), in use or detached. Returns how many went. */

@@ -272,6 +272,20 @@ export class MqttBroker implements ConnectionOwner {
     this.cluster?.ended(s);
   }
 
+  /**
+   * A durable subscription ended from outside its session (the queue it consumed from was deleted, and the engine
+   * unsubscribed it): a session that still lists it drops it, and its saved record with it, so a restart makes
+   * neither the subscription nor the queue again. The session's own UNSUBSCRIBE and its end remove the entry (or the
+   * session from `sessions`) before the engine's notice, so they find nothing here.
+   */
+  subscriptionEnded(sub: Subscription): void {
+    if (!sub.sessionId.startsWith('mqtt:')) return;
+    const s = this.sessions.get(sub.sessionId.slice('mqtt:'.length));
+    if (s === undefined || s.subs.get(sub.filter)?.sub !== sub) return;
+    s.subs.delete(sub.filter);
+    this.save(s);
+  }
+
   /** Publish a will message now, or after its delay unless the session comes back first [MQTT-3.1.3-9]. */
   scheduleWill(s: MqttSession, will: WillMessage, origin: string): void {
     const delay = Math.min(will.delay, s.expiry);

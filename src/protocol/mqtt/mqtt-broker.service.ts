@@ -1,4 +1,5 @@
 import { MqttBroker } from './broker.js';
+import type { DurableChange, Subscription } from '../../engine/index.js';
 import { USER_DELETED, type UserDeletion } from '../../security/types.js';
 import type { MessagingService } from '../../messaging/messaging.service.js';
 import type { RestSessionsService } from '../../messaging/rest-sessions.service.js';
@@ -46,9 +47,15 @@ export class MqttBrokerService implements Service {
     }
   };
 
+  /** A durable subscription closed by someone else than its session (its queue deleted) leaves the saved session. */
+  private readonly onSubscriptionChanged = (sub: Subscription, change: DurableChange): void => {
+    if (change === 'closed') this.broker?.subscriptionEnded(sub);
+  };
+
   async start(rt: Runtime): Promise<void> {
     this.rt = rt;
     rt.on(USER_DELETED, this.onUserDeleted);
+    rt.on('subscription.changed', this.onSubscriptionChanged);
     this.broker = new MqttBroker({
       engine: () => this.deps.messaging.engine,
       security: () => rt.security,
@@ -66,6 +73,7 @@ export class MqttBrokerService implements Service {
 
   async stop(): Promise<void> {
     this.rt.off(USER_DELETED, this.onUserDeleted);
+    this.rt.off('subscription.changed', this.onSubscriptionChanged);
     await this.broker?.close();
     this.broker = undefined;
   }
