@@ -11,7 +11,7 @@ import { clusterService } from './cluster/cluster.service.js';
 import { clusterWillsService } from './cluster/wills.js';
 import { clusterViewsService } from './cluster/views.service.js';
 import { clusterMessagesService } from './cluster/messages.js';
-import { clusterSessionsService } from './cluster/sessions.js';
+import { clusterSessionsService, clusterStoreHook } from './cluster/sessions.js';
 import { devicesService } from './devices/devices.service.js';
 import { loraService } from './devices/lora/lora.service.js';
 import { discoveryService } from './discovery/discovery.service.js';
@@ -41,8 +41,8 @@ export function registerServices(rt: Runtime): void {
   const security = securityService(); // first: rt.security must be in place before any protocol or route uses it
   rt.use(security);
   rt.use(modelsService()); // ML model store under {data}/models (before messaging: selector model functions use it)
-  const clusterSessions = clusterSessionsService(); // registered last; the engine's store is wrapped by it (cluster on)
-  const messaging = messagingService({ security }, { wrapStore: clusterSessions.wrapStore }); // the engine
+  const clusterStore = clusterStoreHook(); // the engine's store mirrored into JetStream for cluster sessions (cluster on; the session plane below reads it)
+  const messaging = messagingService({ security }, { wrapStore: clusterStore.wrapStore }); // the engine
   rt.use(messaging);
   rt.use(schemasService({ messaging })); // schema registry: binds payload schemas to destinations, $schema/<destination> topics
   const restSessions = restSessionsService({ messaging }); // persistent REST messaging sessions, restored hibernated before any endpoint runs
@@ -60,8 +60,9 @@ export function registerServices(rt: Runtime): void {
   rt.use(sysTopicsService({ messaging, endpoints })); // $SYS topics into the engine
   rt.use(devicesService({ messaging })); // I²C sensors: one actor each under the devices supervisor, readings into the engine
   rt.use(loraService({ messaging })); // LoRa radios (RN2483 on serial ports): one actor each under the lora supervisor, uplinks into the engine
-  rt.use(clusterService()); // membership of the cluster over NATS JetStream (off unless Cluster.enabled); last, so a clean stop writes its lease as left first
-  rt.use(clusterWillsService()); // wills of this node's clients in JetStream, published by a survivor; the partition policy's refusals (off unless Cluster.enabled)
-  rt.use(clusterSessions); // persistent MQTT sessions in JetStream, takeover across brokers (off unless Cluster.enabled)
-  rt.use(clusterViewsService()); // scope=cluster on REST lists and the cluster totals of $SYS and /metrics (off unless Cluster.enabled)
+  const cluster = clusterService();
+  rt.use(cluster); // membership of the cluster over NATS JetStream (off unless Cluster.enabled); last, so a clean stop writes its lease as left first
+  rt.use(clusterWillsService({ security, mqttBroker, cluster })); // wills of this node's clients in JetStream, published by a survivor; the partition policy's refusals (off unless Cluster.enabled)
+  rt.use(clusterSessionsService({ messaging, mqttBroker, cluster, integrations }, clusterStore)); // persistent MQTT sessions in JetStream, takeover across brokers (off unless Cluster.enabled)
+  rt.use(clusterViewsService({ cluster })); // scope=cluster on REST lists and the cluster totals of $SYS and /metrics (off unless Cluster.enabled)
 }

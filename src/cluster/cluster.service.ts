@@ -164,6 +164,11 @@ export class ClusterService implements Service {
     return this.membership ? this.membership.view() : { enabled: false };
   }
 
+  /** The membership's view (nodes, leases, the unreachable), or undefined while the cluster is off or not started. */
+  memberView(): ClusterView | undefined {
+    return this.membership?.view();
+  }
+
   /** Why this node is not ready as a cluster member (empty when it is, or when the cluster is off). */
   readinessReasons(): string[] {
     const m = this.membership;

@@ -42,8 +42,12 @@ import { decodeMessage, headersOf } from '../links/nats-transport.js';
 import type { MqttBroker, ClaimResult } from '../protocol/mqtt/broker.js';
 import { CloseReason, Reason } from '../protocol/mqtt/reason.js';
 import { MqttSession, storeInbound, storeOutbound, type OutboundRecord, type StoredSubscription } from '../protocol/mqtt/session.js';
+import type { IntegrationsService } from '../links/integrations.service.js';
+import type { MessagingService } from '../messaging/messaging.service.js';
+import type { MqttBrokerService } from '../protocol/mqtt/mqtt-broker.service.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
-import { ClusterState, type GoneNode } from './membership.js';
+import type { ClusterService } from './cluster.service.js';
+import { ClusterState, type ClusterView, type GoneNode } from './membership.js';
 import { CLUSTER_LINK, messageStream, messageSubjectPrefix } from './messages.js';
 
 /** A session record as kept in the bucket (JSON). */
@@ -344,11 +348,38 @@ interface Owned {
   writing: boolean;
 }
 
+/**
+ * The engine's store as the session plane mirrors it. The messaging service is given `wrapStore` when it is made, and
+ * the session plane (which depends on the messaging service, so is made after it) reads the mirror from here.
+ */
+export class ClusterStoreHook {
+  /** The mirror of the engine now running (a new one at every boot), when the cluster is on. */
+  store: SessionStore | undefined;
+
+  /** Given to the messaging service: the engine's store, mirrored for cluster sessions when the cluster is on. */
+  readonly wrapStore = (inner: EngineStore, rt: Runtime): EngineStore => {
+    if (!rt.config.Cluster.enabled) return inner;
+    this.store = new SessionStore(inner);
+    return this.store;
+  };
+}
+
+/** What the session plane is given (src/compose.ts). */
+export interface ClusterSessionsDeps {
+  /** The engine the sessions' subscriptions live in. */
+  messaging: MessagingService;
+  /** The MQTT broker whose persistent sessions the plane holds in JetStream (it calls the plane at CONNECT). */
+  mqttBroker: MqttBrokerService;
+  /** The membership: this node's id and epoch, who is live, its NATS connection. */
+  cluster: ClusterService;
+  /** The link manager running the message plane's link, whose outbox a hand-over waits for. */
+  integrations: IntegrationsService;
+}
+
 export class ClusterSessions implements Service {
   readonly name = 'clusterSessions';
-  readonly dependsOn = ['messaging', 'mqttBroker', 'cluster'] as const;
+  readonly dependsOn: readonly string[];
   private rt: Runtime | undefined;
-  private store: SessionStore | undefined;
   private nc: NatsConnection | undefined;
   private kv: KV | undefined;
   private log!: Logger;
@@ -364,12 +395,21 @@ export class ClusterSessions implements Service {
   /** The plane has been active since this broker started (before that, it serves as a single broker). */
   private wasActive = false;
 
-  /** Given to the messaging service: the engine's store, mirrored for cluster sessions when the cluster is on. */
-  readonly wrapStore = (inner: EngineStore, rt: Runtime): EngineStore => {
-    if (!rt.config.Cluster.enabled) return inner;
-    this.store = new SessionStore(inner);
-    return this.store;
-  };
+  constructor(
+    private readonly deps: ClusterSessionsDeps,
+    private readonly hook: ClusterStoreHook,
+  ) {
+    this.dependsOn = Object.keys(deps);
+  }
+
+  private get store(): SessionStore | undefined {
+    return this.hook.store;
+  }
+
+  /** The membership's view of the nodes (undefined before this service started, or while the cluster is off). */
+  private view(): ClusterView | undefined {
+    return this.rt === undefined ? undefined : this.deps.cluster.memberView();
+  }
 
   private readonly onState = (state: ClusterState): void => {
     if (state === ClusterState.Member) this.activate();
@@ -384,8 +424,8 @@ export class ClusterSessions implements Service {
    * race anyway).
    */
   private readonly onLeft = (nodeId: string): void => {
-    const v = this.rt?.service('cluster')?.view();
-    if (v === undefined || !('nodes' in v)) return;
+    const v = this.view();
+    if (v === undefined) return;
     const live = v.nodes.filter((n) => n.state === 'live' && n.nodeId !== nodeId && !v.unreachable.includes(n.nodeId)).map((n) => n.nodeId);
     live.sort();
     if (live[0] !== this.nodeId) return;
@@ -410,7 +450,7 @@ export class ClusterSessions implements Service {
     if (!rt.config.Cluster.enabled) return;
     const broker = this.broker();
     if (broker !== undefined) broker.cluster = this;
-    if (rt.service('cluster')?.state === ClusterState.Member) this.activate();
+    if (this.deps.cluster.state === ClusterState.Member) this.activate();
   }
 
   async stop(rt: Runtime): Promise<void> {
@@ -433,16 +473,21 @@ export class ClusterSessions implements Service {
   }
 
   private broker(): MqttBroker | undefined {
-    return this.rt?.service('mqttBroker')?.broker;
+    return this.rt === undefined ? undefined : this.deps.mqttBroker.broker;
   }
 
   private engine(): Engine | undefined {
-    const e = this.rt?.engine as Engine | undefined;
+    const e = this.rt === undefined ? undefined : this.deps.messaging.engine;
     return e === undefined || e.isClosed ? undefined : e;
   }
 
+  /** This node's membership epoch (0 before it holds its lease). */
+  private get epoch(): number {
+    return this.rt === undefined ? 0 : this.deps.cluster.epoch;
+  }
+
   private get nodeId(): string {
-    return this.rt?.service('cluster')?.nodeId ?? '';
+    return (this.rt === undefined ? undefined : this.deps.cluster.nodeId) ?? '';
   }
 
   private get cfg() {
@@ -451,11 +496,11 @@ export class ClusterSessions implements Service {
 
   /** Whether the plane can serve a CONNECT now (member, bucket and stream open). */
   get active(): boolean {
-    return this.kv !== undefined && this.store?.js !== undefined && this.rt?.service('cluster')?.state === ClusterState.Member;
+    return this.kv !== undefined && this.store?.js !== undefined && this.rt !== undefined && this.deps.cluster.state === ClusterState.Member;
   }
 
   private activate(): void {
-    const nc = this.rt?.service('cluster')?.nats();
+    const nc = this.rt === undefined ? undefined : this.deps.cluster.nats();
     if (nc === undefined || nc === this.nc || this.stopped) return;
     this.activating = (this.activating ?? Promise.resolve())
       .then(() => this.open(nc))
@@ -527,7 +572,7 @@ export class ClusterSessions implements Service {
         continue;
       }
       // held here: under this node's epoch from now on
-      const o: Owned = { rev: e?.revision ?? 0, doc: doc ? { ...doc, ownerEpoch: this.rt?.service('cluster')?.epoch ?? 0 } : this.newDoc(s), want: undefined, writing: false };
+      const o: Owned = { rev: e?.revision ?? 0, doc: doc ? { ...doc, ownerEpoch: this.epoch } : this.newDoc(s), want: undefined, writing: false };
       if (doc === undefined) {
         const json = this.encode(o.doc, s.clientId);
         if (json === undefined) continue;
@@ -552,7 +597,7 @@ export class ClusterSessions implements Service {
       v: 1,
       clientId: s.clientId,
       owner: this.nodeId,
-      ownerEpoch: this.rt?.service('cluster')?.epoch ?? 0,
+      ownerEpoch: this.epoch,
       epoch: 1,
       released: true,
       ...sessionState(s),
@@ -856,7 +901,7 @@ export class ClusterSessions implements Service {
    * message created at or before `before` (ms): everything published here by then is in the stream (or refused by it).
    */
   private async waitOutbox(before: number, end: number): Promise<boolean> {
-    const sub = this.rt?.service('integrations')?.manager?.find(CLUSTER_LINK)?.push.find((ch) => ch.sub !== undefined)?.sub;
+    const sub = this.deps.integrations.manager?.find(CLUSTER_LINK)?.push.find((ch) => ch.sub !== undefined)?.sub;
     if (sub === undefined) return true;
     for (;;) {
       let pending = (sub.held.peekMsg()?.creation ?? Infinity) <= before;
@@ -1038,7 +1083,7 @@ export class ClusterSessions implements Service {
       const taken: SessionDoc = {
         ...doc,
         owner: this.nodeId,
-        ownerEpoch: this.rt?.service('cluster')?.epoch ?? 0,
+        ownerEpoch: this.epoch,
         epoch: doc.epoch + 1,
         previousOwner: holder,
         released: !holderLive,
@@ -1120,8 +1165,8 @@ export class ClusterSessions implements Service {
    * between the old owner's stop and the rebuild is missing, none comes twice).
    */
   private mergeProvisional(held: Map<string, Array<[string, Message]>>, prov: Provisional, previousOwner: string | undefined): { added: number; twice: number; qos0: number } {
-    const v = this.rt?.service('cluster')?.view();
-    const oldServer = v !== undefined && 'nodes' in v ? (v.nodes.find((n) => n.nodeId === previousOwner)?.serverName ?? '') : '';
+    const v = this.view();
+    const oldServer = v !== undefined ? (v.nodes.find((n) => n.nodeId === previousOwner)?.serverName ?? '') : '';
     const here = this.rt?.serverName ?? '';
     const theirs = new Set<string>();
     let top = 0;
@@ -1160,8 +1205,8 @@ export class ClusterSessions implements Service {
   }
 
   private isLive(nodeId: string): boolean {
-    const v = this.rt?.service('cluster')?.view();
-    if (v === undefined || !('nodes' in v)) return false;
+    const v = this.view();
+    if (v === undefined) return false;
     const n = v.nodes.find((x) => x.nodeId === nodeId);
     return n !== undefined && n.state === 'live' && !v.unreachable.includes(nodeId);
   }
@@ -1338,8 +1383,8 @@ export class ClusterSessions implements Service {
     const store = this.store;
     const engine = this.engine();
     const rt = this.rt;
-    const v = rt?.service('cluster')?.view();
-    if (store?.js === undefined || store.jsm === undefined || engine === undefined || rt === undefined || v === undefined || !('nodes' in v) || !this.cfg.messages.enabled) return 0;
+    const v = this.view();
+    if (store?.js === undefined || store.jsm === undefined || engine === undefined || rt === undefined || v === undefined || !this.cfg.messages.enabled) return 0;
     const cfg = this.cfg;
     const stream = messageStream(cfg.clusterName);
     const origin = h?.from ?? previous;
@@ -1607,8 +1652,8 @@ export class ClusterSessions implements Service {
   private async replay(gone: string, sessions: MqttSession[]): Promise<number> {
     const store = this.store;
     const engine = this.engine();
-    const v = this.rt?.service('cluster')?.view();
-    if (sessions.length === 0 || store?.js === undefined || store.jsm === undefined || engine === undefined || v === undefined || !('nodes' in v)) return 0;
+    const v = this.view();
+    if (sessions.length === 0 || store?.js === undefined || store.jsm === undefined || engine === undefined || v === undefined) return 0;
     const goneServer = v.nodes.find((n) => n.nodeId === gone)?.serverName;
     if (goneServer === undefined) return 0;
     const cfg = this.cfg;
@@ -1680,7 +1725,7 @@ export class ClusterSessions implements Service {
       const taken: SessionDoc = {
         ...doc,
         owner: this.nodeId,
-        ownerEpoch: this.rt?.service('cluster')?.epoch ?? 0,
+        ownerEpoch: this.epoch,
         epoch: doc.epoch + 1,
         previousOwner: holder ?? gone,
         released: holder === undefined,
@@ -1725,6 +1770,11 @@ function planeConsumer(serverName: string): string {
   return `${serverName}-${CLUSTER_LINK}-1`.replace(/[^A-Za-z0-9_-]/g, '_');
 }
 
-export function clusterSessionsService(): ClusterSessions {
-  return new ClusterSessions();
+export function clusterSessionsService(deps: ClusterSessionsDeps, hook: ClusterStoreHook): ClusterSessions {
+  return new ClusterSessions(deps, hook);
+}
+
+/** The holder of the engine store's mirror, made before the messaging service (see ClusterStoreHook). */
+export function clusterStoreHook(): ClusterStoreHook {
+  return new ClusterStoreHook();
 }

@@ -7,6 +7,7 @@
  */
 import { ServiceUnavailableError } from '../errors.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
+import type { ClusterService } from './cluster.service.js';
 import { ClusterState } from './membership.js';
 import { ClusterRpc, type ClusterList, type ClusterListAnswer, type LocalListFn, type RpcScope } from './rpc.js';
 import { ClusterStats, clusterSysTopics, localFigures, type ClusterTotals } from './stats.js';
@@ -17,9 +18,14 @@ declare module '../runtime/runtime.js' {
   }
 }
 
+/** What the cluster views are given (src/compose.ts): the membership, for the node list and its NATS connection. */
+export interface ClusterViewsDeps {
+  cluster: ClusterService;
+}
+
 export class ClusterViewsService implements Service {
   readonly name = 'clusterViews';
-  readonly dependsOn = ['cluster'] as const;
+  readonly dependsOn: readonly string[];
   private rt?: Runtime;
   private rpc?: ClusterRpc;
   /** The lists this node serves, registered by the REST route modules (once per app, kept over restarts). */
@@ -27,6 +33,10 @@ export class ClusterViewsService implements Service {
   private stats?: ClusterStats;
   private timer?: NodeJS.Timeout;
   private readonly onState = (): void => this.bind();
+
+  constructor(private readonly deps: ClusterViewsDeps) {
+    this.dependsOn = Object.keys(deps);
+  }
 
   async start(rt: Runtime): Promise<void> {
     this.rt = rt;
@@ -56,8 +66,8 @@ export class ClusterViewsService implements Service {
   }
 
   private cluster() {
-    const c = this.rt?.service('cluster');
-    return c?.enabled ? c : undefined;
+    const c = this.deps.cluster;
+    return this.rt !== undefined && c.enabled ? c : undefined;
   }
 
   private bind(): void {
@@ -87,8 +97,8 @@ export class ClusterViewsService implements Service {
       clusterName: rt.config.Cluster.clusterName,
       nodeId,
       peers: () => {
-        const v = c.view();
-        if (!('nodes' in v)) return { live: [], unreachable: [] };
+        const v = c.memberView();
+        if (v === undefined) return { live: [], unreachable: [] };
         const unreachable = new Set(v.unreachable);
         return { live: v.nodes.filter((n) => n.state === 'live' && !n.self && !unreachable.has(n.nodeId)).map((n) => n.nodeId), unreachable: [...unreachable] };
       },
@@ -106,8 +116,8 @@ export class ClusterViewsService implements Service {
   totals(): ClusterTotals | undefined {
     const c = this.cluster();
     if (!c?.nodeId || !this.stats || !this.rt) return undefined;
-    const v = c.view();
-    const live = new Set('nodes' in v ? v.nodes.filter((n) => n.state === 'live' && !v.unreachable.includes(n.nodeId)).map((n) => n.nodeId) : []);
+    const v = c.memberView();
+    const live = new Set(v !== undefined ? v.nodes.filter((n) => n.state === 'live' && !v.unreachable.includes(n.nodeId)).map((n) => n.nodeId) : []);
     return this.stats.totals(c.nodeId, localFigures(this.rt), (id) => live.has(id));
   }
 
@@ -118,6 +128,6 @@ export class ClusterViewsService implements Service {
   }
 }
 
-export function clusterViewsService(): ClusterViewsService {
-  return new ClusterViewsService();
+export function clusterViewsService(deps: ClusterViewsDeps): ClusterViewsService {
+  return new ClusterViewsService(deps);
 }

@@ -33,9 +33,11 @@ import { ingress, ingressContext, IngressResult, refusalText } from '../engine/i
 import type { MessageInit } from '../engine/message.js';
 import { LogLimiter } from '../log-limit.js';
 import type { MqttBroker } from '../protocol/mqtt/broker.js';
+import type { MqttBrokerService } from '../protocol/mqtt/mqtt-broker.service.js';
 import type { ClusterWillRegistry } from '../protocol/mqtt/types.js';
 import type { WillMessage } from '../protocol/mqtt/session.js';
 import type { Runtime, Service } from '../runtime/runtime.js';
+import type { SecurityManagerService } from '../security/service.js';
 import { ANONYMOUS, type Principal } from '../security/types.js';
 import { PartitionAdmission } from './admission.js';
 import type { ClusterService } from './cluster.service.js';
@@ -160,6 +162,7 @@ export class ClusterWills implements ClusterWillRegistry {
     private readonly cluster: ClusterService,
     private readonly broker: MqttBroker,
     private readonly log: Logger,
+    private readonly security: SecurityManagerService,
   ) {}
 
   get bucket(): string {
@@ -510,7 +513,7 @@ export class ClusterWills implements ClusterWillRegistry {
     const security = this.rt.security;
     // the ACL of this node decides, for the user of that name here (user ids and groups are each node's own); a user
     // unknown here publishes with no rights of its own (the ACL's default deny, or what anonymous may)
-    const manager = this.rt.service('security')?.manager;
+    const manager = this.security.manager;
     const user = rec.principal !== undefined ? manager?.identities.userByUsername(rec.principal.username) : undefined;
     const principal: Principal = user !== undefined && manager !== undefined ? manager.principalOf(user) : rec.principal !== undefined ? { username: rec.principal.username, uniqueId: '', groups: [], anonymous: false } : ANONYMOUS;
     const cx = ingressContext(engine, security, principal, rec.topic, init, { origin: `will:${rec.nodeId}:${rec.clientId}` });
@@ -554,9 +557,16 @@ export class ClusterWills implements ClusterWillRegistry {
  * follows the membership's runtime events. Started after the cluster and the MQTT broker, stopped before them (so a
  * clean stop removes this node's records while the connection to NATS is still there).
  */
+/** What the wills plane is given (src/compose.ts): the broker it attaches to, the membership, and the users (a will is published as its client's user here). */
+export interface ClusterWillsDeps {
+  security: SecurityManagerService;
+  mqttBroker: MqttBrokerService;
+  cluster: ClusterService;
+}
+
 export class ClusterWillsService implements Service {
   readonly name = 'clusterWills';
-  readonly dependsOn = ['mqttBroker', 'cluster'] as const;
+  readonly dependsOn: readonly string[];
   wills?: ClusterWills;
   private admission?: PartitionAdmission;
   private broker?: MqttBroker;
@@ -574,14 +584,18 @@ export class ClusterWillsService implements Service {
     void this.wills?.onGone(g);
   };
 
+  constructor(private readonly deps: ClusterWillsDeps) {
+    this.dependsOn = Object.keys(deps);
+  }
+
   async start(rt: Runtime): Promise<void> {
     this.rt = rt;
     if (!rt.config.Cluster.enabled) return;
-    const cluster = rt.service('cluster');
-    const broker = rt.service('mqttBroker')?.broker;
-    if (cluster === undefined || broker === undefined) return;
+    const cluster = this.deps.cluster;
+    const broker = this.deps.mqttBroker.broker;
+    if (broker === undefined) return;
     this.broker = broker;
-    this.wills = new ClusterWills(rt, cluster, broker, rt.log.child({ actor: 'cluster', plane: 'wills' }));
+    this.wills = new ClusterWills(rt, cluster, broker, rt.log.child({ actor: 'cluster', plane: 'wills' }), this.deps.security);
     this.admission = new PartitionAdmission();
     broker.wills = this.wills;
     broker.admission = this.admission;
@@ -608,6 +622,6 @@ export class ClusterWillsService implements Service {
   }
 }
 
-export function clusterWillsService(): ClusterWillsService {
-  return new ClusterWillsService();
+export function clusterWillsService(deps: ClusterWillsDeps): ClusterWillsService {
+  return new ClusterWillsService(deps);
 }
