@@ -8,6 +8,7 @@ import { jsonSchemaTransform, jsonSchemaTransformObject, serializerCompiler, val
 import type { Runtime } from '../runtime/runtime.js';
 import { VERSION } from '../runtime/monitor.js';
 import { ResponseCache } from './cache.js';
+import { MAX_PATH_PARAM, MAX_REQUEST_HEAD_BYTES } from './limits.js';
 import type { ApiContext } from './context.js';
 import { clientErrorHandler, registerErrorHandling } from './plugins/errors.js';
 import { nullOptionalFields, registerNullFields } from './plugins/null-fields.js';
@@ -59,18 +60,18 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
     // Router-level errors (a malformed URL, a path parameter over the length limit) answer like every other error.
     frameworkErrors: (error, _request, reply) => {
       const tooLong = error.code === 'FST_ERR_MAX_PARAM_LENGTH';
-      void (reply as unknown as FastifyReply).code(tooLong ? 414 : 400).send({ status: tooLong ? 'A path parameter is longer than 1000 characters' : `Malformed URL: ${error.message}` });
+      void (reply as unknown as FastifyReply).code(tooLong ? 414 : 400).send({ status: tooLong ? `A path parameter is longer than ${MAX_PATH_PARAM} characters` : `Malformed URL: ${error.message}` });
     },
     bodyLimit: rest.bodyLimit,
     // a request (headers and body) must arrive within RestApi.requestTimeout, else 408 and closed (plugins/slow-requests.ts)
     requestTimeout: rest.requestTimeout,
-    http: { requestTimeout: rest.requestTimeout, headersTimeout: Math.min(60000, rest.requestTimeout), connectionsCheckingInterval: connectionsCheckingInterval(rest.requestTimeout) },
+    http: { maxHeaderSize: MAX_REQUEST_HEAD_BYTES, requestTimeout: rest.requestTimeout, headersTimeout: Math.min(60000, rest.requestTimeout), connectionsCheckingInterval: connectionsCheckingInterval(rest.requestTimeout) },
     clientErrorHandler, // 431 / 408 / 400 from the HTTP parser answer with a JSON status too
     forceCloseConnections: true,
     trustProxy: trustProxyOf(rest.trustedProxies), // request.ip: the client behind RestApi.trustedProxies (plugins/client-address.ts)
-    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1000 },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PATH_PARAM }, // every destination name fits (limits.ts)
     ...(https
-      ? { https: { ...https, requestTimeout: rest.requestTimeout, headersTimeout: Math.min(60000, rest.requestTimeout), connectionsCheckingInterval: connectionsCheckingInterval(rest.requestTimeout) } }
+      ? { https: { ...https, maxHeaderSize: MAX_REQUEST_HEAD_BYTES, requestTimeout: rest.requestTimeout, headersTimeout: Math.min(60000, rest.requestTimeout), connectionsCheckingInterval: connectionsCheckingInterval(rest.requestTimeout) } }
       : {}), // RestApi.sslConfig (api/https.ts)
   }).withTypeProvider<ZodTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);

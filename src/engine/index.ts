@@ -11,6 +11,7 @@ export { DEFAULT_PRIORITY, MAX_PRIORITY, MessageIdGenerator, clampPriority, crea
 export type { EngineStore, MemoryEngineStore, StoreOp } from './engine-store.js';
 export { levelEngineStore, memoryEngineStore } from './engine-store.js';
 export {
+  MAX_TOPIC_BYTES,
   TopicTree,
   TopicTrie,
   hasWildcard,

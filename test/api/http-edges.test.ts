@@ -1,6 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
+import { MAX_REQUEST_HEAD_BYTES } from '../../src/api/limits.js';
 import { startServer, type TestServer } from '../helpers.js';
 
 /** Answers from below the router (the HTTP parser) are JSON too, and the WADL document's ids are unique. */
@@ -31,7 +32,7 @@ describe('HTTP edges and WADL', () => {
   };
 
   test('http - headers over the limit answer 431 with a JSON status', async () => {
-    const r = parse(await raw(`GET /api/v1/ping HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20000)}\r\n\r\n`));
+    const r = parse(await raw(`GET /api/v1/ping HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(MAX_REQUEST_HEAD_BYTES)}\r\n\r\n`));
     assert.match(r.statusLine, /^HTTP\/1\.1 431 /);
     assert.match(r.head, /content-type: application\/json/i);
     assert.match(JSON.parse(r.body).status, /Request headers are too large: the limit is \d+ bytes/);

@@ -273,7 +273,7 @@ describe('lifecycle commands in process', () => {
       ['PATCH', '/api/v1/server/destinations/bad%2Finput', { state: 'x'.repeat(100_000) }, 400],
       ['PATCH', '/api/v1/server/destinations/%24SYS%2Fserver', { state: 'paused' }, 404],
       ['POST', '/api/v1/server/destinations/%E0%A4%A/purge', undefined, 400],
-      ['DELETE', `/api/v1/server/destinations/${'x'.repeat(5000)}`, undefined, 414],
+      ['DELETE', `/api/v1/server/destinations/${'x'.repeat(70_000)}`, undefined, 414],
       ['PATCH', '/api/v1/server/subscriptions/%E0%7Cx', { state: 'paused' }, 400],
       ['PATCH', '/api/v1/server/subscriptions/nope', { state: 'resumed' }, 404],
       ['PATCH', '/api/v1/server/subscriptions/a%7Cb', { state: 'sideways' }, 400],

@@ -1,9 +1,10 @@
-import { maxHeaderSize, STATUS_CODES } from 'node:http';
+import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import { BrokerError } from '../../errors.js';
+import { MAX_REQUEST_HEAD_BYTES } from '../limits.js';
 
 /**
  * The one error handler: operational errors and validation errors become 4xx `{"status": "..."}` naming the field
@@ -94,7 +95,7 @@ export function clientErrorHandler(err: Error & { code?: string }, socket: Socke
   let status = `Malformed HTTP request: ${err.code ?? err.message}`;
   if (err.code === 'HPE_HEADER_OVERFLOW') {
     code = 431;
-    status = `Request headers are too large: the limit is ${maxHeaderSize} bytes in all`;
+    status = `Request headers are too large: the limit is ${MAX_REQUEST_HEAD_BYTES} bytes in all, request line included`;
   } else if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
     code = 408;
     status = 'The request took too long to arrive';

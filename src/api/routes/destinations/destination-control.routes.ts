@@ -3,6 +3,8 @@ import { z } from 'zod';
 import { controlDestination, deleteDestination, purgeDestination } from '../../../messaging/destinations.service.js';
 import { controlSubscription } from '../../../messaging/subscriptions.service.js';
 import type { ApiContext } from '../../context.js';
+import { MAX_PATH_PARAM } from '../../limits.js';
+import { MAX_TOPIC_BYTES } from '../../../engine/index.js';
 import { ErrorResponses, RequestedAction, StatusResponse } from '../../schemas.js';
 
 /**
@@ -20,12 +22,12 @@ import { ErrorResponses, RequestedAction, StatusResponse } from '../../schemas.j
  */
 const tags = ['Destination Management'];
 const manage = { permission: { permission: 'manage_destinations' as const } };
-const DestinationParam = z.object({ destination: z.string().min(1, 'destination is required').max(4096).describe('the destination name, URL-encoded (sensors%2Froom1)') });
+const DestinationParam = z.object({ destination: z.string().min(1, 'destination is required').max(MAX_TOPIC_BYTES).describe('the destination name, URL-encoded (sensors%2Froom1)') }); // any accepted name (api/limits.ts)
 const SubscriptionParam = z.object({
   subscription: z
     .string()
     .min(1, 'subscription is required')
-    .max(8192)
+    .max(MAX_PATH_PARAM) // a session id and a filter of any accepted length (api/limits.ts)
     .describe('the durable subscription\'s actor name `<url-encoded session id>|<filter>`, URL-encoded as a whole (as GET /api/v1/server/actors?kind=subscription lists it)'),
 });
 const StateResponse = z.object({ status: z.string().describe('Success or No change'), state: z.string().describe('the state now') }).meta({ id: 'LifecycleStateResponse' });

@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import type { DestinationDTO, DestinationType } from '../../../engine/index.js';
 import type { CompiledSelector } from '../../../engine/selector/selector.js';
 import { ValidationError } from '../../../errors.js';
+import { MAX_TOPIC_BYTES } from '../../../engine/index.js';
 
 export function isSystemDestination(name: string): boolean {
   return name.startsWith('$');
@@ -97,7 +98,7 @@ export interface DestinationPage {
 
 export const PAGE_SIZE_MIN = 10;
 export const PAGE_SIZE_MAX = 1000;
-const PREFIX_MAX = 4096;
+const PREFIX_MAX = MAX_TOPIC_BYTES; // a folder of any accepted destination name
 
 /**
  * The browse prefix as MAPS normalises it: trimmed, surrounding double quotes removed, `//` collapsed, trailing

@@ -6,6 +6,7 @@ import type { ActorTransition } from '../../../runtime/events.js';
 import { actorDetail, actorPage, parentOf } from '../../../runtime/inspector.js';
 import { actorTree } from '../../../runtime/monitor.js';
 import type { ApiContext } from '../../context.js';
+import { MAX_PATH_PARAM } from '../../limits.js';
 import { ErrorResponses, StatusResponse } from '../../schemas.js';
 import { clusterList, clusterListDTO, ScopeParam, serveClusterList } from '../cluster/scope.js';
 import { principalOf } from '../messaging/access.js';
@@ -63,7 +64,7 @@ const ActorNode = z
 const ActorQueryDTO = z.object({
   kind: z.string().trim().min(1).max(64).optional(),
   state: z.string().trim().min(1).max(256).optional(),
-  prefix: z.string().max(4096).optional().describe('systemId prefix, e.g. destination:sensors/'),
+  prefix: z.string().max(MAX_PATH_PARAM).optional().describe('systemId prefix, e.g. destination:sensors/'),
   limit: z.coerce.number().int().min(1).max(1000).default(100).describe('entries per page (with scope=cluster: per node)'),
   offset: z.coerce.number().int().min(0).default(0).describe('entries skipped (with scope=cluster: on each node)'),
 });
@@ -218,7 +219,7 @@ export const actorRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ctx) =
         tags,
         summary: 'One live actor (Switchyard extension)',
         description: 'State, the events it accepts now (from its machine; a passive destination or subscription actor is activated to answer), a safe view of its context (no secrets, no functions), its registered children and its last 50 transitions. The systemId is URL-encoded (destination%3Asensors%2Fa).',
-        params: z.object({ systemId: z.string().min(1).max(4200) }),
+        params: z.object({ systemId: z.string().min(1).max(MAX_PATH_PARAM) }), // `destination:<name>` of any accepted name
         response: { 200: ActorDetailDTO, ...ErrorResponses },
       },
     },
