@@ -157,6 +157,8 @@ export class Engine {
   private readonly ids = new MessageIdGenerator(0, Date.now());
   private readonly rates: RateMeter<RateKey>;
   private nextSubId = 1;
+  /** Durable subscriptions not closed (what `eachDurableSubscription` yields), kept so the actor views count in O(1). */
+  private durableCount = 0;
   private recovered = false;
 
   /** The queue naming convention (configurable prefixes). */
@@ -425,6 +427,7 @@ export class Engine {
 
     const sub = new Subscription(this.host, this.nextSubId++, opts.sessionId, opts, topicFilter, shared?.group, maxDepth, maxBytes);
     this.subs.set(sub.key, sub);
+    if (sub.durable) this.durableCount++;
     let set = this.sessions.get(sub.sessionId);
     if (set === undefined) this.sessions.set(sub.sessionId, (set = new Set()));
     set.add(sub);
@@ -499,6 +502,7 @@ export class Engine {
     }
     if (sub === undefined || sub.closed) return false;
     sub.closed = true;
+    if (sub.durable) this.durableCount--;
     sub.selector?.release?.();
     if (sub.durable) this.events.onDurableSubscription(sub, reason === SESSION_EXPIRED ? 'expired' : 'closed');
     if (sub.paused && sub.durable && this.commit !== undefined) this.commit.del(pausedSubscriptionKey(sub.key));
@@ -588,6 +592,11 @@ export class Engine {
   /** The durable subscriptions one by one (a page stops iterating once it is full; nothing is copied). */
   *eachDurableSubscription(): IterableIterator<Subscription> {
     for (const sub of this.subs.values()) if (sub.durable && !sub.closed) yield sub;
+  }
+
+  /** Number of durable subscriptions, online or hibernating (as many as `eachDurableSubscription` yields), O(1). */
+  get durableSubscriptionCount(): number {
+    return this.durableCount;
   }
 
   get subscriptionCount(): number {

@@ -117,11 +117,7 @@ export function subscriptionsService(deps: SubscriptionsDeps): Service {
         kind: 'subscription',
         supervisor: 'subscriptions',
         machine: 'subscription',
-        count: () => {
-          let n = 0;
-          for (const _ of engine.eachDurableSubscription()) n++; // counted, not copied
-          return n;
-        },
+        count: () => engine.durableSubscriptionCount, // the engine counts them as they come and go
         names: function* () {
           for (const sub of engine.eachDurableSubscription()) yield sub.key;
         },
