@@ -74,6 +74,11 @@ const LIMITS_KEY = 'switchyardInboundLimits';
 const CR = 0x0d;
 const NL = 0x0a;
 
+/** Byte `k` of the line `l[from, to)`, 0 past its end. */
+function byteAt(l: Uint8Array, from: number, to: number, k: number): number {
+  return from + k < to ? l[from + k]! : 0;
+}
+
 function upper(b: number): number {
   return b >= 0x61 && b <= 0x7a ? b - 0x20 : b;
 }
@@ -123,32 +128,34 @@ export class InboundScanner {
         this.partial.push(Buffer.from(chunk.buffer, chunk.byteOffset + i, n - i));
         return undefined;
       }
-      let line: Uint8Array;
+      let why: string | undefined;
       if (this.partialLength > 0) {
         if (this.partialLength + (nl - i) > maxLine) return `the NATS server sent a protocol line longer than ${maxLine} bytes`;
         this.partial.push(Buffer.from(chunk.buffer, chunk.byteOffset + i, nl - i));
-        line = Buffer.concat(this.partial);
+        const line = Buffer.concat(this.partial);
         this.partial = [];
         this.partialLength = 0;
+        why = this.line(line, 0, line.length);
       } else {
         if (nl - i > maxLine) return `the NATS server sent a protocol line longer than ${maxLine} bytes`;
-        line = chunk.subarray(i, nl);
+        // read in place (no view object per line: one per message at low rates, when each read holds one)
+        why = this.line(chunk, i, nl);
       }
       i = nl + 1;
-      const why = this.line(line);
       if (why) return why;
     }
     return undefined;
   }
 
-  private line(l: Uint8Array): string | undefined {
-    const b0 = upper(l[0] ?? 0);
+  /** The control line `l[from, to)` (without its LF). */
+  private line(l: Uint8Array, from: number, to: number): string | undefined {
+    const b0 = upper(byteAt(l, from, to, 0));
     // MSG <subject> <sid> [reply] <size> / HMSG <subject> <sid> [reply] <hdr size> <total size>
-    if ((b0 === 0x4d && upper(l[1] ?? 0) === 0x53 && upper(l[2] ?? 0) === 0x47) || (b0 === 0x48 && upper(l[1] ?? 0) === 0x4d && upper(l[2] ?? 0) === 0x53)) {
-      let end = l.length;
-      while (end > 0 && (l[end - 1] === CR || l[end - 1] === 0x20 || l[end - 1] === 0x09)) end--;
+    if ((b0 === 0x4d && upper(byteAt(l, from, to, 1)) === 0x53 && upper(byteAt(l, from, to, 2)) === 0x47) || (b0 === 0x48 && upper(byteAt(l, from, to, 1)) === 0x4d && upper(byteAt(l, from, to, 2)) === 0x53)) {
+      let end = to;
+      while (end > from && (l[end - 1] === CR || l[end - 1] === 0x20 || l[end - 1] === 0x09)) end--;
       let start = end;
-      while (start > 0 && l[start - 1]! >= 0x30 && l[start - 1]! <= 0x39) start--;
+      while (start > from && l[start - 1]! >= 0x30 && l[start - 1]! <= 0x39) start--;
       if (start === end || end - start > 15) return undefined; // not a size: nats.js refuses the line itself
       let size = 0;
       for (let k = start; k < end; k++) size = size * 10 + (l[k]! - 0x30);
@@ -159,7 +166,7 @@ export class InboundScanner {
       return undefined;
     }
     // PING
-    if (b0 === 0x50 && upper(l[1] ?? 0) === 0x49) {
+    if (b0 === 0x50 && upper(byteAt(l, from, to, 1)) === 0x49) {
       const now = this.now();
       if (now - this.pingWindowStart > PING_WINDOW_MS) {
         this.pingWindowStart = now;

@@ -71,7 +71,7 @@ import {
 import { connectGuarded, HIGH_WATER, unreadBytes } from './nats-guard.js';
 import { IdRing, type ReceivedIds } from './received-ids.js';
 import { filterToSubject, SubjectMappingError, subjectToTopic, topicToSubject } from './subject-mapping.js';
-import type { LinkMessage, LinkTransport, ReceiveHandler, ReceiveOptions, TransportEvent } from './transport.js';
+import { HANDED, type LinkMessage, type LinkTransport, type ReceiveHandler, type ReceiveOptions, type TransportEvent } from './transport.js';
 
 /** A LinkMessage with the optional outbox id (`LinkMessage.id` in newer transport.ts; kept local so either fits). */
 export type NatsLinkMessage = LinkMessage & { id?: string };
@@ -115,6 +115,15 @@ const DEDUP_IDS = 65536;
 const MAX_STREAMS = 100;
 /** How long a JetStream publish waits for its PubAck (ms). */
 const PUBACK_TIMEOUT = 5000;
+/**
+ * A JetStream publish is handed to nats.js at once while fewer PubAcks than this are outstanding (a link that keeps
+ * up: at 2 000 msg/s one or two); above it, publishes wait for the end of the event-loop turn and leave in one write.
+ */
+export const PUBLISH_NOW_BELOW = 8;
+/** The `streams` key of the one stream named by protocolConfigs `stream`. */
+const ANY_STREAM = '\u0000';
+/** What send() answers for a QoS 0 publish, handed to nats.js at once (nothing to wait for). */
+const SENT: Promise<void> = Promise.resolve();
 /**
  * A `qos0Subjects` message is dropped while more than this many bytes received from the server wait unread: three
  * quarters of the guard's HIGH_WATER (where it pauses the socket, which only a burst larger than the rest can reach),
@@ -363,6 +372,50 @@ export function decodeMessage(subject: string, data: Uint8Array, get: HeaderLook
   return msg;
 }
 
+function noop(): void {}
+
+/** What sendAcks needs of nats.js's protocol handler (internal: `NatsConnectionImpl.protocol`). */
+interface ProtocolWriter {
+  sendCommand(cmd: Uint8Array): void;
+}
+
+/**
+ * Acknowledges JetStream messages: their `PUB <reply> 4` lines with `+ACK` handed to nats.js's protocol handler as one
+ * buffer, which it writes with whatever else leaves in this microtask turn. JsMsg.ack() per message made a publish
+ * with its options object, a subject check, a protocol line and its encoding each (about a tenth of what a receiving
+ * broker allocated per message in bench/federation's QoS 1 latency scenario). Where nats.js has no such handler (a
+ * version without it), or a message has no reply subject, ack() is used. A closed connection takes nothing: JetStream
+ * redelivers after ack_wait, and the id is remembered.
+ */
+function sendAcks(nc: NatsConnection, list: JsMsg[]): void {
+  const protocol = (nc as unknown as { protocol?: Partial<ProtocolWriter> }).protocol;
+  let lines = '';
+  for (const x of list) {
+    // the implementation's reply subject (JsMsgImpl.reply; the JsMsg interface does not declare it)
+    const reply = (x as JsMsg & { readonly reply?: string }).reply;
+    if (protocol?.sendCommand !== undefined && reply && reply.indexOf(' ') < 0 && reply.indexOf('\r') < 0 && reply.indexOf('\n') < 0) {
+      lines += `PUB ${reply} 4\r\n+ACK\r\n`;
+      continue;
+    }
+    try {
+      x.ack();
+    } catch {
+      // the connection is gone: JetStream redelivers after ack_wait, and the id is remembered
+    }
+  }
+  if (lines === '' || nc.isClosed()) return;
+  try {
+    (protocol as ProtocolWriter).sendCommand(Buffer.from(lines, 'latin1'));
+  } catch {
+    // the connection is gone: as above
+  }
+}
+
+/** A QoS 0 hand-over: its failure is the message's loss (at most once); nothing is chained when it was taken at once. */
+function atMostOnce(p: Promise<void>): void {
+  if (p !== HANDED) p.catch(noop);
+}
+
 function num(v: unknown, dflt: number, min: number, max: number): number {
   return typeof v === 'number' && Number.isFinite(v) ? Math.min(max, Math.max(min, v)) : dflt;
 }
@@ -422,6 +475,8 @@ export class NatsTransport implements LinkTransport {
   private readonly receives: ActiveReceive[] = [];
   /** first subject token -> stream name (ensured on this connection). */
   private readonly streams = new Map<string, Promise<string>>();
+  /** The keys of `streams` whose stream is ensured: send() publishes to them without waiting a promise. */
+  private readonly readyStreams = new Set<string>();
   private retainedStream?: Promise<string>;
   private readonly opts: ReturnType<typeof natsOptions>;
   private readonly stats = { refused: 0, duplicatesDropped: 0, qos0Dropped: 0 };
@@ -465,15 +520,23 @@ export class NatsTransport implements LinkTransport {
     } catch (err) {
       p = Promise.reject(err as Error);
     }
-    return p.finally(() => {
-      this.inHandlers--;
-      if (qos0) this.qos0InHandlers--;
-      const w = this.roomWaiter;
-      if (w !== undefined && this.inHandlers < this.maxInHandlers) {
-        this.roomWaiter = undefined;
-        w.resolve();
-      }
-    });
+    if (p === HANDED) {
+      // taken at once: counted out now, no promise chained per message
+      this.handedOver(qos0);
+      return p;
+    }
+    return p.finally(() => this.handedOver(qos0));
+  }
+
+  /** A message left the receive handler: counted out; reading resumes if it waited for room. */
+  private handedOver(qos0: boolean): void {
+    this.inHandlers--;
+    if (qos0) this.qos0InHandlers--;
+    const w = this.roomWaiter;
+    if (w !== undefined && this.inHandlers < this.maxInHandlers) {
+      this.roomWaiter = undefined;
+      w.resolve();
+    }
   }
 
   /** Waiting for `inHandlers` to drop below `maxInHandlers` (the guarded transport's read loop), if it is. */
@@ -645,12 +708,14 @@ export class NatsTransport implements LinkTransport {
   /** The stream that holds `subject` (a literal subject or a filter with a literal first token). */
   private streamFor(subject: string): Promise<string> {
     if (this.opts.stream) {
-      const key = '\u0000';
-      let p = this.streams.get(key);
+      let p = this.streams.get(ANY_STREAM);
       if (!p) {
         p = this.ensureStream(this.opts.stream, this.opts.subjects ?? ['>']);
-        this.streams.set(key, p);
-        p.catch(() => this.streams.delete(key));
+        this.streams.set(ANY_STREAM, p);
+        p.then(
+          () => this.readyStreams.add(ANY_STREAM),
+          () => this.streams.delete(ANY_STREAM),
+        );
       }
       return p;
     }
@@ -665,7 +730,10 @@ export class NatsTransport implements LinkTransport {
       if (this.streams.size >= MAX_STREAMS) return Promise.reject(new NatsRefusedError(`more than ${MAX_STREAMS} JetStream streams for one link`));
       p = this.ensureStream(streamNameFor(token), [token, `${token}.>`]);
       this.streams.set(token, p);
-      p.catch(() => this.streams.delete(token));
+      p.then(
+        () => this.readyStreams.add(token),
+        () => this.streams.delete(token),
+      );
     }
     return p;
   }
@@ -685,8 +753,20 @@ export class NatsTransport implements LinkTransport {
     return this.retainedStream;
   }
 
-  async send(message: LinkMessage): Promise<void> {
-    const msg = message as NatsLinkMessage;
+  send(message: LinkMessage): Promise<void> {
+    try {
+      return this.sendNow(message as NatsLinkMessage);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+  }
+
+  /**
+   * send() without an async function: a message whose stream is known goes straight to jsPublish (no promise of its
+   * own, no await per message: they were a tenth of what a publishing broker allocated per forwarded message in
+   * bench/federation's QoS 1 latency scenario). Throws what send() rejects with.
+   */
+  private sendNow(msg: NatsLinkMessage): Promise<void> {
     let subject: string;
     try {
       subject = topicToSubject(msg.topic);
@@ -702,7 +782,18 @@ export class NatsTransport implements LinkTransport {
       this.stats.refused++;
       throw new NatsRefusedError(`a message of ${hdrs.length + msg.payload.length} bytes exceeds the NATS server's max_payload (${maxPayload})`);
     }
-    if (msg.retain) await this.storeRetained(subject, msg, buildHeaders(msg));
+    if (msg.retain) return this.sendRetained(nc, subject, msg, hdrs);
+    if (msg.qos === 0) {
+      nc.publish(this.qos0Subject(subject), msg.payload, { headers: preEncoded(hdrs) });
+      return SENT;
+    }
+    if (this.readyStreams.has(this.opts.stream ? ANY_STREAM : firstToken(subject))) return this.jsPublish(nc, subject, msg.payload, preEncoded(hdrs));
+    return this.streamFor(subject).then(() => this.jsPublish(nc, subject, msg.payload, preEncoded(hdrs)));
+  }
+
+  /** A retained message: its copy in SY_RETAINED first, then the message itself. */
+  private async sendRetained(nc: NatsConnection, subject: string, msg: NatsLinkMessage, hdrs: Uint8Array): Promise<void> {
+    await this.storeRetained(subject, msg, buildHeaders(msg));
     if (msg.qos === 0) {
       nc.publish(this.qos0Subject(subject), msg.payload, { headers: preEncoded(hdrs) });
       return;
@@ -762,10 +853,21 @@ export class NatsTransport implements LinkTransport {
       void nc.closed().then(() => this.failPending('NATS connection closed'));
     }
     const reply = this.pubInbox + (this.pubSeq++).toString(36);
+    // idle (no publish waiting for this turn's end, few PubAcks outstanding): handed to nats.js now, which writes it
+    // at the end of this microtask turn. Under load the publishes wait for the end of the event-loop turn and leave
+    // together, one socket write for all of them (nats.js writes once per microtask turn, i.e. once per MQTT read)
+    const now = !this.pubScheduled && this.pubPending.size < PUBLISH_NOW_BELOW;
     return new Promise<void>((resolve, reject) => {
       this.pubPending.set(reply, { resolve, reject, deadline: Date.now() + PUBACK_TIMEOUT, subject });
-      // handed to nats.js at the end of this event-loop turn, with every other one of the turn: one socket write
-      // for all of them (nats.js writes once per microtask turn, i.e. once per MQTT read otherwise)
+      if (now) {
+        try {
+          nc.publish(subject, payload, { headers: h, reply });
+        } catch (err) {
+          this.pubPending.delete(reply);
+          reject(err as Error);
+        }
+        return;
+      }
       this.pubQueue.push(nc, subject, payload, h, reply);
       if (!this.pubScheduled) {
         this.pubScheduled = true;
@@ -881,7 +983,7 @@ export class NatsTransport implements LinkTransport {
           if (e instanceof SubjectMappingError) this.stats.refused++;
           return;
         }
-        this.handOver(handler, lm).catch(() => undefined); // QoS 0: at most once
+        atMostOnce(this.handOver(handler, lm)); // QoS 0: at most once
       },
     });
     return { stop: async () => sub.unsubscribe() };
@@ -914,7 +1016,7 @@ export class NatsTransport implements LinkTransport {
           if (e instanceof SubjectMappingError) this.stats.refused++;
           return;
         }
-        this.handOver(handler, lm, true).catch(() => undefined); // QoS 0: at most once
+        atMostOnce(this.handOver(handler, lm, true)); // QoS 0: at most once
       },
     });
     // the server has the subscription once it answered a PING sent after it: from then on no QoS 0 message published
@@ -949,6 +1051,7 @@ export class NatsTransport implements LinkTransport {
       this.ctx.log.info({ stream, durable, filter: consumerFilter }, 'created JetStream durable consumer');
     }
     const consumer = await this.js!.consumers.get(stream, durable);
+    const nc = this.conn();
     // the ids handed over lately (the last 65 536, kept per durable consumer by the link manager across reconnects
     // and restarts: received-ids.ts): a message whose id is among them is a duplicate (a redelivery after its ack was
     // lost, or a resend JetStream stored twice) and is acked and dropped
@@ -964,15 +1067,7 @@ export class NatsTransport implements LinkTransport {
       const list = acks;
       acks = [];
       if (list.length === 0) return acking;
-      acking = seen.persist().then(() => {
-        for (const x of list) {
-          try {
-            x.ack();
-          } catch {
-            // the connection is gone: JetStream redelivers after ack_wait, and the id is remembered
-          }
-        }
-      });
+      acking = seen.persist().then(() => sendAcks(nc, list));
       return acking;
     };
     const ack = (x: JsMsg) => {
@@ -996,7 +1091,14 @@ export class NatsTransport implements LinkTransport {
         ack(m);
         return;
       }
-      this.handOver(handler, lm).then(
+      const handed = this.handOver(handler, lm);
+      if (handed === HANDED) {
+        // taken at once (delivered to connected clients): acknowledged with this turn's others, no promise per message
+        if (lm.id) seen.remember(lm.id);
+        ack(m);
+        return;
+      }
+      handed.then(
         () => {
           if (lm.id) seen.remember(lm.id);
           ack(m);

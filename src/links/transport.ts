@@ -93,9 +93,13 @@ export interface ReceiveOptions {
 /**
  * A receive handler resolves once the message is stored or delivered locally; only then does the transport
  * acknowledge it to the remote side (JetStream ack, MQTT PUBACK/PUBCOMP). A rejection leaves it unacknowledged so
- * the remote side redelivers it.
+ * the remote side redelivers it. A handler that took the message before it returned (delivered to connected clients,
+ * nothing to write) returns `HANDED`, which a transport may recognise to acknowledge without waiting for a promise.
  */
 export type ReceiveHandler = (msg: LinkMessage) => Promise<void>;
+
+/** What a receive handler returns for a message it has taken already (see ReceiveHandler): a resolved promise. */
+export const HANDED: Promise<void> = Promise.resolve();
 
 export interface LinkTransport {
   /** Connect once; rejects with a readable reason when the remote side cannot be reached or refuses. */

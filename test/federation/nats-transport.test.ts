@@ -6,8 +6,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { connect } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { createNatsTransport, type NatsLinkMessage, type NatsTransport } from '../../src/links/nats-transport.js';
-import type { LinkMessage } from '../../src/links/transport.js';
+import { HANDED, type LinkMessage } from '../../src/links/transport.js';
 import { waitUntil } from '../helpers.js';
 import { startNats, type NatsServer } from './nats-server.js';
 
@@ -130,6 +131,35 @@ describe('federation - NATS transport', () => {
     await a.send(msg('ack/t', 'last', { id: 'A:ack:3' }));
     await waitUntil(() => got.includes('last'), 10000, 'the last message');
     assert.deepEqual(got, ['again', 'dup', 'last']);
+  });
+
+  it('federation - every message is acknowledged, those taken at once and those taken later, and arrives in order whether sent alone or in a burst', async () => {
+    const a = await transport('A7');
+    const b = await transport('B7');
+    const got: number[] = [];
+    // even messages taken at once (HANDED, acknowledged without a promise), odd ones a turn later
+    await b.receive({ filter: 'acked/#', qos: 1, durableName: 'b-acked' }, (m) => {
+      const i = Number(m.payload.toString());
+      got.push(i);
+      return i % 2 === 0 ? HANDED : new Promise<void>((r) => setImmediate(r));
+    });
+    // one at a time (each handed to nats.js at once), then a burst (most wait for the end of the turn)
+    for (let i = 0; i < 5; i++) await a.send(msg('acked/t', String(i), { id: `A7:${i}` }));
+    await Promise.all(Array.from({ length: 295 }, (_, k) => a.send(msg('acked/t', String(k + 5), { id: `A7:${k + 5}` }))));
+    await waitUntil(() => got.length >= 300, 15000, '300 messages received');
+    assert.deepEqual(got, Array.from({ length: 300 }, (_, i) => i));
+    const nc = await connect({ servers: nats.url });
+    try {
+      const jsm = await jetstreamManager(nc);
+      let info = await jsm.consumers.info('SY_acked', 'b-acked');
+      await waitUntil(async () => (info = await jsm.consumers.info('SY_acked', 'b-acked')).num_ack_pending === 0, 10000, "no acknowledgement pending");
+      assert.equal(info.delivered.stream_seq, 300);
+      assert.equal(info.ack_floor.stream_seq, 300);
+      assert.equal(info.num_redelivered, 0);
+    } finally {
+      await nc.close();
+    }
+    assert.equal(got.length, 300, 'nothing came again');
   });
 
   it('federation - a durable consumer keeps what was sent while its broker was away', async () => {
