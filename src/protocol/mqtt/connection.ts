@@ -608,12 +608,20 @@ export class MqttConnection implements MqttConn {
       const cacheBytes = this.broker.encoded.for(msg, destinationName);
       const slot = (v5 ? 6 : 0) + qos * 2 + (msg.retain ? 1 : 0);
       let t = cacheBytes[slot];
+      let first = false;
       if (t === undefined) {
         t = encodePublish(destinationName, msg.payload, qos, msg.retain, false, 0, v5, v5 ? outboundProps(msg, undefined, 0) : undefined);
         cacheBytes[slot] = t;
+        first = true;
       }
       if (qos === 0) bytes = t.bytes;
-      else {
+      else if (first && !dup) {
+        // the first delivery of this message at this QoS sends the bytes just encoded with its own packet id; later
+        // ones copy them and write theirs over it (so a message with one subscriber, the common case, is encoded
+        // once and not copied: a buffer less per QoS 1 delivery). Never written again once handed to the socket.
+        bytes = t.bytes;
+        bytes.writeUInt16BE(pid, t.pidOffset);
+      } else {
         bytes = Buffer.allocUnsafe(t.bytes.length);
         t.bytes.copy(bytes);
         bytes.writeUInt16BE(pid, t.pidOffset);

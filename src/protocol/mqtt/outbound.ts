@@ -65,7 +65,10 @@ export class WriteBatch {
   }
 }
 
-/** PUBLISH bytes of one message: packet id 0 at `pidOffset` (QoS > 0), filled in per delivery. */
+/**
+ * PUBLISH bytes of one message, packet id at `pidOffset` (QoS > 0): the first delivery's (it sends these bytes), the
+ * others copy them and write their own id there.
+ */
 export interface EncodedPublish {
   bytes: Buffer;
   pidOffset: number;

@@ -5,8 +5,8 @@
  */
 import { refusePublish } from '../../../cluster/admission.js';
 import { PUBLISHED, validateTopicName, type MessageInit } from '../../../engine/index.js';
-import { IngressResult, ingress, ingressContext } from '../../../engine/ingress.js';
-import { ANONYMOUS } from '../../../security/types.js';
+import { IngressResult, ingress, ingressContext, type IngressContext } from '../../../engine/ingress.js';
+import { ANONYMOUS, type Principal } from '../../../security/types.js';
 import type { MqttConn } from '../types.js';
 import { PacketType, decodePublish, encodeAck } from '../codec.js';
 import { CloseReason, MqttProtocolError, Reason } from '../reason.js';
@@ -85,14 +85,16 @@ export function handlePublish(conn: MqttConn, flags: number, frame: Buffer, body
   if (asIs) conn.broker.encoded.seed(topic, p.payload, frame, v5);
   // the one ingress path (src/engine/ingress.ts): $SYS, ACL publish/retain, payload format, payload schema, then the
   // engine with its flow control
-  const cx = ingressContext(engine, host.security(), conn.principal ?? ANONYMOUS, topic, init, s.publishOptions);
+  const cx = contextFor(engine, host.security(), conn.principal ?? ANONYMOUS, topic, init, s.publishOptions);
   let result: IngressResult;
+  let durable: Promise<void>;
   try {
     result = ingress(cx);
+    durable = cx.written!;
   } finally {
     if (asIs) conn.broker.encoded.unseed();
+    release(cx);
   }
-  let durable = cx.written!;
   if (result !== IngressResult.Accepted) {
     if (result === IngressResult.Unavailable) throw new MqttProtocolError(Reason.ServerUnavailable, 'the messaging engine is not running');
     if (result === IngressResult.QuotaExceeded) {
@@ -112,9 +114,16 @@ export function handlePublish(conn: MqttConn, flags: number, frame: Buffer, body
     if (durable !== PUBLISHED) durable.catch(noop); // QoS 0: at most once (no promise per message when none waits)
     return;
   }
-  conn.inboundPending++;
   // acknowledged once the message is durable, in the order received [MQTT-4.6.0-2]
   const ack = encodeAck(qos === 1 ? PacketType.PUBACK : PacketType.PUBREC, p.packetId, 0, v5);
+  if (qos === 1 && durable === PUBLISHED) {
+    // nothing to wait for (no store write: no persistent subscriber, queue or retain): the PUBACK goes now, or behind
+    // the acknowledgements still waiting for the store. No promise, closure or queue entry per message: they were
+    // most of the 2.6 KB a QoS 1 message allocated (sampling heap profiler, latency at 5 000 msg/s)
+    conn.orderedAck(ack, undefined);
+    return;
+  }
+  conn.inboundPending++;
   if (qos === 1) {
     conn.orderedAck(
       ack,
@@ -140,6 +149,54 @@ export function handlePublish(conn: MqttConn, flags: number, frame: Buffer, body
 }
 
 function noop(): void {}
+
+type Writable<T> = { -readonly [K in keyof T]: T[K] };
+
+/**
+ * The ingress context every PUBLISH uses in turn (the ingress runs synchronously and its outcome is read before it
+ * is released), instead of a 13-field object per message; a PUBLISH handled while it is taken, were one ever nested
+ * in another's ingress, gets a fresh one.
+ */
+const SHARED: Writable<IngressContext> = ingressContext(undefined, undefined, undefined, '', { payload: Buffer.alloc(0) }, undefined);
+const SHARED_INIT = SHARED.init;
+let sharedTaken = false;
+
+function contextFor(
+  engine: IngressContext['engine'],
+  security: IngressContext['security'],
+  principal: Principal,
+  topic: string,
+  init: MessageInit,
+  opts: IngressContext['opts'],
+): IngressContext {
+  if (sharedTaken) return ingressContext(engine, security, principal, topic, init, opts);
+  sharedTaken = true;
+  const cx = SHARED;
+  cx.engine = engine;
+  cx.security = security;
+  cx.principal = principal;
+  cx.topic = topic;
+  cx.init = init;
+  cx.opts = opts;
+  return cx;
+}
+
+/** Gives the shared context back, holding nothing of this message (its outcome fields cleared for the next one). */
+function release(cx: IngressContext): void {
+  if (cx !== SHARED) return;
+  const w = SHARED;
+  w.engine = undefined;
+  w.security = undefined;
+  w.principal = undefined;
+  w.topic = '';
+  w.init = SHARED_INIT;
+  w.opts = undefined;
+  w.denied = undefined;
+  w.resourceType = undefined;
+  w.problem = undefined;
+  w.written = undefined;
+  sharedTaken = false;
+}
 
 /** Where the body starts after a fixed header whose remaining length `n` is written in the fewest bytes. */
 function varIntEnd(n: number): number {
