@@ -15,7 +15,7 @@ import { handleAuth } from './auth.js';
 import { handleConnect, refuseBadProtocolLevel, refuseBrokenConnect } from './connect.js';
 import { handleDisconnect } from './disconnect.js';
 import { handlePingreq } from './pingreq.js';
-import { handlePuback } from './puback.js';
+import { handlePuback, pubackOf } from './puback.js';
 import { handlePubcomp } from './pubcomp.js';
 import { handlePublish } from './publish.js';
 import { handlePubrec } from './pubrec.js';
@@ -100,6 +100,12 @@ export function dispatchFrame(conn: MqttConn, type: number, flags: number, frame
  */
 function acknowledgement(conn: MqttConn, type: number, flags: number, frame: Buffer, bodyOffset: number): void {
   if (conn.session === undefined) throw new MqttProtocolError(Reason.ProtocolError, `${packetTypeName(type)} before CONNACK [MQTT-3.1.0-1]`);
+  if (type === PacketType.PUBACK && flags === 0 && frame.length - bodyOffset === 2 && (frame[bodyOffset]! | frame[bodyOffset + 1]!) !== 0) {
+    // the common PUBACK (no reason code, no properties, a packet id that is not 0): what decodeAck would accept,
+    // without the decoded object per delivery acknowledged
+    pubackOf(conn, frame.readUInt16BE(bodyOffset));
+    return;
+  }
   let p: InboundAck;
   try {
     p = decodeAck(type, flags, frame, bodyOffset, conn.v5);
