@@ -667,6 +667,9 @@ export class ClusterSessions implements Service {
             ...sessionState(s),
             updated: Date.now(),
           };
+          // the session is here and no takeover of it is still completing: a hand-over the record shows is over (the
+          // write of its end failed, finishHandover), and left in, it would hold up every CONNECT on another broker
+          if (doc.handover !== undefined && !this.taking.has(clientId)) delete doc.handover;
           const json = this.encode(doc, clientId);
           if (json === undefined) {
             // too large for the bucket: the session stays on this broker only (no record, nothing mirrored)
@@ -1395,10 +1398,17 @@ export class ClusterSessions implements Service {
       if (h?.closedSeq !== undefined) from = h.closedSeq + 1;
       else if (server !== undefined) from = (await store.jsm.consumers.info(stream, planeConsumer(server))).ack_floor.stream_seq + 1;
       else return 0;
-      upTo = (await store.jsm.consumers.info(stream, planeConsumer(rt.serverName))).delivered.stream_seq;
     } catch {
       return 0; // no message plane consumer yet: nothing crossed nodes
     }
+    // up to the stream's end once what was published here before the session's subscriptions is in it (this broker
+    // routed those at publish time, to none of the session's subscriptions, and drops them when they come back): every
+    // later message reaches the subscriptions, from the stream or, published here, at once
+    const madeAt = Date.now();
+    if (!(await this.waitOutbox(madeAt, madeAt + cfg.sessionTakeoverWaitSeconds * 1000))) {
+      this.log.warn({ clientId: s.clientId }, 'cluster: what this broker published had not all reached the stream when a hand-over was replayed (a message published here just before may be missing)');
+    }
+    upTo = (await this.streamLast()) ?? (await this.planePosition('delivered')) ?? 0;
     if (upTo < from) return 0;
     // what this broker's consumer was given up to `upTo` is routed (to the subscriptions just made) and stored first,
     // so the copies the session holds can be told from those it lacks
