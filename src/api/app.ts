@@ -69,7 +69,7 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
     clientErrorHandler, // 431 / 408 / 400 from the HTTP parser answer with a JSON status too
     forceCloseConnections: true,
     trustProxy: trustProxyOf(rest.trustedProxies), // request.ip: the client behind RestApi.trustedProxies (plugins/client-address.ts)
-    routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PATH_PARAM }, // every destination name fits (limits.ts)
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PATH_PARAM }, // as long as a request head can carry (limits.ts)
     ...(https
       ? { https: { ...https, maxHeaderSize: MAX_REQUEST_HEAD_BYTES, requestTimeout: rest.requestTimeout, headersTimeout: Math.min(60000, rest.requestTimeout), connectionsCheckingInterval: connectionsCheckingInterval(rest.requestTimeout) } }
       : {}), // RestApi.sslConfig (api/https.ts)
