@@ -1287,6 +1287,11 @@ export class ClusterSessions implements Service {
             const fresh = h !== undefined && h.cutSeq === 0 && h.closedSeq === undefined;
             if (!fresh && (prov === undefined || lapsed)) await this.replayHandover(s, h, previous);
             await this.finishHandover(clientId, key);
+            // a record whose creating CONNECT had not saved the session yet says expiry 0 (the session's expiry comes
+            // with that first save): ended at once here, it took its record with it while its client was being given
+            // it (seen in test/cluster/sessions, two simultaneous CONNECTs). It waits for the CONNECT completing this
+            // takeover, whose resume sets the client's expiry, or for its retry, HANDOVER_MAX_MS at most
+            if (s.expiry === 0) s.expiry = HANDOVER_MAX_MS / 1000;
             this.broker()?.scheduleExpiry(s); // offline until its client comes (a CONNECT that gave up waiting retries)
             return true;
           }

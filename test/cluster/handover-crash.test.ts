@@ -91,19 +91,36 @@ describe('cluster handover - a session hand-over interrupted by a third broker o
     const e = await kv.get(recordKey(clientId));
     return e === null || e.operation !== 'PUT' ? undefined : (e.json() as Record_);
   };
-  /** Resolves with the record as soon as `pred` holds for it (a KV watch: no poll interval for the broker to slip through). */
-  const recordWhen = async (clientId: string, pred: (r: Record_) => boolean): Promise<Record_> => {
+  /**
+   * A watch on the session's record, made (and so seeing every later write) before the step that changes it: `until`
+   * resolves with the first version of the record for which `pred` holds, as soon as the watch delivers it (no poll
+   * interval for a broker to slip through).
+   */
+  const watchRecord = async (clientId: string) => {
     const it = await kv.watch({ key: recordKey(clientId) });
-    try {
+    const seen: Record_[] = [];
+    const waiters = new Set<() => void>();
+    void (async () => {
       for await (const e of it) {
         if (e.operation !== 'PUT') continue;
-        const r = e.json() as Record_;
-        if (pred(r)) return r;
+        seen.push(e.json() as Record_);
+        for (const w of waiters) w();
       }
-      throw new Error('the watch ended');
-    } finally {
-      it.stop();
-    }
+    })();
+    return {
+      until: (pred: (r: Record_) => boolean): Promise<Record_> =>
+        new Promise<Record_>((resolve) => {
+          const check = () => {
+            const r = seen.find(pred);
+            if (r === undefined) return;
+            waiters.delete(check);
+            resolve(r);
+          };
+          waiters.add(check);
+          check();
+        }),
+      stop: () => it.stop(),
+    };
   };
   /** CONNECT resuming the session until CONNACK 0 (0x88 while the cluster settles who holds it is retried). */
   const resume = async (br: Broker, clientId: string, codes: number[] = []): Promise<RawClient> => {
@@ -239,10 +256,11 @@ describe('cluster handover - a session hand-over interrupted by a third broker o
 
     // the client moves to beta; as soon as beta holds the record, alpha is stopped: the hand-over cannot end
     const y = await open(b);
-    const taken = recordWhen(ID, (r) => r.owner === 'beta');
+    const rec = await watchRecord(ID);
     y.send({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 5, clean: false, clientId: ID, keepalive: 0, properties: SESSION });
-    const atStop = await step('beta takes the record', ID, 15000, taken);
+    const atStop = await step('beta takes the record', ID, 15000, rec.until((r) => r.owner === 'beta'));
     signal(a, 'SIGSTOP');
+    rec.stop();
     assert.equal(atStop.released, false, 'alpha had not released the session when it was stopped');
     // acknowledged while the hand-over is open: only alpha (stopped) or beta (not holding yet) could route them
     for (let i = 0; i < 10; i++) await pub('third/t', `mid-${i}`, i % 2 === 0 ? 1 : 2);
@@ -263,9 +281,9 @@ describe('cluster handover - a session hand-over interrupted by a third broker o
     );
     assert.deepEqual(missing, [], `every acknowledged message reaches the client on gamma\n${logs(ID)}`);
     assert.deepEqual(twice.filter((p) => /^mid-\d*[13579]$/.test(p)), [], 'no QoS 2 message twice');
-    const rec = await record(ID);
-    assert.equal(rec?.owner, 'gamma');
-    assert.equal(rec?.handover, undefined, 'the record shows no hand-over under way');
+    const last = await record(ID);
+    assert.equal(last?.owner, 'gamma');
+    assert.equal(last?.handover, undefined, 'the record shows no hand-over under way');
   });
 
   test('cluster handover - the new owner SIGKILLed while it holds the session provisionally: the adopter replays, every acknowledged message arrives', async () => {
@@ -279,11 +297,12 @@ describe('cluster handover - a session hand-over interrupted by a third broker o
     // alpha says where its client stopped (closedSeq) and is stopped there: it cannot release; beta makes its
     // provisional subscriptions and writes cutSeq, from which every message is beta's to hold
     const y = await open(b);
-    const closed = recordWhen(ID, (r) => r.owner === 'beta' && r.handover?.from === 'alpha' && r.handover.closedSeq !== undefined);
+    const rec = await watchRecord(ID);
     y.send({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 5, clean: false, clientId: ID, keepalive: 0, properties: SESSION });
-    await step('alpha writes closedSeq', ID, 15000, closed);
+    await step('alpha writes closedSeq', ID, 15000, rec.until((r) => r.owner === 'beta' && r.handover?.from === 'alpha' && r.handover.closedSeq !== undefined));
     signal(a, 'SIGSTOP');
-    const cut = await step('beta writes cutSeq', ID, 15000, recordWhen(ID, (r) => r.handover?.cutSeq !== undefined));
+    const cut = await step('beta writes cutSeq', ID, 15000, rec.until((r) => r.handover?.cutSeq !== undefined));
+    rec.stop();
     assert.equal(cut.released, false, 'alpha has not released the session');
 
     // acknowledged by gamma, routed by beta into its provisional lists (beta's consumer acknowledged them)
