@@ -193,6 +193,38 @@ describe('cluster handover - a session hand-over interrupted by a third broker o
     return x;
   };
 
+  /**
+   * A session on alpha (subscribed to `<name>/t`; pre-0..2 published on gamma and received, pre-1 and pre-2 left
+   * unacknowledged) that the client then moves to beta; alpha is SIGSTOPped as soon as the record shows `stopAt` and
+   * alpha has not released the session yet. The record's revisions can follow each other within milliseconds (the
+   * bucket keeps one per key), so on a busy machine the watch may see a later one first, or the hand-over may end
+   * before the signal: then alpha goes on and the same is tried with a new session, three times at most.
+   */
+  const stoppedInHandOver = async (name: string, stopAt: (r: Record_) => boolean) => {
+    for (let attempt = 1; ; attempt++) {
+      const ID = `${name}-${attempt}`;
+      const x = await subscribed(a, ID, `${name}/t`);
+      const pub = await publisher(c, `${ID}-pub`);
+      for (let i = 0; i < 3; i++) await pub(`${name}/t`, `pre-${i}`, 1);
+      const first = await step('the messages before the move reach alpha', ID, 15000, Promise.all([x.next('publish', 20000), x.next('publish', 20000), x.next('publish', 20000)]));
+      x.send({ cmd: 'puback', messageId: first.find((p) => p.payload.toString() === 'pre-0')!.messageId });
+      const y = await open(b);
+      const rec = await watchRecord(ID);
+      y.send({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 5, clean: false, clientId: ID, keepalive: 0, properties: SESSION });
+      const hit = await Promise.race([rec.until((r) => stopAt(r) && !r.released), new Promise<undefined>((r) => setTimeout(r, 15000))]);
+      if (hit !== undefined) signal(a, 'SIGSTOP');
+      rec.stop();
+      const now = await record(ID);
+      if (hit !== undefined && now !== undefined && !now.released) return { ID, x, y, pub, atStop: now };
+      if (hit !== undefined) signal(a, 'SIGCONT');
+      y.destroy();
+      const why = `attempt ${attempt}: the hand-over of ${ID} ${hit === undefined ? 'was not seen at its point in 15 s' : 'ended before alpha was stopped'} (record now ${JSON.stringify(now)})`;
+      if (attempt >= 3) throw new Error(`${why}\n${logs(ID)}`);
+      console.log(`cluster handover: ${why}; again with a new session`);
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  };
+
   before(async () => {
     nats = await startNatsCluster(3);
     nc = await natsConnect({ servers: nats.urls });
@@ -247,21 +279,8 @@ describe('cluster handover - a session hand-over interrupted by a third broker o
   });
 
   test('cluster handover - a CONNECT on a third broker while a hand-over A -> B is under way waits for it: every acknowledged message arrives', async () => {
-    const ID = 'third';
-    const x = await subscribed(a, ID, 'third/t');
-    const pub = await publisher(c, 'third-pub');
-    for (let i = 0; i < 3; i++) await pub('third/t', `pre-${i}`, 1);
-    const first = await step('the messages before the move reach alpha', ID, 15000, Promise.all([x.next('publish', 20000), x.next('publish', 20000), x.next('publish', 20000)]));
-    x.send({ cmd: 'puback', messageId: first.find((p) => p.payload.toString() === 'pre-0')!.messageId }); // pre-1 and pre-2 stay unacknowledged
-
     // the client moves to beta; as soon as beta holds the record, alpha is stopped: the hand-over cannot end
-    const y = await open(b);
-    const rec = await watchRecord(ID);
-    y.send({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 5, clean: false, clientId: ID, keepalive: 0, properties: SESSION });
-    const atStop = await step('beta takes the record', ID, 15000, rec.until((r) => r.owner === 'beta'));
-    signal(a, 'SIGSTOP');
-    rec.stop();
-    assert.equal(atStop.released, false, 'alpha had not released the session when it was stopped');
+    const { ID, y, pub } = await stoppedInHandOver('third', (r) => r.owner === 'beta');
     // acknowledged while the hand-over is open: only alpha (stopped) or beta (not holding yet) could route them
     for (let i = 0; i < 10; i++) await pub('third/t', `mid-${i}`, i % 2 === 0 ? 1 : 2);
     // the client (its retry) comes to gamma meanwhile; alpha goes on after 1.5 s, well inside its lease of 4 s
@@ -287,23 +306,12 @@ describe('cluster handover - a session hand-over interrupted by a third broker o
   });
 
   test('cluster handover - the new owner SIGKILLed while it holds the session provisionally: the adopter replays, every acknowledged message arrives', async () => {
-    const ID = 'orphan';
-    const x = await subscribed(a, ID, 'orphan/t');
-    const pub = await publisher(c, 'orphan-pub');
-    for (let i = 0; i < 3; i++) await pub('orphan/t', `pre-${i}`, 1);
-    const first = await step('the messages before the move reach alpha', ID, 15000, Promise.all([x.next('publish', 20000), x.next('publish', 20000), x.next('publish', 20000)]));
-    x.send({ cmd: 'puback', messageId: first.find((p) => p.payload.toString() === 'pre-0')!.messageId });
-
     // alpha says where its client stopped (closedSeq) and is stopped there: it cannot release; beta makes its
     // provisional subscriptions and writes cutSeq, from which every message is beta's to hold
-    const y = await open(b);
-    const rec = await watchRecord(ID);
-    y.send({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 5, clean: false, clientId: ID, keepalive: 0, properties: SESSION });
-    await step('alpha writes closedSeq', ID, 15000, rec.until((r) => r.owner === 'beta' && r.handover?.from === 'alpha' && r.handover.closedSeq !== undefined));
-    signal(a, 'SIGSTOP');
-    const cut = await step('beta writes cutSeq', ID, 15000, rec.until((r) => r.handover?.cutSeq !== undefined));
-    rec.stop();
-    assert.equal(cut.released, false, 'alpha has not released the session');
+    const { ID, pub } = await stoppedInHandOver('orphan', (r) => r.owner === 'beta' && r.handover?.from === 'alpha' && r.handover.closedSeq !== undefined);
+    let cut: Record_ | undefined;
+    await step('beta writes cutSeq', ID, 15000, waitUntil(async () => (cut = await record(ID))?.handover?.cutSeq !== undefined, 15000, 'cutSeq'));
+    assert.equal(cut!.released, false, 'alpha has not released the session');
 
     // acknowledged by gamma, routed by beta into its provisional lists (beta's consumer acknowledged them)
     for (let i = 0; i < 10; i++) await pub('orphan/t', `mid-${i}`, i % 2 === 0 ? 1 : 2);
@@ -333,7 +341,7 @@ describe('cluster handover - a session hand-over interrupted by a third broker o
     const missing = want.filter((p) => !got.has(p));
     const twice = [...got.entries()].filter(([, n]) => n > 1).map(([p]) => p);
     console.log(
-      `cluster handover: beta SIGKILLed after cutSeq ${cut.handover?.cutSeq} (alpha SIGSTOPped at closedSeq ${cut.handover?.closedSeq}), gamma adopted: ${want.length} acknowledged and unacknowledged by the client, received on gamma ${want.length - missing.length}, missing ${missing.length}${missing.length ? ` (${missing.join(',')})` : ''}, twice ${twice.length}${twice.length ? ` (${twice.join(',')})` : ''}`,
+      `cluster handover: beta SIGKILLed after cutSeq ${cut!.handover?.cutSeq} (alpha SIGSTOPped at closedSeq ${cut!.handover?.closedSeq}), gamma adopted: ${want.length} acknowledged and unacknowledged by the client, received on gamma ${want.length - missing.length}, missing ${missing.length}${missing.length ? ` (${missing.join(',')})` : ''}, twice ${twice.length}${twice.length ? ` (${twice.join(',')})` : ''}`,
     );
     const replayed = c.p!.stdout().split('\n').find((l) => l.includes('a hand-over completed here from the message stream') && l.includes(ID));
     console.log(`cluster handover: gamma's line: ${replayed?.replace(/^.*?(from=)/, '$1') ?? '(none)'}`);
