@@ -527,11 +527,16 @@ export class ClusterSessions implements Service {
     const bucket = `switchyard_${cfg.clusterName}_sessions`;
     const kvm = new Kvm(js);
     let kv: KV;
+    // Records are read from the stream's leader, never by direct get: a direct get may be answered by a replica that
+    // has not applied the latest write yet, and a hand-over decides on what it reads (a failing run of
+    // test/cluster/sessions: the old owner read the record as it was before the takeover its watch had just delivered,
+    // skipped the hand-over's cut and let the session go at once; what its consumer went on acknowledging until the new
+    // owner replayed from its ack floor was lost)
     try {
-      kv = await kvm.create(bucket, { replicas: cfg.replicas, history: 1, maxValueSize: cfg.sessionRecordMaxBytes, max_bytes: SESSIONS_BUCKET_MAX_BYTES });
+      kv = await kvm.create(bucket, { replicas: cfg.replicas, history: 1, maxValueSize: cfg.sessionRecordMaxBytes, max_bytes: SESSIONS_BUCKET_MAX_BYTES, allow_direct: false });
     } catch (err) {
       if (!/already in use|different configuration/i.test(messageOf(err))) throw err;
-      kv = await kvm.open(bucket);
+      kv = await kvm.open(bucket, { allow_direct: false });
       this.log.warn({ bucket, err: messageOf(err) }, 'cluster: the sessions bucket exists with other settings; using it as it is');
     }
     const store = this.store!;
@@ -697,7 +702,7 @@ export class ClusterSessions implements Service {
             continue;
           }
           this.owned.delete(clientId);
-          void this.release(clientId);
+          void this.release(clientId, e?.revision ?? 0);
           return;
         }
       }
@@ -744,7 +749,7 @@ export class ClusterSessions implements Service {
         return;
       }
       this.owned.delete(clientId);
-      void this.release(clientId);
+      void this.release(clientId, e.revision);
       return;
     }
   }
@@ -763,7 +768,7 @@ export class ClusterSessions implements Service {
    * finish (so JetStream has the last state), the local copy goes without touching JetStream, and the record is
    * marked released.
    */
-  private async release(clientId: string): Promise<void> {
+  private async release(clientId: string, seen: number): Promise<void> {
     if (this.releasing.has(clientId)) return;
     this.releasing.add(clientId);
     try {
@@ -771,9 +776,10 @@ export class ClusterSessions implements Service {
       const s = this.broker()?.sessions.get(clientId);
       if (s !== undefined) {
         // the new owner waits for this broker's last state only while the record is not marked released; once it is
-        // (this broker was judged gone), the stream is the new owner's and is left alone
-        const now = parseDoc((await kv?.get(sessionKey(clientId)).catch(() => null)) ?? null);
-        if (now !== undefined && !now.released && now.previousOwner === this.nodeId) await this.handOver(s, sessionKey(clientId));
+        // (this broker was judged gone), the stream is the new owner's and is left alone. Read as of the version that
+        // said the session is gone at least: an older one (this broker still the owner) would skip the hand-over
+        const now = parseDoc(kv === undefined ? null : await this.readSince(kv, sessionKey(clientId), seen).catch(() => null));
+        if (now !== undefined && !now.released && now.previousOwner === this.nodeId) await this.handOver(s, sessionKey(clientId), seen);
         // the client came back here during the hand-over and a CONNECT took the record back: the session stays
         if (this.owned.has(clientId)) return;
         // the stream is made to agree with this broker's store only while the record still waits for this broker's
@@ -818,7 +824,7 @@ export class ClusterSessions implements Service {
    * floor: a message is acknowledged to the stream only once its copies are written, and a cluster session's copies
    * only once JetStream has them). Bounded: after 2 x sessionTakeoverWaitSeconds the session is let go as it is (WARN).
    */
-  private async handOver(s: MqttSession, key: string): Promise<void> {
+  private async handOver(s: MqttSession, key: string, seen: number): Promise<void> {
     const kv = this.kv;
     if (kv === undefined) return;
     s.conn?.close(CloseReason.TakenOver, Reason.SessionTakenOver, 'the session was taken over by another broker of the cluster');
@@ -836,7 +842,7 @@ export class ClusterSessions implements Service {
     let cut: number | undefined;
     while (!this.stopped && Date.now() < end) {
       try {
-        const e = await kv.get(key);
+        const e = await this.readSince(kv, key, seen);
         const doc = parseDoc(e);
         if (e === null || doc === undefined || doc.owner === this.nodeId || doc.released || doc.previousOwner !== this.nodeId) return;
         const h = doc.handover;
@@ -871,8 +877,25 @@ export class ClusterSessions implements Service {
   }
 
   /**
+   * The record as of revision `seen` or later (null when it is gone). The bucket is read from its stream's leader, which
+   * has every write the watch delivered; should a read still come back older (a leader change), it is made again, for
+   * at most a second, and then the older version is taken as it is.
+   */
+  private async readSince(kv: KV, key: string, seen: number): Promise<KvEntry | null> {
+    const end = Date.now() + 1000;
+    for (;;) {
+      const e = await kv.get(key);
+      if (e === null || e.revision >= seen || Date.now() >= end) return e;
+      await sleep(HANDOVER_POLL_MS);
+    }
+  }
+
+  /**
    * This node's message-plane consumer (`SY_<c>_MSG`): how far JetStream has given it messages (`delivered`) or how
-   * far it has acknowledged them without a gap (`acked`: routed and stored). Undefined without a message plane.
+   * far it has acknowledged them without a gap (`acked`: routed and stored). Undefined without a message plane; 0 while
+   * the consumer cannot be read or does not exist yet (the cluster link not established since this node started): it
+   * has routed nothing known, and a hand-over must not take that for "caught up" (test/cluster/sessions lost every
+   * message from the other nodes up to the cut when the first hand-over came before the old owner's link was up).
    * (A request to JetStream each time, within the manager's 5 s timeout: a hand-over asks every HANDOVER_POLL_MS.)
    */
   private async planePosition(which: 'acked' | 'delivered'): Promise<number | undefined> {
@@ -883,7 +906,7 @@ export class ClusterSessions implements Service {
       const info = await jsm.consumers.info(messageStream(this.cfg.clusterName), planeConsumer(rt.serverName));
       return which === 'acked' ? info.ack_floor.stream_seq : info.delivered.stream_seq;
     } catch {
-      return undefined; // no consumer yet: nothing crossed nodes
+      return 0;
     }
   }
 

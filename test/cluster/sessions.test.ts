@@ -131,10 +131,61 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
     }
   };
 
+  /** Where the messages with these payloads are in the message stream SY_sess_MSG: sequence and origin server. */
+  const streamSequences = async (payloads: Set<string>): Promise<string> => {
+    const nc = await natsConnect({ servers: nats.urls });
+    try {
+      const js = jetstream(nc);
+      const consumer = await js.consumers.get('SY_sess_MSG', { filter_subjects: 'sy.sess.m.roam.>' });
+      const found: string[] = [];
+      for (let m = await consumer.next({ expires: 2000 }); m !== null; m = m.info.pending === 0 ? null : await consumer.next({ expires: 2000 })) {
+        const payload = Buffer.from(m.data).toString();
+        if (payloads.has(payload)) found.push(`${payload} seq ${m.seq} origin ${m.headers?.get('Sy-Origin') ?? '?'}`);
+      }
+      return found.join(', ') || 'none of them';
+    } finally {
+      await nc.close();
+    }
+  };
+
   before(async () => {
     nats = await startNatsCluster(3);
     [a, b, c] = await Promise.all([launch('alpha'), launch('beta'), launch('gamma')]);
     await Promise.all([a, b, c].map(member));
+    // every node's message plane carries messages from each other node before the tests count on it (as in
+    // handover-crash.test.ts): a member's cluster link may still be connecting (one run here: alpha's first attempt
+    // timed out while the nodes started), and a hand-over then found no consumer of alpha's to wait for. Each node
+    // publishes QoS 1 until each node got one from every node
+    const subs = await Promise.all([a, b, c].map(async (br) => {
+      const cl = await open(br);
+      assert.equal((await cl.connect({ clientId: `warm-${br.nodeId}`, clean: true })).reasonCode, 0);
+      cl.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: 'warm/#', qos: 1 }] });
+      await cl.next('suback');
+      return cl;
+    }));
+    const pubs = await Promise.all([a, b, c].map(async (br) => {
+      const cl = await open(br);
+      assert.equal((await cl.connect({ clientId: `warm-pub-${br.nodeId}`, clean: true })).reasonCode, 0);
+      return cl;
+    }));
+    const heard = new Set<string>(); // '<receiving node> <- <publishing node>'
+    let pid = 0;
+    await waitUntil(async () => {
+      pid++;
+      [a, b, c].forEach((br, i) => pubs[i]!.send({ cmd: 'publish', topic: `warm/${br.nodeId}`, payload: Buffer.from('warm'), qos: 1, messageId: pid, retain: false, dup: false }));
+      await new Promise((r) => setTimeout(r, 500));
+      [a, b, c].forEach((br, i) => {
+        for (const p of subs[i]!.packets.splice(0)) {
+          if (p.cmd !== 'publish') continue;
+          heard.add(`${br.nodeId} <- ${String(p.topic).slice(5)}`);
+          subs[i]!.send({ cmd: 'puback', messageId: p.messageId });
+        }
+      });
+      return heard.size === 9;
+    }, 60000, 'the message plane carrying a message between every two nodes').catch((err: Error) => {
+      throw new Error(`${err.message} (heard: ${[...heard].join(', ')})`);
+    });
+    for (const cl of [...subs, ...pubs]) cl.destroy();
   });
 
   after(async () => {
@@ -261,8 +312,25 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
     const q2 = new Map<string, number>(); // payload -> times delivered to the application (at the first PUBLISH of a packet id)
     const q0 = new Map<string, number>(); // payload -> times delivered (at most once: none may come twice)
     const awaitingRel = new Set<number>(); // QoS 2 packet ids PUBREC'd, PUBREL not yet received
+    // what a failure prints: when each message was acknowledged to its publisher, when and on which connection it first
+    // arrived, and a timeline of the moves and of every version of the session's record (owner, handover with closedSeq
+    // and cutSeq), so a missing message can be placed against the hand-over it fell into
+    const t0 = Date.now();
+    const timeline: string[] = [];
+    const mark = (what: string) => timeline.push(`${Date.now() - t0} ms ${what}`);
+    const ackedAt = new Map<string, number>(); // payload -> ms since t0 when its publisher got PUBACK / PUBREC
+    const firstAt = new Map<string, string>(); // payload -> 'ms on connection n' of its first arrival
+    let connection = 0;
+    const recordNc = await natsConnect({ servers: nats.urls });
+    const recordWatch = await (await new Kvm(jetstream(recordNc)).open('switchyard_sess_sessions')).watch({ key: recordKey(ID) });
+    void (async () => {
+      for await (const e of recordWatch) {
+        const d = e.operation === 'PUT' ? (e.json() as { owner?: string; epoch?: number; previousOwner?: string; released?: boolean; connected?: boolean; handover?: unknown }) : undefined;
+        mark(`record rev ${e.revision} ${e.operation}${d ? ` owner ${d.owner} epoch ${d.epoch} previous ${d.previousOwner} released ${d.released} connected ${d.connected} handover ${JSON.stringify(d.handover)}` : ''}`);
+      }
+    })().catch(() => undefined);
     /** Reads every packet of a connection in order and answers as a client does, until it is closed and read out. */
-    const consume = (cl: RawClient): Promise<void> =>
+    const consume = (cl: RawClient, n: number): Promise<void> =>
       (async () => {
         for (;;) {
           const p = cl.packets.shift();
@@ -273,6 +341,7 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
           }
           if (p.cmd === 'publish') {
             const payload = p.payload.toString();
+            if (!firstAt.has(payload)) firstAt.set(payload, `${Date.now() - t0} ms on connection ${n}${p.dup ? ' DUP' : ''}`);
             if (p.qos === 0) q0.set(payload, (q0.get(payload) ?? 0) + 1);
             else if (p.qos === 1) {
               q1.set(payload, (q1.get(payload) ?? 0) + 1);
@@ -306,7 +375,8 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
     assert.equal(connack.reasonCode, 0);
     cl.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: 'roam/q1', qos: 1 }, { topic: 'roam/q2', qos: 2 }, { topic: 'roam/q0', qos: 1 }] });
     assert.deepEqual((await cl.next('suback', 10000)).granted, [1, 2, 1]);
-    let reading = consume(cl);
+    mark(`connection 0 on ${a.nodeId}`);
+    let reading = consume(cl, connection);
 
     // a publisher on each broker: one QoS 1 and one QoS 2 message at a time, each recorded once its broker acknowledged it
     const acked1: string[] = [];
@@ -322,11 +392,13 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
         const ack = await pub.next('puback', 20000);
         assert.equal(ack.reasonCode ?? 0, 0, `${tag}1-${i} acknowledged by ${br.nodeId}`);
         acked1.push(`${tag}1-${i}`);
+        ackedAt.set(`${tag}1-${i}`, Date.now() - t0);
         pid = (pid % 65000) + 1;
         pub.send({ cmd: 'publish', topic: 'roam/q2', payload: Buffer.from(`${tag}2-${i}`), qos: 2, messageId: pid, retain: false, dup: false });
         const rec = await pub.next('pubrec', 20000);
         assert.equal(rec.reasonCode ?? 0, 0, `${tag}2-${i} received by ${br.nodeId}`);
         acked2.push(`${tag}2-${i}`);
+        ackedAt.set(`${tag}2-${i}`, Date.now() - t0);
         pub.send({ cmd: 'pubrel', messageId: pid });
         await pub.next('pubcomp', 20000);
         pub.send({ cmd: 'publish', topic: 'roam/q0', payload: Buffer.from(`${tag}0-${i}`), qos: 0, retain: false, dup: false });
@@ -341,20 +413,34 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
     for (const to of route) {
       await new Promise((r) => setTimeout(r, 1500)); // traffic flows to the session where it is
       const old = cl;
+      mark(`move ${at.nodeId} -> ${to.nodeId}: CONNECT`);
       ({ cl, connack } = await bounded(`${ID}: move ${at.nodeId} -> ${to.nodeId}`, 60000, connectTo(to)));
+      mark(`move ${at.nodeId} -> ${to.nodeId}: CONNACK ${connack.reasonCode}, connection ${connection + 1}`);
       assert.equal(connack.reasonCode, 0, `CONNACK on ${to.nodeId}`);
       assert.equal(connack.sessionPresent, true, `the session resumed on ${to.nodeId}`);
       await bounded(`${ID}: the connection on ${at.nodeId} closed after the move`, 15000, old.closedPromise);
+      mark(`connection ${connection} on ${at.nodeId} closed`);
       await reading; // what the old connection received is read out
-      reading = consume(cl);
+      reading = consume(cl, ++connection);
       at = to;
     }
     await new Promise((r) => setTimeout(r, 1500));
     publishing = false;
     await bounded('the publishers stop', 30000, publishLoop);
     const missing = () => [...acked1.filter((p) => !q1.has(p)), ...acked2.filter((p) => !q2.has(p))];
-    await bounded(`every acknowledged message at ${at.nodeId} (missing ${missing().length})`, 30000, waitUntil(() => missing().length === 0, 30000, 'all received')).catch((err: Error) => {
-      throw new Error(`${err.message}: missing ${missing().slice(0, 40).join(',')}`);
+    await bounded(`every acknowledged message at ${at.nodeId} (missing ${missing().length})`, 30000, waitUntil(() => missing().length === 0, 30000, 'all received')).catch(async (err: Error) => {
+      const gone = missing();
+      // each missing message beside its neighbours from the same publisher (acknowledged when, arrived when and where)
+      const around = gone.slice(0, 20).map((p) => {
+        const [, tag, q, i] = /^([abc])([12])-(\d+)$/.exec(p)!;
+        const near = [-2, -1, 0, 1, 2].map((d) => `${tag}${q}-${Number(i) + d}`).filter((x) => ackedAt.has(x));
+        return near.map((x) => `${x}${x === p ? ' MISSING' : ''} acked ${ackedAt.get(x)} ms, arrived ${firstAt.get(x) ?? 'never'}`).join(' | ');
+      });
+      const seqs = await streamSequences(new Set(gone)).catch((e: Error) => `(stream not read: ${e.message})`);
+      const lines = brokers.map((x) => `${x.nodeId}:\n${x.p!.stdout().split('\n').filter((l) => l.includes(ID) || / (WARN|ERROR) /.test(l)).slice(-30).join('\n')}`);
+      throw new Error(
+        `${err.message}: missing ${gone.slice(0, 40).join(',')}\n${around.join('\n')}\nin the message stream: ${seqs}\ntimeline:\n${timeline.join('\n')}\n${lines.join('\n')}`,
+      );
     });
     await new Promise((r) => setTimeout(r, 1000)); // a late duplicate would show now
     const twice1 = [...q1.values()].filter((n) => n > 1).length;
@@ -368,6 +454,8 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
     assert.deepEqual(twice0, [], 'no QoS 0 message delivered twice');
     assert.ok(acked1.length > 100, `a steady stream (${acked1.length} QoS 1 messages)`);
     cl.send({ cmd: 'disconnect', reasonCode: 0 });
+    recordWatch.stop();
+    await recordNc.close();
   });
 
   test('cluster sessions - two simultaneous CONNECTs with one client id on two brokers end with one owner', async () => {
