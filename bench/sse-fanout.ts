@@ -8,6 +8,7 @@
  * broker that cannot keep up drops rather than queues). Not a test: the numbers vary with the machine.
  * `tsx bench/sse-fanout.ts` alone, or part of `npm run bench`.
  */
+import { START_FLAGS } from './start-flags.js';
 import { spawn } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { request, Agent } from 'node:http';
@@ -21,7 +22,7 @@ const ROOT = resolve(import.meta.dirname, '..');
 const STREAMS = 1000;
 const RATE = Number(process.env.SSE_RATE ?? 100);
 const DURATION = Number(process.env.BENCH_SECONDS ?? 3) * 1000;
-const NODE_FLAGS = process.env.BENCH_NODE_FLAGS !== undefined ? process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean) : ['--max-semi-space-size=32'];
+const NODE_FLAGS = START_FLAGS; // npm start's (bench/start-flags.ts)
 const TOPIC = 'bench/sse';
 
 const agent = new Agent({ keepAlive: false, maxSockets: Infinity });

@@ -10,12 +10,12 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { latency, startSwitchyard } from './mqtt/run.js';
+import { START_ENV } from './start-flags.js';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const SIZES = (process.env.YOUNG_GEN_SIZES ?? '4 8 16 32').split(' ').filter(Boolean).map(Number);
 const ROUNDS = Number(process.env.YOUNG_GEN_ROUNDS ?? 2);
-const START = /exec (?:env ((?:\w+=\S+ )+))?node/.exec(JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.start);
-const ENV: Record<string, string> = Object.fromEntries((START?.[1] ?? '').split(' ').filter(Boolean).map((kv) => kv.split('=', 2) as [string, string]));
+const ENV = START_ENV; // npm start's malloc environment (bench/start-flags.ts)
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN) / 1024;

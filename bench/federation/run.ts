@@ -18,11 +18,12 @@
  *
  * The Switchyard links push `b0/#` / `b1/#` on A and pull them on B (one direction, as the Mosquitto bridge), QoS 0
  * and QoS 1 link configs respectively, with the default globalConfig (`BENCH_LINK_GLOBAL` replaces it). Both Node
- * brokers run with `--max-semi-space-size=32` as in bench/mqtt (`npm start` uses 4; `BENCH_NODE_FLAGS` replaces it).
+ * brokers run with npm start's Node flags as in bench/mqtt (bench/start-flags.ts; `BENCH_NODE_FLAGS` replaces them).
  * Mosquitto runs without persistence (as in bench/mqtt); Switchyard acknowledges a QoS 1 publish once JetStream has
  * the message, or once it is in the sending broker's persistent outbox (LevelDB) when JetStream's acknowledgement
  * takes longer than `outboxWriteBehind` (100 ms), and removes it from the outbox only after that acknowledgement.
  */
+import { START_FLAGS } from '../start-flags.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -41,7 +42,7 @@ const WINDOW = 200;
 const LAT_RATE = 2000;
 const SCENARIOS = process.env.BENCH_FEDERATION_SCENARIOS?.split(',') ?? ['lat0', 'lat1', 'qos0', 'qos1'];
 const LAT_ROUNDS = Math.max(1, Number(process.env.BENCH_FEDERATION_LAT_ROUNDS ?? 1) || 1);
-const NODE_FLAGS = process.env.BENCH_NODE_FLAGS !== undefined ? process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean) : ['--max-semi-space-size=32'];
+const NODE_FLAGS = START_FLAGS; // npm start's (bench/start-flags.ts)
 
 export type Qos = 0 | 1;
 

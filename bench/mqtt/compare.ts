@@ -111,7 +111,7 @@ try {
   for (let round = 0; round < ROUNDS; round++) {
     for (let i = 0; i < roots.length; i++) {
       const load = loadavg()[0]!.toFixed(2);
-      const b = await startSwitchyard(join(tmp, String(i)), false, undefined, {}, roots[i]);
+      const b = await startSwitchyard(join(tmp, String(i)), false, undefined, undefined, roots[i]);
       const fig: Figures = {};
       try {
         for (const s of scenarios) {

@@ -7,12 +7,13 @@
  * Structural, unlike p99: it hardly moves with the machine's load. `LATENCY_GC_ROOT=/tmp/old` measures another
  * checkout (a git worktree) with this one's load generator. `tsx bench/mqtt/latency-gc.ts`; not part of `npm run bench`.
  */
+import { START_ENV, START_FLAGS } from '../start-flags.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { latency, startSwitchyard } from './run.js';
 
-const FLAGS = (process.env.BENCH_NODE_FLAGS ?? '--max-semi-space-size=4').split(' ').filter(Boolean);
+const FLAGS = START_FLAGS;
 const ROOT = resolve(process.env.LATENCY_GC_ROOT ?? resolve(import.meta.dirname, '..', '..'));
 const LOADS: Array<[string, number, 0 | 1]> = [
   ['QoS 0 @ 5 000', 5000, 0],
@@ -41,7 +42,7 @@ const rows: string[] = [];
 for (const [label, rate, qos] of LOADS) {
   const tmp = mkdtempSync(join(tmpdir(), 'switchyard-latency-gc-'));
   process.stdout.write(`${label} ...`);
-  const b = await startSwitchyard(tmp, false, [...FLAGS, '--trace-gc'], {}, ROOT);
+  const b = await startSwitchyard(tmp, false, [...FLAGS, '--trace-gc'], START_ENV, ROOT);
   let trace = '';
   b.proc!.stdout!.on('data', (d: Buffer) => (trace += d));
   try {

@@ -15,6 +15,7 @@
  * where the subscribers read them. Fan-out QoS 1: 1 publisher, window BENCH_FANOUT_WINDOW (100), 100 subscribers
  * over BENCH_FANOUT_THREADS workers (cores - 1, 1 to 4). Fan-out QoS 0 keeps its subscribers on the main thread.
  */
+import { START_ENV, START_FLAGS } from '../start-flags.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
@@ -48,12 +49,12 @@ const FANOUT_THREADS = Number(process.env.BENCH_FANOUT_THREADS ?? Math.min(4, Ma
  */
 const FANOUT_WINDOW = Number(process.env.BENCH_FANOUT_WINDOW ?? 100);
 /**
- * Node flags of both Node brokers: a 32 MiB young generation (the message path allocates many short-lived objects;
- * measured +25–30 % QoS 0 throughput for Switchyard). `npm start` uses 4 MiB instead, for a smaller idle footprint
- * (bench/footprint.ts); `BENCH_NODE_FLAGS="--max-semi-space-size=4"` measures with that (space-separated; empty for
- * V8's defaults). Aedes gets the same flags, to be fair.
+ * Node flags of both Node brokers: npm start's (bench/start-flags.ts, read from package.json: the young generation it
+ * ships), so the figures are those of the broker as it runs; `BENCH_NODE_FLAGS` replaces them (space-separated; empty
+ * for V8's defaults; `--max-semi-space-size=32` for the larger young generation earlier runs used). Aedes gets the
+ * same flags, to be fair; Switchyard also gets npm start's malloc environment.
  */
-const NODE_FLAGS = process.env.BENCH_NODE_FLAGS !== undefined ? process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean) : ['--max-semi-space-size=32'];
+const NODE_FLAGS = START_FLAGS;
 
 interface Broker {
   name: string;
@@ -70,7 +71,7 @@ interface Broker {
  * checkout whose src/main.ts and config/ are started (bench/mqtt/compare.ts starts other commits' worktrees with this
  * checkout's load generator).
  */
-export async function startSwitchyard(tmp: string, inspect = false, flags = NODE_FLAGS, env: Record<string, string> = {}, root = ROOT): Promise<Broker> {
+export async function startSwitchyard(tmp: string, inspect = false, flags = NODE_FLAGS, env: Record<string, string> = START_ENV, root = ROOT): Promise<Broker> {
   const configDir = join(tmp, 'sy-config');
   const dataDir = join(tmp, 'sy-data');
   mkdir(configDir);
