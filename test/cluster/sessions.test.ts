@@ -33,6 +33,7 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
   const brokers: Broker[] = [];
   const dirs: string[] = [];
   const clients: RawClient[] = [];
+  const natsClients: Array<{ close(): Promise<void> }> = []; // closed in `after` (a test that fails leaves its own open)
   let a: Broker;
   let b: Broker;
   let c: Broker;
@@ -194,6 +195,7 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
       if (warns.length) console.log(`${br.nodeId}:\n${warns.slice(-10).join('\n')}`);
     }
     for (const cl of clients) cl.destroy();
+    for (const nc of natsClients) await nc.close().catch(() => undefined);
     for (const br of brokers) await br.p?.stop('SIGKILL');
     await nats?.dispose();
     for (const d of dirs) removeDir(d);
@@ -322,6 +324,7 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
     const firstAt = new Map<string, string>(); // payload -> 'ms on connection n' of its first arrival
     let connection = 0;
     const recordNc = await natsConnect({ servers: nats.urls });
+    natsClients.push(recordNc);
     const recordWatch = await (await new Kvm(jetstream(recordNc)).open('switchyard_sess_sessions')).watch({ key: recordKey(ID) });
     void (async () => {
       for await (const e of recordWatch) {
@@ -455,7 +458,6 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
     assert.ok(acked1.length > 100, `a steady stream (${acked1.length} QoS 1 messages)`);
     cl.send({ cmd: 'disconnect', reasonCode: 0 });
     recordWatch.stop();
-    await recordNc.close();
   });
 
   test('cluster sessions - two simultaneous CONNECTs with one client id on two brokers end with one owner', async () => {
