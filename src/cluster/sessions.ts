@@ -153,6 +153,20 @@ interface Provisional {
   dropped: number;
 }
 
+/** A message of the stream, as replayed into a session's subscription (retain as published when `rap`). */
+function replayInit(lm: ReturnType<typeof decodeMessage>, rap: boolean, metaData: Record<string, string> | undefined): MessageInit {
+  const init: MessageInit = { payload: lm.payload, qos: lm.qos, retain: rap && lm.retain };
+  if (metaData !== undefined) init.metaData = metaData;
+  if (lm.contentType !== undefined) init.contentType = lm.contentType;
+  if (lm.correlationData !== undefined) init.correlationData = lm.correlationData;
+  if (lm.userProperties !== undefined) init.userProperties = lm.userProperties;
+  if (lm.responseTopic !== undefined) init.responseTopic = lm.responseTopic;
+  if (lm.payloadFormat !== undefined) init.payloadFormat = lm.payloadFormat;
+  if (lm.priority !== undefined) init.priority = lm.priority;
+  if (lm.expiresAt) init.expiresAt = lm.expiresAt;
+  return init;
+}
+
 /** The record key of a client id: `c_<base64url>` (reversible, KV-safe), or `h_<sha-256 hex>` when that is too long for a key. */
 export function sessionKey(clientId: string): string {
   const b = Buffer.from(clientId, 'utf8').toString('base64url');
@@ -1481,20 +1495,8 @@ export class ClusterSessions implements Service {
             held++;
             continue;
           }
-          const init: MessageInit = {
-            payload: lm.payload,
-            qos: lm.qos,
-            retain: opts.rap && lm.retain,
-            // as the message plane gives it (src/links/link-manager.ts receiveOne): a later move tells the copy by it
-            metaData: { [META_ORIGIN]: lm.originServer || `link:${CLUSTER_LINK}`, [META_HOPS]: String(Math.max(1, lm.hops)), [META_LINK_ID]: lm.id },
-          };
-          if (lm.contentType !== undefined) init.contentType = lm.contentType;
-          if (lm.correlationData !== undefined) init.correlationData = lm.correlationData;
-          if (lm.userProperties !== undefined) init.userProperties = lm.userProperties;
-          if (lm.responseTopic !== undefined) init.responseTopic = lm.responseTopic;
-          if (lm.payloadFormat !== undefined) init.payloadFormat = lm.payloadFormat;
-          if (lm.priority !== undefined) init.priority = lm.priority;
-          if (lm.expiresAt) init.expiresAt = lm.expiresAt;
+          // the origin as the message plane gives it (src/links/link-manager.ts receiveOne): a later move tells the copy by it
+          const init = replayInit(lm, opts.rap, { [META_ORIGIN]: lm.originServer || `link:${CLUSTER_LINK}`, [META_HOPS]: String(Math.max(1, lm.hops)), [META_LINK_ID]: lm.id });
           let list = byKey.get(sub.key);
           if (list === undefined) byKey.set(sub.key, (list = []));
           list.push([topic, createMessage(init, id++, Date.now())]);
@@ -1720,14 +1722,7 @@ export class ClusterSessions implements Service {
           for (const { opts, sub } of s.subs.values()) {
             if (opts.filter.startsWith('$share/') || !topicMatchesFilter(opts.filter, topic)) continue;
             if (sub.authorize !== undefined && !sub.authorize(topic)) continue;
-            const init: MessageInit = { payload: lm.payload, qos: lm.qos, retain: opts.rap && lm.retain };
-            if (lm.contentType !== undefined) init.contentType = lm.contentType;
-            if (lm.correlationData !== undefined) init.correlationData = lm.correlationData;
-            if (lm.userProperties !== undefined) init.userProperties = lm.userProperties;
-            if (lm.responseTopic !== undefined) init.responseTopic = lm.responseTopic;
-            if (lm.payloadFormat !== undefined) init.payloadFormat = lm.payloadFormat;
-            if (lm.priority !== undefined) init.priority = lm.priority;
-            if (lm.expiresAt) init.expiresAt = lm.expiresAt;
+            const init = replayInit(lm, opts.rap, undefined);
             let list = byKey.get(sub.key);
             if (list === undefined) byKey.set(sub.key, (list = []));
             list.push([topic, createMessage(init, id++, Date.now())]);
