@@ -384,14 +384,12 @@ export class Membership {
     warned = false;
     while (!this.stopped && !this.kv) {
       try {
-        // read from the stream's leader, never by direct get (a replica may answer one before it applied the latest
-        // write; the sessions bucket lost messages that way, src/cluster/sessions.ts)
-        this.kv = await kvm.create(this.bucket, { replicas: this.cfg.replicas, history: 1, maxValueSize: MAX_VALUE, max_bytes: MAX_NODES * MAX_VALUE, allow_direct: false });
+        this.kv = await kvm.create(this.bucket, { replicas: this.cfg.replicas, history: 1, maxValueSize: MAX_VALUE, max_bytes: MAX_NODES * MAX_VALUE });
       } catch (err) {
         const msg = messageOf(err);
         if (/already in use|different configuration/i.test(msg)) {
           // made earlier with other settings (another replica count): use it as it is
-          this.kv = await kvm.open(this.bucket, { allow_direct: false }).catch(() => undefined);
+          this.kv = await kvm.open(this.bucket).catch(() => undefined);
           if (this.kv) log.warn({ bucket: this.bucket, err: msg }, 'cluster: the bucket exists with other settings; using it as it is');
           continue;
         }

@@ -185,12 +185,10 @@ export class ClusterWills implements ClusterWillRegistry {
       try {
         let kv: KV;
         try {
-          // read from the stream's leader, never by direct get: a stale read would make the delete of an earlier
-          // connection's will fail its compare-and-set and leave that will to be published (src/cluster/sessions.ts)
-          kv = await kvm.create(this.bucket, { replicas: cfg.replicas, history: 1, maxValueSize: MAX_WILL_BYTES, max_bytes: BUCKET_BYTES, allow_direct: false });
+          kv = await kvm.create(this.bucket, { replicas: cfg.replicas, history: 1, maxValueSize: MAX_WILL_BYTES, max_bytes: BUCKET_BYTES });
         } catch (err) {
           if (!/already in use|different configuration/i.test(messageOf(err))) throw err;
-          kv = await kvm.open(this.bucket, { allow_direct: false }); // made with other settings: used as it is
+          kv = await kvm.open(this.bucket); // made with other settings: used as it is
         }
         this.kv = kv;
         this.kvFor = nc;
