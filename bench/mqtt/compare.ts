@@ -4,9 +4,11 @@
  * regression; not part of `npm run bench`.
  *
  *   git worktree add /tmp/b-09cce2a 09cce2a && ln -s /work/main/node_modules /tmp/b-09cce2a/node_modules
+ *   (cd /tmp/b-09cce2a && npm run build) && npm run build
  *   BENCH_COMPARE=/tmp/b-09cce2a,. BENCH_ROUNDS=5 npx tsx bench/mqtt/compare.ts
  *
- * BENCH_COMPARE: checkouts (worktrees) whose src/main.ts and config/ are started, comma-separated; `.` is this one.
+ * BENCH_COMPARE: checkouts (worktrees) whose builds (npm start's entry, dist/bundle/main.js) and config/ are started,
+ * comma-separated; `.` is this one. `BENCH_ENTRY=tsx` starts their src/main.ts through tsx instead.
  * BENCH_COMPARE_SCENARIOS: qos0, latency (p99 at 5 000 msg/s), latency20k, latency1 and latency1at20k (QoS 1), latencyflood (at 5 000 msg/s beside 8
  * flooding QoS 0 pairs), qos1, fanout, fanout1 (default
  * qos0,latency); the throughput ones also give the broker's CPU µs per message (`qos0cpu`...). Each round starts a

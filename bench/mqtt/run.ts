@@ -15,7 +15,7 @@
  * where the subscribers read them. Fan-out QoS 1: 1 publisher, window BENCH_FANOUT_WINDOW (100), 100 subscribers
  * over BENCH_FANOUT_THREADS workers (cores - 1, 1 to 4). Fan-out QoS 0 keeps its subscribers on the main thread.
  */
-import { START_ENV, START_FLAGS } from '../start-flags.js';
+import { START_ENV, START_FLAGS, switchyardArgs } from '../start-flags.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
@@ -68,7 +68,7 @@ interface Broker {
 
 /**
  * `flags` and `env`: Node flags (default NODE_FLAGS) and environment of the broker (bench/young-gen.ts). `root`: the
- * checkout whose src/main.ts and config/ are started (bench/mqtt/compare.ts starts other commits' worktrees with this
+ * checkout whose build (npm start's entry, bench/start-flags.ts switchyardArgs) and config/ are started (bench/mqtt/compare.ts starts other commits' worktrees with this
  * checkout's load generator).
  */
 export async function startSwitchyard(tmp: string, inspect = false, flags = NODE_FLAGS, env: Record<string, string> = START_ENV, root = ROOT): Promise<Broker> {
@@ -78,7 +78,7 @@ export async function startSwitchyard(tmp: string, inspect = false, flags = NODE
   for (const f of readdirSync(join(root, 'config'))) if (f.endsWith('.yaml') && f !== 'AuthManager.yaml') copyFileSync(join(root, 'config', f), join(configDir, f));
   writeFileSync(join(configDir, 'AuthManager.yaml'), 'AuthManager:\n  authenticationEnabled: false\n');
   const port = await freePort();
-  const proc = spawn(process.execPath, [...flags, ...(inspect ? ['--inspect=127.0.0.1:0'] : []), '--import', 'tsx', join(root, 'src/main.ts')], {
+  const proc = spawn(process.execPath, [...flags, ...(inspect ? ['--inspect=127.0.0.1:0'] : []), ...switchyardArgs(root)], {
     cwd: root,
     env: { ...process.env, ...env, SWITCHYARD_CONFIG_DIR: configDir, SWITCHYARD_DATA_DIR: dataDir, SWITCHYARD_REST_PORT: '0', SWITCHYARD_REST_HOST: '127.0.0.1', SWITCHYARD_MQTT_PORT: String(port), SWITCHYARD_MQTT_WS_PORT: '0', SWITCHYARD_MQTT_HOST: '127.0.0.1', SWITCHYARD_LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
