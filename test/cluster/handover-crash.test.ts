@@ -12,7 +12,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import { removeDir, spawnBroker, tempDir, waitUntil, type BrokerProcess } from '../helpers.js';
 import { RawClient, rest } from '../mqtt/helpers.js';
-import { clusterConfigDir } from './helpers.js';
+import { clusterConfigDir, warmMessagePlane } from './helpers.js';
 import { startNatsCluster, type NatsCluster } from './nats-cluster.js';
 
 interface Broker {
@@ -231,40 +231,9 @@ describe('cluster handover - a session hand-over interrupted by a third broker o
     [a, b, c] = await Promise.all([launch('alpha'), launch('beta'), launch('gamma')]);
     await Promise.all([a, b, c].map(ready));
     kv = await new Kvm(jetstream(nc)).open('switchyard_ho_sessions');
-    // every node's message-plane consumer is pulling before the tests count on it: on nats-server 2.9 a node's first
-    // pull can go unanswered until it is renewed (src/links/nats-transport.ts), and a message published on one node
-    // would then reach another one only up to 30 s later. Each node publishes until each other node got one of its own
-    const subs = await Promise.all([a, b, c].map(async (br) => {
-      const cl = await open(br);
-      assert.equal((await cl.connect({ clientId: `warm-${br.nodeId}`, clean: true })).reasonCode, 0);
-      cl.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: 'warm/#', qos: 1 }] });
-      await cl.next('suback');
-      return cl;
-    }));
-    const pubs = await Promise.all([a, b, c].map(async (br) => {
-      const cl = await open(br);
-      assert.equal((await cl.connect({ clientId: `warm-pub-${br.nodeId}`, clean: true })).reasonCode, 0);
-      return cl;
-    }));
-    const heard = new Set<string>(); // '<receiving node> <- <publishing node>'
-    let pid = 0;
-    await waitUntil(async () => {
-      pid++;
-      // QoS 1: QoS 0 crosses nodes outside the stream, and the consumers are what is warmed up here
-      [a, b, c].forEach((br, i) => pubs[i]!.send({ cmd: 'publish', topic: `warm/${br.nodeId}`, payload: Buffer.from('warm'), qos: 1, messageId: pid, retain: false, dup: false }));
-      await new Promise((r) => setTimeout(r, 500));
-      [a, b, c].forEach((br, i) => {
-        for (const p of subs[i]!.packets.splice(0)) {
-          if (p.cmd !== 'publish') continue;
-          heard.add(`${br.nodeId} <- ${String(p.topic).slice(5)}`);
-          subs[i]!.send({ cmd: 'puback', messageId: p.messageId });
-        }
-      });
-      return heard.size === 9;
-    }, 60000, 'the message plane carrying a message between every two nodes').catch((err: Error) => {
-      throw new Error(`${err.message} (heard: ${[...heard].join(', ')})`);
-    });
-    for (const cl of [...subs, ...pubs]) cl.destroy();
+    // every node's message-plane consumer is pulling before the tests count on it (each node publishes until each
+    // other node got one of its own)
+    await warmMessagePlane([a, b, c], open);
   });
 
   after(async () => {

@@ -5,8 +5,10 @@
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import assert from 'node:assert/strict';
 import mqtt, { type MqttClient } from 'mqtt';
 import { adminPasswordOf, spawnBroker, tempDir, waitUntil, type BrokerProcess } from '../helpers.js';
+import type { RawClient } from '../mqtt/helpers.js';
 
 /**
  * A new config directory (its name starts with `prefix`, pushed on `dirs` for the after hook) holding Cluster.yaml
@@ -94,4 +96,47 @@ export async function clusterClient(x: ClusterBroker, clients: MqttClient[], cli
   ]).finally(() => clearTimeout(timer));
   clients.push(cl);
   return cl;
+}
+
+/**
+ * Warms the message plane between every two nodes before a test counts on it: on each node a raw MQTT 5 client
+ * subscribes to `warm/#` and another publishes QoS 1 to `warm/<its node>` every 0.5 s until every node has received a
+ * message from every node (60 s at most; the error names the pairs heard). A member's cluster link may still be
+ * connecting (a hand-over then finds no consumer of that node to wait for), and on nats-server 2.9 a node's first pull
+ * can go unanswered until it is renewed (src/links/nats-transport.ts), so a message published on one node would reach
+ * another one only up to 30 s later. QoS 1: QoS 0 crosses nodes outside the stream, and the consumers are what is
+ * warmed up. `open` makes a connected socket to a node's MQTT listener (the caller's after hook closes it as well);
+ * the clients are closed here when done.
+ */
+export async function warmMessagePlane<N extends { nodeId: string }>(nodes: readonly N[], open: (node: N) => Promise<RawClient>): Promise<void> {
+  const subs = await Promise.all(nodes.map(async (br) => {
+    const cl = await open(br);
+    assert.equal((await cl.connect({ clientId: `warm-${br.nodeId}`, clean: true })).reasonCode, 0);
+    cl.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: 'warm/#', qos: 1 }] });
+    await cl.next('suback');
+    return cl;
+  }));
+  const pubs = await Promise.all(nodes.map(async (br) => {
+    const cl = await open(br);
+    assert.equal((await cl.connect({ clientId: `warm-pub-${br.nodeId}`, clean: true })).reasonCode, 0);
+    return cl;
+  }));
+  const heard = new Set<string>(); // '<receiving node> <- <publishing node>'
+  let pid = 0;
+  await waitUntil(async () => {
+    pid++;
+    nodes.forEach((br, i) => pubs[i]!.send({ cmd: 'publish', topic: `warm/${br.nodeId}`, payload: Buffer.from('warm'), qos: 1, messageId: pid, retain: false, dup: false }));
+    await new Promise((r) => setTimeout(r, 500));
+    nodes.forEach((br, i) => {
+      for (const p of subs[i]!.packets.splice(0)) {
+        if (p.cmd !== 'publish') continue;
+        heard.add(`${br.nodeId} <- ${String(p.topic).slice(5)}`);
+        subs[i]!.send({ cmd: 'puback', messageId: p.messageId });
+      }
+    });
+    return heard.size === nodes.length * nodes.length;
+  }, 60000, 'the message plane carrying a message between every two nodes').catch((err: Error) => {
+    throw new Error(`${err.message} (heard: ${[...heard].join(', ')})`);
+  });
+  for (const cl of [...subs, ...pubs]) cl.destroy();
 }

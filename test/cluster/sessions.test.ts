@@ -10,7 +10,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { removeDir, spawnBroker, tempDir, waitUntil, type BrokerProcess } from '../helpers.js';
 import { RawClient, rest } from '../mqtt/helpers.js';
-import { clusterConfigDir } from './helpers.js';
+import { clusterConfigDir, warmMessagePlane } from './helpers.js';
 import { startNatsCluster, type NatsCluster } from './nats-cluster.js';
 
 interface Broker {
@@ -153,40 +153,10 @@ describe('cluster sessions - persistent MQTT sessions over a 3-node NATS cluster
     nats = await startNatsCluster(3);
     [a, b, c] = await Promise.all([launch('alpha'), launch('beta'), launch('gamma')]);
     await Promise.all([a, b, c].map(member));
-    // every node's message plane carries messages from each other node before the tests count on it (as in
-    // handover-crash.test.ts): a member's cluster link may still be connecting (one run here: alpha's first attempt
-    // timed out while the nodes started), and a hand-over then found no consumer of alpha's to wait for. Each node
-    // publishes QoS 1 until each node got one from every node
-    const subs = await Promise.all([a, b, c].map(async (br) => {
-      const cl = await open(br);
-      assert.equal((await cl.connect({ clientId: `warm-${br.nodeId}`, clean: true })).reasonCode, 0);
-      cl.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: 'warm/#', qos: 1 }] });
-      await cl.next('suback');
-      return cl;
-    }));
-    const pubs = await Promise.all([a, b, c].map(async (br) => {
-      const cl = await open(br);
-      assert.equal((await cl.connect({ clientId: `warm-pub-${br.nodeId}`, clean: true })).reasonCode, 0);
-      return cl;
-    }));
-    const heard = new Set<string>(); // '<receiving node> <- <publishing node>'
-    let pid = 0;
-    await waitUntil(async () => {
-      pid++;
-      [a, b, c].forEach((br, i) => pubs[i]!.send({ cmd: 'publish', topic: `warm/${br.nodeId}`, payload: Buffer.from('warm'), qos: 1, messageId: pid, retain: false, dup: false }));
-      await new Promise((r) => setTimeout(r, 500));
-      [a, b, c].forEach((br, i) => {
-        for (const p of subs[i]!.packets.splice(0)) {
-          if (p.cmd !== 'publish') continue;
-          heard.add(`${br.nodeId} <- ${String(p.topic).slice(5)}`);
-          subs[i]!.send({ cmd: 'puback', messageId: p.messageId });
-        }
-      });
-      return heard.size === 9;
-    }, 60000, 'the message plane carrying a message between every two nodes').catch((err: Error) => {
-      throw new Error(`${err.message} (heard: ${[...heard].join(', ')})`);
-    });
-    for (const cl of [...subs, ...pubs]) cl.destroy();
+    // every node's message plane carries messages from each other node before the tests count on it: a member's
+    // cluster link may still be connecting (one run here: alpha's first attempt timed out while the nodes started), and
+    // a hand-over then found no consumer of alpha's to wait for
+    await warmMessagePlane([a, b, c], open);
   });
 
   after(async () => {
