@@ -21,6 +21,12 @@
  *   a will is published at most once; the one instant in which a will can be lost is a claimer killed between the
  *   answer to its removal and the synchronous ingress call that follows it in the same turn of its event loop.
  *
+ * Reads: the bucket is read by direct get (any replica answers, also while the stream elects a leader), and a replica
+ * may answer before it applied the latest write. Where a read decides a compare-and-set, a write refused for a wrong
+ * revision is decided again on the key as the stream's leader has it, CAS_ATTEMPTS writes at most, WARN past them
+ * (casOnRead); the removal of an earlier connection's record reads the leader first, since a replica behind its write
+ * would answer that there is none.
+ *
  * Bounded: a record is at most MAX_WILL_BYTES (a larger will stays on its node only, WARN), this node holds at most
  * MAX_WILLS records, wills waiting for a NATS answer are at most MAX_DEFERRED, the bucket at most BUCKET_BYTES
  * (JetStream refuses writes past it: the will then stays on its node, WARN).
@@ -58,6 +64,11 @@ export const MAX_DEFERRED = 10_000;
 /** Wills this node claimed and is waiting to publish. */
 export const MAX_CLAIMED = 100_000;
 const BUCKET_BYTES = 256 * 1024 * 1024;
+/**
+ * Writes decided on a read of one key, at most (casOnRead): each one refused for a wrong revision is decided again on
+ * the key as the stream's leader has it.
+ */
+export const CAS_ATTEMPTS = 3;
 
 /** The value of a client's key in the wills bucket. */
 export interface WillRecord {
@@ -93,6 +104,72 @@ export interface WillRecord {
 const wrongSequence = (err: unknown): boolean =>
   err instanceof JetStreamApiError && (err.code === JetStreamApiCodes.StreamWrongLastSequence || err.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown);
 const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+/**
+ * The wills bucket as this plane uses it: `kv` reads by direct get where the bucket allows it (any replica answers, so
+ * a read keeps working while the stream elects a leader, as the leases bucket needs) and writes; `leader` is a view of
+ * the same bucket that reads from the stream's leader (`$JS.API.STREAM.MSG.GET`), which has every write JetStream
+ * acknowledged. A direct get may come from a replica that has not applied the latest write yet, so a compare-and-set
+ * decided on it can name an old revision: such a key is read again from `leader` (casOnRead).
+ */
+export interface WillsBucket {
+  kv: WillsKv;
+  leader: Pick<KV, 'get'>;
+}
+
+/** What the wills plane does with the bucket (a KV of @nats-io/kv is one). */
+export interface WillsKv extends Pick<KV, 'get' | 'put' | 'update' | 'delete'> {
+  keys(): Promise<AsyncIterable<string>>;
+}
+
+/** Opens the wills bucket on a NATS connection (ClusterWills is given another opener in unit tests). */
+export type WillsBucketOpener = (nc: NatsConnection, bucket: string, cfg: { replicas: number; heartbeatSeconds: number }) => Promise<WillsBucket>;
+
+export const openWillsBucket: WillsBucketOpener = async (nc, bucket, cfg) => {
+  const kvm = new Kvm(jetstream(nc, { timeout: Math.max(2000, cfg.heartbeatSeconds * 1000) }));
+  let kv: KV;
+  try {
+    kv = await kvm.create(bucket, { replicas: cfg.replicas, history: 1, maxValueSize: MAX_WILL_BYTES, max_bytes: BUCKET_BYTES });
+  } catch (err) {
+    if (!/already in use|different configuration/i.test(messageOf(err))) throw err;
+    kv = await kvm.open(bucket); // made with other settings: used as it is
+  }
+  // a bound view: no request to JetStream until it reads, and it reads from the leader (allow_direct false)
+  const leader = await kvm.open(bucket, { allow_direct: false });
+  return { kv, leader };
+};
+
+/** How casOnRead ended: the write went through (`value`), or nothing was written (`gaveUp`: the last write was refused too). */
+export type CasOutcome<E, T> = { done: true; value: T } | { done: false; read: E; gaveUp: boolean };
+
+/**
+ * A compare-and-set decided on a read of one key. `decide(read)` returns the write to make (naming the revision of
+ * that read), or undefined when there is nothing to write. A write that JetStream refuses for a wrong revision is
+ * decided again on `reread()` (the key as the stream's leader has it): the first read may have been a direct get
+ * answered by a replica behind the latest write, and then the refusal says nothing about the key (an earlier
+ * connection's will would stay, or a gone node's will stay unclaimed). At most `attempts` writes; other errors are
+ * thrown.
+ */
+export async function casOnRead<E, T>(first: E, reread: () => Promise<E>, decide: (read: E) => (() => Promise<T>) | undefined, attempts = CAS_ATTEMPTS): Promise<CasOutcome<E, T>> {
+  let read = first;
+  for (let n = 1; ; n++) {
+    const write = decide(read);
+    if (write === undefined) return { done: false, read, gaveUp: false };
+    try {
+      return { done: true, value: await write() };
+    } catch (err) {
+      if (!wrongSequence(err)) throw err;
+      if (n >= attempts) return { done: false, read, gaveUp: true };
+    }
+    read = await reread();
+  }
+}
+
+/** A will record as read with its revision (rev 0 and no record: no key, deleted, or not a will record). */
+interface RecordRead {
+  rec: WillRecord | undefined;
+  rev: number;
+}
 
 /** The KV key of a client id: any bytes become `c.<base64url>` (KV keys allow letters, digits, `-_=./`). */
 export function willKey(clientId: string): string {
@@ -150,9 +227,11 @@ export class ClusterWills implements ClusterWillRegistry {
   private readonly deferred = new Map<string, () => void>();
   /** Claimed records waiting for their delay: key → timer. */
   private readonly claimed = new Map<string, NodeJS.Timeout>();
-  private kv?: KV;
+  private kv?: WillsKv;
+  /** The bucket's view that reads from the stream's leader, for the re-reads of casOnRead (opened with `kv`). */
+  private leader?: Pick<KV, 'get'>;
   private kvFor?: NatsConnection;
-  private opening?: Promise<KV | undefined>;
+  private opening?: Promise<WillsKv | undefined>;
   private scannedEpoch = 0;
   private stopped = false;
   private readonly warnings = new LogLimiter({ intervalMs: 60_000 });
@@ -163,6 +242,7 @@ export class ClusterWills implements ClusterWillRegistry {
     private readonly broker: MqttBroker,
     private readonly log: Logger,
     private readonly security: SecurityManagerService,
+    private readonly openBucket: WillsBucketOpener = openWillsBucket,
   ) {}
 
   get bucket(): string {
@@ -174,23 +254,17 @@ export class ClusterWills implements ClusterWillRegistry {
   }
 
   /** The bucket on the membership's current connection (opened again after the membership made a new one). */
-  private async openKv(): Promise<KV | undefined> {
+  private async openKv(): Promise<WillsKv | undefined> {
     const nc = this.cluster.nats();
     if (nc === undefined || nc.isClosed()) return undefined;
     if (this.kv !== undefined && this.kvFor === nc) return this.kv;
     if (this.opening) return this.opening;
     const cfg = this.rt.config.Cluster;
-    const kvm = new Kvm(jetstream(nc, { timeout: Math.max(2000, cfg.heartbeatSeconds * 1000) }));
     this.opening = (async () => {
       try {
-        let kv: KV;
-        try {
-          kv = await kvm.create(this.bucket, { replicas: cfg.replicas, history: 1, maxValueSize: MAX_WILL_BYTES, max_bytes: BUCKET_BYTES });
-        } catch (err) {
-          if (!/already in use|different configuration/i.test(messageOf(err))) throw err;
-          kv = await kvm.open(this.bucket); // made with other settings: used as it is
-        }
+        const { kv, leader } = await this.openBucket(nc, this.bucket, cfg);
         this.kv = kv;
+        this.leader = leader;
         this.kvFor = nc;
         return kv;
       } catch (err) {
@@ -201,6 +275,32 @@ export class ClusterWills implements ClusterWillRegistry {
       }
     })();
     return this.opening;
+  }
+
+  /**
+   * One key as the stream's leader has it; should the leader not answer (a leader being elected), as `kv` reads it
+   * (a direct get answers then): a compare-and-set that names a stale revision is refused, and tried again.
+   */
+  private async freshGet(kv: WillsKv, key: string): Promise<KvEntry | null> {
+    const leader = this.kv === kv ? this.leader : undefined;
+    if (leader !== undefined) {
+      try {
+        return await leader.get(key);
+      } catch {
+        // read below as the bucket answers
+      }
+    }
+    return kv.get(key);
+  }
+
+  private async freshRecord(kv: WillsKv, key: string): Promise<RecordRead> {
+    const e = await this.freshGet(kv, key);
+    const rec = parseRecord(e);
+    return { rec, rev: e !== null && rec !== undefined ? e.revision : 0 };
+  }
+
+  private gaveUp(clientId: string, what: string): void {
+    this.warnings.warn(this.log, 'cas', '', { clientId, attempts: CAS_ATTEMPTS }, `cluster: ${what}: the wills bucket refused ${CAS_ATTEMPTS} compare-and-sets on revisions read from its stream's leader (the key changed each time)`);
   }
 
   /** Runs `op` after the earlier operations of this client id (errors are logged, never thrown). */
@@ -243,10 +343,16 @@ export class ClusterWills implements ClusterWillRegistry {
           this.warnings.warn(this.log, 'cap', '', { clientId, bytes: value.length, held: this.held.size }, `cluster: a will over ${MAX_WILL_BYTES} bytes, or more than ${MAX_WILLS} wills on this node: kept on this node only`);
         }
       }
-      // no will (or one kept here only): a record of an earlier connection, here or on another node, must go
+      // no will (or one kept here only): a record of an earlier connection, here or on another node, must go. Read
+      // from the stream's leader: a replica behind the record's write would answer that there is none (or an older
+      // revision, whose compare-and-set fails), and the earlier connection's will would stay, to be published later
       this.held.delete(clientId);
-      const e = await kv.get(key);
-      if (e !== null && e.operation === 'PUT') await kv.delete(key, { previousSeq: e.revision }).catch((err: unknown) => (wrongSequence(err) ? undefined : Promise.reject(err)));
+      const out = await casOnRead(
+        await this.freshGet(kv, key),
+        () => this.freshGet(kv, key),
+        (e) => (e !== null && e.operation === 'PUT' ? () => kv.delete(key, { previousSeq: e.revision }) : undefined),
+      );
+      if (!out.done && out.gaveUp) this.gaveUp(clientId, 'the will record of an earlier connection was left in the bucket');
     });
   }
 
@@ -345,23 +451,33 @@ export class ClusterWills implements ClusterWillRegistry {
     for (const [clientId, rev] of [...this.held]) {
       this.enqueue(clientId, async () => {
         if (this.held.get(clientId) !== rev) return;
-        const e = await kv.get(willKey(clientId));
-        const rec = parseRecord(e);
-        if (e !== null && rec !== undefined && e.revision === rev) {
-          this.held.set(clientId, await kv.update(willKey(clientId), JSON.stringify({ ...rec, epoch }), rev));
+        const key = willKey(clientId);
+        let e = await kv.get(key);
+        // a replica is never ahead of the leader, but may be behind this node's own write: read that one again
+        if (e === null || e.revision < rev) e = await this.freshGet(kv, key);
+        const out = await casOnRead(e, () => this.freshGet(kv, key), (x) => {
+          const rec = parseRecord(x);
+          return x !== null && rec !== undefined && x.revision === rev ? () => kv.update(key, JSON.stringify({ ...rec, epoch }), rev) : undefined;
+        });
+        if (out.done) {
+          this.held.set(clientId, out.value);
           return;
         }
         this.held.delete(clientId);
-        this.dropLocalWill(clientId, rec?.claim?.by);
+        this.dropLocalWill(clientId, parseRecord(out.read)?.claim?.by);
       });
     }
+    // each test below is applied again to the record as the stream's leader has it when a compare-and-set decided on
+    // it is refused (claim, removeIf)
+    const claimedEarlier = (r: WillRecord) => r.claim !== undefined && r.claim.by === self && r.claim.epoch < epoch;
+    const ofEarlierRun = (r: WillRecord) => r.claim === undefined && r.nodeId === self && r.epoch < epoch;
     await this.eachRecord(kv, (key, rec, rev) => {
       if (rec.claim !== undefined) {
         // a claim of an earlier run of this node (it died while waiting, and came back within its lease)
-        if (rec.claim.by === self && rec.claim.epoch < epoch) void this.claim(kv, key, rec, rev, `claimed by an earlier run of this node (epoch ${rec.claim.epoch})`);
+        if (claimedEarlier(rec)) void this.claim(kv, key, rec, rev, `claimed by an earlier run of this node (epoch ${rec.claim.epoch})`, claimedEarlier);
         return;
       }
-      if (rec.nodeId !== self || rec.epoch >= epoch) return;
+      if (!ofEarlierRun(rec)) return;
       const s = this.broker.sessions.get(rec.clientId);
       if (s !== undefined) {
         // a persistent session restored from this node's store: its will is this node's business, as on a single
@@ -369,10 +485,10 @@ export class ClusterWills implements ClusterWillRegistry {
         // the restore already, or never stored, is not published again)
         if (s.pendingWill !== undefined) {
           if (!this.held.has(rec.clientId)) this.held.set(rec.clientId, rev);
-        } else if (s.conn === undefined) void kv.delete(key, { previousSeq: rev }).catch(() => undefined);
+        } else if (s.conn === undefined) void this.removeIf(kv, key, rec, rev, ofEarlierRun);
         return;
       }
-      void this.claim(kv, key, rec, rev, `an earlier run of this node (epoch ${rec.epoch})`);
+      void this.claim(kv, key, rec, rev, `an earlier run of this node (epoch ${rec.epoch})`, (r) => ofEarlierRun(r) && !this.broker.sessions.has(r.clientId));
     });
   }
 
@@ -398,11 +514,11 @@ export class ClusterWills implements ClusterWillRegistry {
     try {
       const kv = await this.openKv();
       if (kv === undefined) throw new Error('no connection to NATS');
+      const ofGone = (r: WillRecord) => (r.claim !== undefined ? gone.has(r.claim.by) && r.claim.by !== this.cluster.nodeId : r.epoch <= (gone.get(r.nodeId) ?? -1));
       await this.eachRecord(kv, (key, rec, rev) => {
-        const ofGone = rec.claim !== undefined ? gone.has(rec.claim.by) && rec.claim.by !== this.cluster.nodeId : rec.epoch <= (gone.get(rec.nodeId) ?? -1);
-        if (!ofGone) return;
+        if (!ofGone(rec)) return;
         n++;
-        void this.claim(kv, key, rec, rev, `node ${rec.claim?.by ?? rec.nodeId} is gone`);
+        void this.claim(kv, key, rec, rev, `node ${rec.claim?.by ?? rec.nodeId} is gone`, ofGone);
       });
     } catch (err) {
       // read again after a heartbeat (a few times): the wills of a gone node are not left unclaimed by one failed read
@@ -425,18 +541,27 @@ export class ClusterWills implements ClusterWillRegistry {
     if (this.stopped || nodeId === this.cluster.nodeId) return;
     const kv = this.member ? await this.openKv() : undefined;
     if (kv === undefined) return;
+    const claimedByLeft = (r: WillRecord) => r.claim?.by === nodeId;
+    const ofLeft = (r: WillRecord) => r.claim === undefined && r.nodeId === nodeId && r.epoch <= epoch;
     await this.eachRecord(kv, (key, rec, rev) => {
-      if (rec.claim?.by === nodeId) void this.claim(kv, key, rec, rev, `node ${nodeId} left before publishing it`);
-      else if (rec.claim === undefined && rec.nodeId === nodeId && rec.epoch <= epoch) void kv.delete(key, { previousSeq: rev }).catch(() => undefined);
+      if (claimedByLeft(rec)) void this.claim(kv, key, rec, rev, `node ${nodeId} left before publishing it`, claimedByLeft);
+      else if (ofLeft(rec)) void this.removeIf(kv, key, rec, rev, ofLeft);
     }).catch((err: unknown) => this.log.warn({ nodeId, err: messageOf(err) }, `cluster: the wills node ${nodeId} left behind could not be read`));
   }
 
   /** Every record of the bucket (read in parallel, 64 at a time). */
-  private async eachRecord(kv: KV, fn: (key: string, rec: WillRecord, revision: number) => void): Promise<void> {
+  private async eachRecord(kv: WillsKv, fn: (key: string, rec: WillRecord, revision: number) => void): Promise<void> {
     const keys: string[] = [];
     for await (const k of await kv.keys()) keys.push(k);
     for (let i = 0; i < keys.length; i += 64) {
-      const batch = await Promise.all(keys.slice(i, i + 64).map((k) => kv.get(k).catch(() => null)));
+      // a key listed (its last operation a put) that a direct get finds deleted or absent was read from a replica
+      // behind: read again from the leader
+      const batch = await Promise.all(
+        keys.slice(i, i + 64).map(async (k) => {
+          const e = await kv.get(k).catch(() => null);
+          return e !== null && e.operation === 'PUT' ? e : this.freshGet(kv, k).catch(() => null);
+        }),
+      );
       batch.forEach((e, j) => {
         const rec = parseRecord(e);
         if (e !== null && rec !== undefined) fn(keys[i + j]!, rec, e.revision);
@@ -444,8 +569,30 @@ export class ClusterWills implements ClusterWillRegistry {
     }
   }
 
-  /** Claims a record (compare-and-set: one claimer cluster-wide), then publishes it after its delay unless the client came back. */
-  private async claim(kv: KV, key: string, rec: WillRecord, rev: number, why: string): Promise<void> {
+  /**
+   * Removes a record read by eachRecord (compare-and-set on its revision) while `still` holds for it: refused, the
+   * record is read again from the stream's leader and removed if it still qualifies.
+   */
+  private async removeIf(kv: WillsKv, key: string, rec: WillRecord, rev: number, still: (r: WillRecord) => boolean): Promise<void> {
+    try {
+      const out = await casOnRead<RecordRead, void>(
+        { rec, rev },
+        () => this.freshRecord(kv, key),
+        (r) => (r.rec !== undefined && still(r.rec) ? () => kv.delete(key, { previousSeq: r.rev }) : undefined),
+      );
+      if (!out.done && out.gaveUp) this.gaveUp(rec.clientId, 'a will record of a stopped run was left in the bucket');
+    } catch (err) {
+      this.warnings.warn(this.log, 'op', '', { clientId: rec.clientId, err: messageOf(err) }, 'cluster: a will record could not be written');
+    }
+  }
+
+  /**
+   * Claims a record (compare-and-set: one claimer cluster-wide), then publishes it after its delay unless the client
+   * came back. `still` is the caller's test for a record to claim: a claim refused because the revision read was not
+   * the latest (a direct get from a replica behind) is made again on the record as the leader has it, if it still
+   * passes; refused because the client connected again or another node claimed it, the record no longer passes.
+   */
+  private async claim(kv: WillsKv, key: string, rec: WillRecord, rev: number, why: string, still: (r: WillRecord) => boolean): Promise<void> {
     const self = this.cluster.nodeId;
     if (self === undefined || this.stopped || this.claimed.has(key)) return;
     if (this.claimed.size >= MAX_CLAIMED) {
@@ -453,28 +600,42 @@ export class ClusterWills implements ClusterWillRegistry {
       return;
     }
     const lease = this.rt.config.Cluster.leaseSeconds;
-    // the delay runs from the last heartbeat, a lease before the declaration; a re-claim waits what it was given again
-    const effective = Math.max(0, Math.min(rec.delay, rec.sessionExpiry));
-    const waitSeconds = rec.claim !== undefined ? rec.claim.waitSeconds : Math.max(0, effective - lease);
-    const claimedRec: WillRecord = { ...rec, claim: { by: self, epoch: this.cluster.epoch, at: new Date().toISOString(), waitSeconds, from: rec.claim?.by } };
+    const claimOf = (r: WillRecord): WillRecord => {
+      // the delay runs from the last heartbeat, a lease before the declaration; a re-claim waits what it was given again
+      const effective = Math.max(0, Math.min(r.delay, r.sessionExpiry));
+      const wait = r.claim !== undefined ? r.claim.waitSeconds : Math.max(0, effective - lease);
+      return { ...r, claim: { by: self, epoch: this.cluster.epoch, at: new Date().toISOString(), waitSeconds: wait, from: r.claim?.by } };
+    };
+    let published: WillRecord;
     let claimRev: number;
     try {
-      claimRev = await kv.update(key, JSON.stringify(claimedRec), rev);
+      const out = await casOnRead<RecordRead, { rec: WillRecord; rev: number }>({ rec, rev }, () => this.freshRecord(kv, key), (r) => {
+        if (r.rec === undefined || !still(r.rec)) return undefined;
+        const c = claimOf(r.rec);
+        return async () => ({ rec: c, rev: await kv.update(key, JSON.stringify(c), r.rev) });
+      });
+      if (!out.done) {
+        if (out.gaveUp) this.gaveUp(rec.clientId, 'a will was not claimed; it is claimed at the next declaration');
+        return; // changed meanwhile: the client connected again, or another node claimed it
+      }
+      published = out.value.rec;
+      claimRev = out.value.rev;
     } catch (err) {
-      if (!wrongSequence(err)) this.log.warn({ clientId: rec.clientId, err: messageOf(err) }, 'cluster: a will could not be claimed; it is claimed at the next declaration');
-      return; // changed meanwhile: the client connected again, or another node claimed it
+      this.log.warn({ clientId: rec.clientId, err: messageOf(err) }, 'cluster: a will could not be claimed; it is claimed at the next declaration');
+      return;
     }
-    this.log.info({ clientId: rec.clientId, topic: rec.topic, waitSeconds, from: rec.nodeId }, `cluster: claimed the will of ${rec.clientId} (${why}); publishing in ${waitSeconds} s unless the client connects again`);
+    const waitSeconds = published.claim?.waitSeconds ?? 0;
+    this.log.info({ clientId: published.clientId, topic: published.topic, waitSeconds, from: published.nodeId }, `cluster: claimed the will of ${published.clientId} (${why}); publishing in ${waitSeconds} s unless the client connects again`);
     const fire = () => {
       this.claimed.delete(key);
-      void this.publishClaimed(kv, key, claimedRec, claimRev);
+      void this.publishClaimed(kv, key, published, claimRev);
     };
     const timer = setTimeout(fire, Math.min(waitSeconds * 1000, 2 ** 31 - 1));
     timer.unref();
     this.claimed.set(key, timer);
   }
 
-  private async publishClaimed(kv: KV, key: string, rec: WillRecord, claimRev: number): Promise<void> {
+  private async publishClaimed(kv: WillsKv, key: string, rec: WillRecord, claimRev: number): Promise<void> {
     if (this.stopped) return;
     try {
       await kv.delete(key, { previousSeq: claimRev });

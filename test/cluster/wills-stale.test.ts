@@ -1,0 +1,200 @@
+/**
+ * The wills plane against a stale read (src/cluster/wills.ts casOnRead, docs/cluster.md "Wills"): the wills bucket is
+ * read by JetStream direct get, which a replica that has not applied the latest write may answer. A compare-and-set
+ * decided on such a read names an old revision (or is not made at all), and before casOnRead a refused one was taken
+ * as "the record changed": an earlier connection's will stayed in the bucket to be published later, and a gone node's
+ * will stayed unclaimed. A real NATS cluster does not produce that read on demand (the replica a broker asks is the
+ * one of its own nats-server; held back from the stream's writes, it holds back the broker's own requests too), so
+ * the bucket here is a fake behind the plane's WillsKv interface whose direct get answers from a replica behind,
+ * once, while its leader view has every write; a refused write throws JetStream's own JetStreamApiError (10071).
+ */
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import { after, describe, test } from 'node:test';
+import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
+import type { KvEntry } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/transport-node';
+import pino from 'pino';
+import { ClusterState, type GoneNode } from '../../src/cluster/membership.js';
+import type { ClusterService } from '../../src/cluster/cluster.service.js';
+import { CAS_ATTEMPTS, ClusterWills, willKey, type WillRecord, type WillsKv } from '../../src/cluster/wills.js';
+import type { MqttBroker } from '../../src/protocol/mqtt/broker.js';
+import type { WillMessage } from '../../src/protocol/mqtt/session.js';
+import type { Runtime } from '../../src/runtime/runtime.js';
+import type { SecurityManagerService } from '../../src/security/service.js';
+import { waitUntil } from '../helpers.js';
+
+const text = (data: string | Uint8Array): string => (typeof data === 'string' ? data : Buffer.from(data).toString('utf8'));
+
+/** One KV bucket with history 1 as JetStream keeps it, and the replica behind it that direct gets may reach. */
+class FakeBucket {
+  private seq = 0;
+  /** Per key every entry written, oldest first (what the replicas apply one after the other). */
+  private readonly history = new Map<string, KvEntry[]>();
+  /** Key → how many writes behind the replica is that answers the next direct get of that key (once). */
+  readonly behind = new Map<string, number>();
+  /** Called before each compare-and-set is checked: another writer changing the key meanwhile. */
+  beforeCas?: (key: string) => void;
+  refused = 0;
+
+  latest(key: string): KvEntry | null {
+    const h = this.history.get(key);
+    return h === undefined ? null : h[h.length - 1]!;
+  }
+
+  record(key: string): WillRecord | undefined {
+    const e = this.latest(key);
+    return e !== null && e.operation === 'PUT' ? e.json<WillRecord>() : undefined;
+  }
+
+  write(key: string, operation: 'PUT' | 'DEL', data: string | Uint8Array): number {
+    const value = Buffer.from(text(data), 'utf8');
+    const revision = ++this.seq;
+    const e: KvEntry = {
+      bucket: 'switchyard_stale_wills',
+      key,
+      rawKey: key,
+      value,
+      created: new Date(),
+      revision,
+      operation,
+      length: value.length,
+      json: <T>() => JSON.parse(value.toString('utf8')) as T,
+      string: () => value.toString('utf8'),
+    };
+    const h = this.history.get(key) ?? [];
+    h.push(e);
+    this.history.set(key, h);
+    return revision;
+  }
+
+  private cas(key: string, previous: number): void {
+    this.beforeCas?.(key);
+    const now = this.latest(key)?.revision ?? 0;
+    if (now !== previous) {
+      this.refused++;
+      throw new JetStreamApiError({ err_code: JetStreamApiCodes.StreamWrongLastSequence, code: 400, description: `wrong last sequence: ${now}` });
+    }
+  }
+
+  /** The plane's view that reads by direct get. */
+  readonly kv: WillsKv = {
+    get: async (key) => {
+      const lag = this.behind.get(key);
+      if (lag === undefined) return this.latest(key);
+      this.behind.delete(key);
+      const h = this.history.get(key) ?? [];
+      return h[h.length - 1 - lag] ?? null;
+    },
+    put: async (key, data) => this.write(key, 'PUT', data),
+    update: async (key, data, version) => {
+      this.cas(key, version);
+      return this.write(key, 'PUT', data);
+    },
+    delete: async (key, opts) => {
+      if (opts?.previousSeq !== undefined) this.cas(key, opts.previousSeq);
+      this.write(key, 'DEL', '');
+    },
+    keys: async () => {
+      const live = [...this.history.keys()].filter((k) => this.latest(k)?.operation === 'PUT');
+      return (async function* () {
+        yield* live;
+      })();
+    },
+  };
+
+  /** The view that reads from the stream's leader: every write. */
+  readonly leader = { get: async (key: string): Promise<KvEntry | null> => this.latest(key) };
+}
+
+/** A wills plane of node `nodeId` on `bucket`: the members of the runtime, membership and broker it reads, and a log. */
+function plane(nodeId: string, bucket: FakeBucket, lines: string[]): ClusterWills {
+  const rt = { config: { Cluster: { clusterName: 'stale', replicas: 3, heartbeatSeconds: 1, leaseSeconds: 4 } } } as unknown as Runtime;
+  const nc = { isClosed: () => false } as unknown as NatsConnection;
+  const cluster = { nodeId, epoch: 1, state: ClusterState.Member, nats: () => nc, view: () => ({ enabled: false }) } as unknown as ClusterService;
+  const broker = { sessions: new Map(), connections: new Map(), cancelWill: () => undefined } as unknown as MqttBroker;
+  const log = pino(
+    { level: 'info' },
+    new Writable({
+      write(chunk: Buffer, _enc, done) {
+        lines.push(chunk.toString());
+        done();
+      },
+    }),
+  );
+  return new ClusterWills(rt, cluster, broker, log, {} as SecurityManagerService, async () => ({ kv: bucket.kv, leader: bucket.leader }));
+}
+
+const willOf = (topic: string, delay = 0): WillMessage => ({ topic, payload: Buffer.from(`gone:${topic}`), qos: 1, retain: false, delay });
+
+describe('cluster wills - compare-and-sets decided on a stale read', () => {
+  const planes: ClusterWills[] = [];
+  after(async () => {
+    for (const p of planes) await p.stop();
+  });
+
+  test('cluster wills - a client that connects again on another node without a will: its earlier connection’s will is not published, though the replica read first was behind that will’s record', async () => {
+    const bucket = new FakeBucket();
+    const lines: string[] = [];
+    const beta = plane('beta', bucket, lines);
+    const alpha = plane('alpha', bucket, lines);
+    planes.push(beta, alpha);
+    const key = willKey('k1');
+    // k1 connects on beta with a will: its record lands
+    beta.connected('k1', willOf('wills/k1'), 0, undefined);
+    await waitUntil(() => bucket.record(key)?.nodeId === 'beta', 5000, "beta's record of k1");
+    // k1 connects again on alpha, without a will; the replica alpha's direct get reaches has not applied beta's write
+    bucket.behind.set(key, 1);
+    alpha.connected('k1', undefined, 0, undefined);
+    await waitUntil(() => bucket.latest(key)?.operation === 'DEL', 5000, "alpha removing the earlier connection's record").catch((err: Error) => {
+      throw new Error(`${err.message}: the bucket still holds ${JSON.stringify(bucket.record(key))}`);
+    });
+    // then beta's connection of k1 breaks: its will is due there, and goes only if its record could be removed
+    let published = 0;
+    assert.equal(beta.publishing('k1', () => published++), true);
+    await waitUntil(() => lines.some((l) => l.includes('the will of k1 is not published here')), 5000, 'beta deciding on the will of k1');
+    assert.equal(published, 0, 'the will of the earlier connection on beta was published');
+  });
+
+  test('cluster wills - a gone node’s will is claimed by the declarer though the revision it read first was stale', async () => {
+    const bucket = new FakeBucket();
+    const lines: string[] = [];
+    const alpha = plane('alpha', bucket, lines);
+    planes.push(alpha);
+    const key = willKey('k2');
+    // k2's connection on gamma wrote its record twice (it connected again there with another will)
+    const rec = (payload: string): WillRecord => ({ clientId: 'k2', nodeId: 'gamma', epoch: 1, topic: 'wills/k2', payload, qos: 1, retain: false, delay: 600, sessionExpiry: 600, written: new Date().toISOString() });
+    bucket.write(key, 'PUT', JSON.stringify(rec('Zmlyc3Q=')));
+    bucket.write(key, 'PUT', JSON.stringify(rec('c2Vjb25k')));
+    // gamma is declared gone here; the replica read first has the first record only
+    bucket.behind.set(key, 1);
+    const gone: GoneNode = { nodeId: 'gamma', epoch: 1, serverName: 'gamma', restAddress: '', lastHeartbeat: new Date().toISOString(), declaredBy: 'alpha', declaredHere: true };
+    await alpha.onGone(gone);
+    await waitUntil(() => bucket.record(key)?.claim !== undefined, 5000, 'the claim of k2').catch((err: Error) => {
+      throw new Error(`${err.message}: not claimed (the will would never be published); log:\n${lines.join('')}`);
+    });
+    const claimed = bucket.record(key)!;
+    assert.equal(claimed.claim?.by, 'alpha');
+    assert.equal(claimed.payload, 'c2Vjb25k', 'the claim carries the latest will of k2');
+    assert.equal(claimed.claim?.waitSeconds, 596, 'the will delay less a lease');
+  });
+
+  test(`cluster wills - a removal refused at every re-read from the leader stops after ${CAS_ATTEMPTS} attempts, with a WARN`, async () => {
+    const bucket = new FakeBucket();
+    const lines: string[] = [];
+    const alpha = plane('alpha', bucket, lines);
+    planes.push(alpha);
+    const key = willKey('k3');
+    const rec: WillRecord = { clientId: 'k3', nodeId: 'beta', epoch: 1, topic: 'wills/k3', payload: '', qos: 0, retain: false, delay: 0, sessionExpiry: 0, written: '' };
+    bucket.write(key, 'PUT', JSON.stringify(rec));
+    // another writer changes the key between each read and the compare-and-set made on it
+    bucket.beforeCas = (k) => bucket.write(k, 'PUT', JSON.stringify(rec));
+    alpha.connected('k3', undefined, 0, undefined);
+    await waitUntil(() => lines.some((l) => l.includes('compare-and-sets')), 5000, 'the WARN of the plane giving up');
+    assert.equal(bucket.refused, CAS_ATTEMPTS);
+    const warn = JSON.parse(lines.find((l) => l.includes('compare-and-sets'))!) as { level: number; msg: string; clientId: string };
+    assert.equal(warn.level, 40);
+    assert.equal(warn.clientId, 'k3');
+    assert.match(warn.msg, /will record of an earlier connection was left in the bucket/);
+  });
+});
