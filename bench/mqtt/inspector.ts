@@ -9,6 +9,8 @@ import WebSocket from 'ws';
 
 export interface Collector {
   gc(): Promise<void>;
+  /** Any inspector method (bench/mqtt/alloc.ts: the sampling heap profiler); resolves with its result. */
+  call(method: string, params?: object): Promise<Record<string, unknown>>;
   close(): void;
 }
 
@@ -32,21 +34,23 @@ export async function inspectorOf(proc: ChildProcess): Promise<Collector> {
     ws.once('error', rej);
   });
   let seq = 0;
-  const pending = new Map<number, () => void>();
+  const pending = new Map<number, (result: Record<string, unknown>) => void>();
   ws.on('message', (d) => {
-    const m = JSON.parse(String(d)) as { id?: number };
-    if (m.id !== undefined) pending.get(m.id)?.();
+    const m = JSON.parse(String(d)) as { id?: number; result?: Record<string, unknown> };
+    if (m.id !== undefined) pending.get(m.id)?.(m.result ?? {});
   });
+  const call = (method: string, params?: object) =>
+    new Promise<Record<string, unknown>>((res) => {
+      const id = ++seq;
+      pending.set(id, (result) => {
+        pending.delete(id);
+        res(result);
+      });
+      ws.send(JSON.stringify({ id, method, params }));
+    });
   return {
-    gc: () =>
-      new Promise<void>((res) => {
-        const id = ++seq;
-        pending.set(id, () => {
-          pending.delete(id);
-          res();
-        });
-        ws.send(JSON.stringify({ id, method: 'HeapProfiler.collectGarbage' }));
-      }),
+    gc: () => call('HeapProfiler.collectGarbage').then(() => undefined),
+    call,
     close: () => ws.close(),
   };
 }
