@@ -484,7 +484,16 @@ export class ClusterWills implements ClusterWillRegistry {
         // broker (a pending delayed will is published here, after removing this record; one published or dropped at
         // the restore already, or never stored, is not published again)
         if (s.pendingWill !== undefined) {
-          if (!this.held.has(rec.clientId)) this.held.set(rec.clientId, rev);
+          const id = rec.clientId;
+          if (!this.held.has(id)) {
+            this.held.set(id, rev);
+            // the removal before publishing names this revision: it is taken as the leader has it (a direct get may be
+            // behind), ahead of that removal in the client's chain
+            this.enqueue(id, async () => {
+              const r = await this.freshRecord(kv, key);
+              if (this.held.get(id) === rev && r.rec !== undefined && ofEarlierRun(r.rec) && r.rev > rev) this.held.set(id, r.rev);
+            });
+          }
         } else if (s.conn === undefined) void this.removeIf(kv, key, rec, rev, ofEarlierRun);
         return;
       }

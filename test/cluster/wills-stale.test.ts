@@ -108,11 +108,11 @@ class FakeBucket {
 }
 
 /** A wills plane of node `nodeId` on `bucket`: the members of the runtime, membership and broker it reads, and a log. */
-function plane(nodeId: string, bucket: FakeBucket, lines: string[]): ClusterWills {
+function plane(nodeId: string, bucket: FakeBucket, lines: string[], epoch = 1, sessions = new Map<string, { pendingWill?: WillMessage }>()): ClusterWills {
   const rt = { config: { Cluster: { clusterName: 'stale', replicas: 3, heartbeatSeconds: 1, leaseSeconds: 4 } } } as unknown as Runtime;
   const nc = { isClosed: () => false } as unknown as NatsConnection;
-  const cluster = { nodeId, epoch: 1, state: ClusterState.Member, nats: () => nc, view: () => ({ enabled: false }) } as unknown as ClusterService;
-  const broker = { sessions: new Map(), connections: new Map(), cancelWill: () => undefined } as unknown as MqttBroker;
+  const cluster = { nodeId, epoch, state: ClusterState.Member, nats: () => nc, view: () => ({ enabled: false }) } as unknown as ClusterService;
+  const broker = { sessions, connections: new Map(), cancelWill: () => undefined } as unknown as MqttBroker;
   const log = pino(
     { level: 'info' },
     new Writable({
@@ -177,6 +177,27 @@ describe('cluster wills - compare-and-sets decided on a stale read', () => {
     assert.equal(claimed.claim?.by, 'alpha');
     assert.equal(claimed.payload, 'c2Vjb25k', 'the claim carries the latest will of k2');
     assert.equal(claimed.claim?.waitSeconds, 596, 'the will delay less a lease');
+  });
+
+  test('cluster wills - a persistent session restored with a delayed will: its will is published when due, though the revision read at the rejoin was stale', async () => {
+    const bucket = new FakeBucket();
+    const lines: string[] = [];
+    const key = willKey('k4');
+    // alpha's run of epoch 1 wrote k4's record twice (k4 connected again there); alpha restarted within its lease
+    // (epoch 2) with k4's session restored from its store, its delayed will pending
+    const rec = (payload: string): WillRecord => ({ clientId: 'k4', nodeId: 'alpha', epoch: 1, topic: 'wills/k4', payload, qos: 1, retain: false, delay: 30, sessionExpiry: 600, written: '' });
+    bucket.write(key, 'PUT', JSON.stringify(rec('Zmlyc3Q=')));
+    bucket.write(key, 'PUT', JSON.stringify(rec('c2Vjb25k')));
+    bucket.behind.set(key, 1);
+    const alpha = plane('alpha', bucket, lines, 2, new Map([['k4', { pendingWill: willOf('wills/k4', 30) }]]));
+    planes.push(alpha);
+    alpha.onMember();
+    // the delay is over: alpha publishes the will once its record is removed
+    let published = 0;
+    await waitUntil(() => alpha.publishing('k4', () => published++), 5000, "alpha holding k4's record");
+    await waitUntil(() => published > 0 || lines.some((l) => l.includes('the will of k4 is not published')), 5000, 'alpha deciding on the will of k4');
+    assert.equal(published, 1, `the will of k4 was not published; log:\n${lines.join('')}`);
+    assert.equal(bucket.latest(key)?.operation, 'DEL');
   });
 
   test(`cluster wills - a removal refused at every re-read from the leader stops after ${CAS_ATTEMPTS} attempts, with a WARN`, async () => {
