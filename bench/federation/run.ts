@@ -14,6 +14,9 @@
  * processes it started (Switchyard: A, nats-server, B), the CPU each spent per message over the latency window is
  * printed too (utime + stime from /proc/<pid>/stat): a figure that a busy machine moves far less than a p99.
  * Each latency scenario is first run once unmeasured on every system (`BENCH_FEDERATION_WARM=0` skips it): see below.
+ * `BENCH_FEDERATION_NATS_AS_LINK=hdr,msgid,stream,consumer,ackbatch,split` makes NATS alone copy some of the link's
+ * choices (see linkLike); with `GODEBUG=gctrace=1` in the environment each latency round also prints nats-server's GC
+ * cycles and heap.
  * `npm run bench` runs it; `tsx bench/federation/run.ts` alone too.
  *
  * The Switchyard links push `b0/#` / `b1/#` on A and pull them on B (one direction, as the Mosquitto bridge), QoS 0
@@ -24,12 +27,13 @@
  * takes longer than `outboxWriteBehind` (100 ms), and removes it from the outbox only after that acknowledgement.
  */
 import { START_FLAGS } from '../start-flags.js';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { randomUUID } from 'node:crypto';
 import { join, resolve } from 'node:path';
-import { connect as natsConnect, createInbox, type NatsConnection } from '@nats-io/transport-node';
-import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, StorageType, type JetStreamManager } from '@nats-io/jetstream';
+import { connect as natsConnect, createInbox, nanos, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
+import { AckPolicy, DeliverPolicy, DiscardPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
 import { LoadClient, publishPacket } from '../mqtt/loadgen.js';
 import { startNats, type NatsServer } from '../../test/federation/nats-server.js';
 import { freePort, stopProc, waitLine } from '../procs.js';
@@ -56,6 +60,8 @@ export interface System {
   stop(): Promise<void>;
   /** The processes the system started (label, pid), when it knows them: their CPU per message is reported. */
   procs?: Array<{ label: string; pid: number }>;
+  /** The nats-server it started, when it did: with GODEBUG=gctrace=1 its GC cycles per latency round are printed. */
+  nats?: NatsServer;
 }
 
 export interface Publisher {
@@ -257,11 +263,34 @@ async function natsSystem(): Promise<System> {
     return nc;
   };
   const jsm = await jetstreamManager(await conn());
-  await jsm.streams.add({ name: 'NB', subjects: ['b1.>'], storage: StorageType.File });
-  return natsJsSystem('NATS alone (nats.js)', 'NB', jsm, conn, conn, async () => {
+  const asLink = linkLike();
+  const stream = asLink.has('stream') ? 'SY_b1' : 'NB';
+  await jsm.streams.add(
+    asLink.has('stream')
+      ? // the stream the link creates (nats-transport.ts ensureStream)
+        { name: stream, subjects: ['b1', 'b1.>'], storage: StorageType.File, retention: RetentionPolicy.Limits, discard: DiscardPolicy.Old, max_age: nanos(86_400_000), max_bytes: 1024 ** 3, duplicate_window: nanos(120_000), num_replicas: 1 }
+      : { name: stream, subjects: ['b1.>'], storage: StorageType.File },
+  );
+  const sys = natsJsSystem(asLink.size > 0 ? `NATS alone (as link: ${[...asLink].join('+')})` : 'NATS alone (nats.js)', stream, jsm, conn, conn, async () => {
     for (const nc of conns) await nc.close().catch(() => undefined);
     await nats.dispose();
   });
+  sys.nats = nats;
+  const pid = nats.pid();
+  if (pid !== undefined) sys.procs = [{ label: 'nats-server', pid }];
+  return sys;
+}
+
+/**
+ * BENCH_FEDERATION_NATS_AS_LINK: which of the link's choices the NATS-alone system copies (comma-separated), to find
+ * what the link's traffic makes nats-server do that plain JetStream traffic does not (docs/federation.md):
+ * `hdr` the link's header block (Sy-Origin, Sy-Hops, Sy-Qos), `msgid` plus a Nats-Msg-Id as the link's (de-duplicated
+ * by the stream), `stream` the stream config the link creates, `consumer` the consumer config it creates (ack_wait,
+ * max_ack_pending, max_deliver), `ackbatch` the acks of an event-loop turn sent together after a setImmediate,
+ * `split` the consumer in a process of its own (nats-sub-child.ts), as the receiving broker is.
+ */
+function linkLike(): Set<string> {
+  return new Set((process.env.BENCH_FEDERATION_NATS_AS_LINK ?? '').split(',').filter((x) => x !== ''));
 }
 
 /**
@@ -278,6 +307,7 @@ export function natsJsSystem(
   stop: () => Promise<void>,
 ): System {
   let consumerSeq = 0;
+  const asLink = linkLike();
   return {
     name,
     async subscribe(qos, topic, n, onMsg) {
@@ -291,8 +321,53 @@ export function natsJsSystem(
           stops.push(() => sub.unsubscribe());
         } else {
           const durable = `bench${consumerSeq++}`;
-          await jsm.consumers.add(stream, { durable_name: durable, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.New, filter_subject: subject, max_ack_pending: 4096 });
+          await jsm.consumers.add(
+            stream,
+            asLink.has('consumer')
+              ? // the consumer the link creates (nats-transport.ts receiveJetStream, maxInflight 256)
+                { durable_name: durable, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.New, filter_subject: subject, ack_wait: nanos(10_000), max_ack_pending: 1024, max_deliver: -1 }
+              : { durable_name: durable, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.New, filter_subject: subject, max_ack_pending: 4096 },
+          );
+          if (asLink.has('split')) {
+            // the consumer in a process of its own, as B is (nats-sub-child.ts): the payload's timestamp is replaced by
+            // one that gives the child's measured latency in this process's clock
+            const child = fork(join(import.meta.dirname, 'nats-sub-child.ts'), [nc.getServer().includes('://') ? nc.getServer() : `nats://${nc.getServer()}`, stream, durable, subject, String(performance.timeOrigin)], {
+              execArgv: ['--import', 'tsx'],
+              stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+            });
+            await new Promise<void>((ok, fail) => {
+              child.once('message', () => ok());
+              child.once('exit', (code) => fail(new Error(`nats-sub-child exited with ${code}`)));
+            });
+            const fake = Buffer.alloc(64);
+            child.on('message', (lats: number[]) => {
+              for (const lat of lats) {
+                fake.writeDoubleLE(performance.now() - lat, 0);
+                onMsg(fake);
+              }
+            });
+            stops.push(() => child.disconnect());
+            continue;
+          }
           const c = await jetstream(nc).consumers.get(stream, durable);
+          if (asLink.has('ackbatch')) {
+            // the link's acks: those of one event-loop turn together, after a setImmediate
+            let acks: JsMsg[] = [];
+            const flush = () => {
+              const list = acks;
+              acks = [];
+              for (const m of list) m.ack();
+            };
+            const msgs = await c.consume({
+              max_messages: 512,
+              callback: (m) => {
+                onMsg(Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength));
+                if (acks.push(m) === 1) setImmediate(flush);
+              },
+            });
+            stops.push(() => msgs.stop());
+            continue;
+          }
           const msgs = await c.consume({ max_messages: 512 });
           void (async () => {
             for await (const m of msgs) {
@@ -322,11 +397,23 @@ export function natsJsSystem(
           else p.fail(new Error('not stored'));
         },
       });
+      // BENCH_FEDERATION_NATS_AS_LINK hdr / msgid: the link's header block (nats-transport.ts encodeHeaders), its
+      // Nats-Msg-Id `<server id>:<link>:<channel>:<engine id>`
+      const idPrefix = `${randomUUID()}:fed:1:`;
+      const headerBlock = (): MsgHdrs | undefined => {
+        if (!asLink.has('hdr') && !asLink.has('msgid')) return undefined;
+        let text = 'NATS/1.0\r\n';
+        if (asLink.has('hdr')) text += `Sy-Priority: 4\r\nSy-Origin: ${idPrefix.slice(0, 36)}\r\nSy-Hops: 1\r\nSy-Qos: 1\r\n`;
+        if (asLink.has('msgid')) text += `Nats-Msg-Id: ${idPrefix}${Date.now().toString(36)}${(seq).toString(36).padStart(6, '0')}\r\n`;
+        const bytes = Buffer.from(text + '\r\n');
+        return { encode: () => bytes } as unknown as MsgHdrs;
+      };
       const pubAck = (subject: string, payload: Buffer) =>
         new Promise<void>((ok, fail) => {
+          const headers = headerBlock();
           const reply = `${inbox}.${(seq++).toString(36)}`;
           pending.set(reply, { ok, fail });
-          nc.publish(subject, payload, { reply });
+          nc.publish(subject, payload, headers ? { reply, headers } : { reply });
         });
       let stopped = false;
       return {
@@ -419,8 +506,18 @@ export interface Latency {
   p50: number;
   p99: number;
   n: number;
+  /** nats-server GC cycles over the recording window (GODEBUG=gctrace=1 in the bench's environment). */
+  natsGc?: number;
+  /** Its heap in the last of them, MB: at the start of the cycle -> at its end -> live. */
+  natsHeap?: string;
   /** µs of CPU per message over the recording window, per process of `sys.procs` (label -> µs). */
   cpu?: Record<string, number>;
+}
+
+/** GC cycles the system's nats-server reported so far (GODEBUG=gctrace=1 lines), when it runs with the trace. */
+function gcCycles(sys: System): number | undefined {
+  if (!sys.nats || !/gctrace=1/.test(process.env.GODEBUG ?? '')) return undefined;
+  return sys.nats.output().match(/^gc \d+ @/gm)?.length ?? 0;
 }
 
 export async function latency(sys: System, qos: Qos): Promise<Latency> {
@@ -445,11 +542,13 @@ export async function latency(sys: System, qos: Qos): Promise<Latency> {
   await new Promise((r) => setTimeout(r, WARMUP));
   recording = true;
   const procs = sys.procs ?? [];
+  const gc0 = gcCycles(sys);
   const cpu0 = procs.map((p) => cpuSecondsOf(p.pid));
   const sent0 = sent;
   await new Promise((r) => setTimeout(r, DURATION));
   recording = false;
   const cpu1 = procs.map((p) => cpuSecondsOf(p.pid));
+  const gc1 = gcCycles(sys);
   const sentInWindow = sent - sent0;
   clearInterval(timer);
   await new Promise((r) => setTimeout(r, 200));
@@ -458,6 +557,11 @@ export async function latency(sys: System, qos: Qos): Promise<Latency> {
   samples.sort((a, b) => a - b);
   const q = (p: number) => samples[Math.min(samples.length - 1, Math.floor(p * samples.length))] ?? NaN;
   const result: Latency = { p50: q(0.5), p99: q(0.99), n: samples.length };
+  if (gc0 !== undefined && gc1 !== undefined) {
+    result.natsGc = gc1 - gc0;
+    // the heap of the last cycle: `<at start> -> <at end> -> <live> MB`
+    result.natsHeap = [...sys.nats!.output().matchAll(/^gc \d+ @.* (\d+->\d+->\d+) MB/gm)].pop()?.[1];
+  }
   if (procs.length > 0) result.cpu = Object.fromEntries(procs.map((p, i) => [p.label, ((cpu1[i]! - cpu0[i]!) * 1e6) / sentInWindow]));
   return result;
 }
@@ -469,11 +573,12 @@ async function latencyRounds(sys: System, qos: Qos): Promise<Latency> {
     if (i > 0) await new Promise((r) => setTimeout(r, 500));
     rounds.push(await latency(sys, qos));
   }
-  if (LAT_ROUNDS > 1 || rounds[0]!.cpu) {
+  if (LAT_ROUNDS > 1 || rounds[0]!.cpu || rounds[0]!.natsGc !== undefined) {
     const ms = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : 'n/a');
     for (const r of rounds) {
       const cpu = r.cpu ? ` | CPU µs/msg ${Object.entries(r.cpu).map(([k, v]) => `${k} ${Number.isFinite(v) ? v.toFixed(0) : 'n/a'}`).join(', ')}` : '';
-      process.stdout.write(`\n  ${sys.name} QoS ${qos} latency round: p50 ${ms(r.p50)} p99 ${ms(r.p99)} ms (n ${r.n})${cpu}`);
+      const gc = r.natsGc !== undefined ? ` | nats-server GCs ${r.natsGc} (heap ${r.natsHeap ?? '?'} MB)` : '';
+      process.stdout.write(`\n  ${sys.name} QoS ${qos} latency round: p50 ${ms(r.p50)} p99 ${ms(r.p99)} ms (n ${r.n})${cpu}${gc}`);
     }
     process.stdout.write('\n ');
   }
