@@ -11,7 +11,7 @@ import { ResponseCache } from './cache.js';
 import { MAX_PATH_PARAM, MAX_REQUEST_HEAD_BYTES } from './limits.js';
 import type { ApiContext } from './context.js';
 import { clientErrorHandler, registerErrorHandling } from './plugins/errors.js';
-import { nullOptionalFields, registerNullFields } from './plugins/null-fields.js';
+import { nullAwareCompiler, nullOptionalFields } from './plugins/null-fields.js';
 import { registerCors } from './plugins/cors.js';
 import { registerClientAddress, trustProxyOf } from './plugins/client-address.js';
 import { connectionsCheckingInterval, registerSlowRequestCap } from './plugins/slow-requests.js';
@@ -74,7 +74,8 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
       ? { https: { ...https, maxHeaderSize: MAX_REQUEST_HEAD_BYTES, requestTimeout: rest.requestTimeout, headersTimeout: Math.min(60000, rest.requestTimeout), connectionsCheckingInterval: connectionsCheckingInterval(rest.requestTimeout) } }
       : {}), // RestApi.sslConfig (api/https.ts)
   }).withTypeProvider<ZodTypeProvider>();
-  app.setValidatorCompiler(validatorCompiler);
+  // null in an optional body field means absent, for every route (plugins/null-fields.ts), as part of its body validator
+  app.setValidatorCompiler(nullAwareCompiler(validatorCompiler));
   app.setSerializerCompiler(serializerCompiler);
 
   const routes: RouteOptions[] = [];
@@ -83,7 +84,6 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   });
   registerErrorHandling(app);
 
-  registerNullFields(app); // null in an optional body field means absent, for every route registered below
   const cache = new ResponseCache(rest.enableCache, rest.cacheLifetime, rest.cacheCleanup);
   const tokens = new TokenStore(rest.sseTokenLifetime);
   const sessions = new RestSessions(rt, rest.inactiveTimeout);

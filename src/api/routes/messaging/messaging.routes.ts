@@ -1,16 +1,18 @@
-import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { validatorCompiler, type FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { Delivery, SubscribeOptions } from '../../../engine/index.js';
+import { PUBLISHED as PUBLISHED_NOW, type Delivery, type SubscribeOptions } from '../../../engine/index.js';
 import { ConflictError, ForbiddenError, NotFoundError, ServiceUnavailableError, ValidationError } from '../../../errors.js';
 import type { ApiContext } from '../../context.js';
 import { restSubscribeOptions } from '../../../messaging/rest-sessions.service.js';
 import { fromDto, MessageIn, MessageOut, toDto } from '../../message-dto.js';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { sessionIdOf } from '../../plugins/auth.js';
 import type { RestSession, RestSubscription } from '../../rest-session.js';
 import { ErrorResponses, StatusResponse } from '../../schemas.js';
 import { principalOf, requireDurable, requireSubscribe } from './access.js';
 import { IngressResult, ingress, ingressContext, type IngressContext } from '../../../engine/ingress.js';
+import { nullAwareCompiler } from '../../plugins/null-fields.js';
+import { publishBodyCompiler } from './publish-body.js';
 
 const name = (what: string) =>
   z
@@ -36,6 +38,14 @@ export const SubscriptionRequest = z
   })
   .meta({ id: 'SubscriptionRequestDTO' });
 
+export const PublishRequest = z
+  .object({
+    destinationName: name('destinationName').describe('topic or queue name (no wildcards)'),
+    message: MessageIn,
+    retain: z.boolean().nullish().describe('store as the topic’s retained message, sent to new subscribers'),
+  })
+  .meta({ id: 'PublishRequestDTO' });
+
 const ConsumeRequest = z
   .object({
     destination: z.string().trim().min(1).nullish().describe('subscription name as subscribed; omitted: every subscription of the session'),
@@ -51,6 +61,10 @@ const TransactionData = z
   .meta({ id: 'TransactionData' });
 
 const PUBLISHED = JSON.stringify({ status: 'Message published successfully' });
+/** The answer to an accepted publish. A constant body: no per-request serialisation on the hottest REST route. */
+function sendPublished(reply: FastifyReply): void {
+  void reply.type('application/json; charset=utf-8').send(PUBLISHED as unknown as { status: string });
+}
 const EMPTY = Buffer.alloc(0);
 
 function clampDepth(depth: number | null | undefined): number {
@@ -99,23 +113,19 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
     '/api/v1/messaging/publish',
     {
       config: { permission: { permission: 'connect' } },
+      // a plain check of the common body before zod (publish-body.ts); zod still decides every other body
+      validatorCompiler: publishBodyCompiler(nullAwareCompiler(validatorCompiler)),
       schema: {
         tags,
         summary: 'Publish a message',
         description:
           'Resolves once the message is accepted: for queue messages and retained messages, once they are in the store. ' +
           '429 {"status": ...} when flow control refuses a QoS 1/2 message because an MQTT subscription it would reach is full (DestinationManager.maxQueuedMessages or maxQueuedBytes; nothing was published, retry later).',
-        body: z
-          .object({
-            destinationName: name('destinationName').describe('topic or queue name (no wildcards)'),
-            message: MessageIn,
-            retain: z.boolean().nullish().describe('store as the topic’s retained message, sent to new subscribers'),
-          })
-          .meta({ id: 'PublishRequestDTO' }),
+        body: PublishRequest,
         response: { 200: StatusResponse, ...ErrorResponses, 429: StatusResponse },
       },
     },
-    async (req, reply) => {
+    (req, reply) => {
       const engine = rt.requireEngine(); // 503 while the server restarts
       const { destinationName, message, retain } = req.body;
       const principal = principalOf(req);
@@ -131,7 +141,10 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
       switch (ingress(cx)) {
         case IngressResult.Accepted:
         case IngressResult.QuotaExceeded: // the engine's QuotaExceededError: 429
-          await cx.written;
+          // A QoS 0 message to a topic (most publishes) is routed when `publish` returns and the engine hands back its
+          // shared resolved promise: answered now, without the promise and microtasks of an async handler. A queue
+          // or retained message waits for its store write, a refusal by flow control rejects (429).
+          if (cx.written !== PUBLISHED_NOW) return cx.written!.then(() => sendPublished(reply));
           break;
         case IngressResult.SysTopic:
           // $SYS belongs to the server on every path (MQTT refuses it too): never published, never retained by a client
@@ -145,8 +158,7 @@ export const messagingRoutes: FastifyPluginAsyncZod<ApiContext> = async (app, ct
         case IngressResult.Unavailable:
           throw new ServiceUnavailableError('The messaging engine is not running (the server is starting, restarting or stopping); try again');
       }
-      // A constant body: no per-request serialisation on the hottest REST route.
-      return reply.type('application/json; charset=utf-8').send(PUBLISHED as unknown as { status: string });
+      return sendPublished(reply);
     },
   );
 
