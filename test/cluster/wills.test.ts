@@ -105,6 +105,23 @@ describe('cluster wills - published once by a survivor', { timeout: 300000 }, ()
     assert.equal(count(gotA, 'local/clean') + count(gotB, 'local/clean'), 0, 'a clean DISCONNECT publishes no will');
   });
 
+  test('cluster wills - a client that connects again on another broker without a will: the will of its earlier connection is not published when that connection breaks', async () => {
+    const watcher = await client(c, 'watch-again-c');
+    await watcher.subscribeAsync('again/#', { qos: 1 });
+    const got = collect(watcher);
+    const first = await client(a, 'again', { will: will('again/first') });
+    await waitUntil(async () => (await record('again'))?.nodeId === 'alpha', 10000, "alpha's record of the first connection");
+    // the newest connection of a client id decides, wherever it is: beta removes alpha's record (read from the
+    // stream's leader: a replica behind alpha's write would say there is none)
+    const second = await client(b, 'again');
+    await waitUntil(async () => (await record('again')) === undefined, 10000, "the first connection's record removed by beta");
+    first.stream.destroy(); // no DISCONNECT: the first connection's will is due on alpha, whose record is gone
+    await waitUntil(() => a.p!.stdout().includes('the will of again is not published here'), 10000, 'alpha deciding on the will of the first connection');
+    await sleep(1500);
+    assert.equal(count(got, 'again/first'), 0, 'the will of the earlier connection was published');
+    await second.endAsync();
+  });
+
   test('cluster wills - SIGKILL of a broker: its clients’ wills are published once by the declaring survivor, after their delay, and a client back within the delay cancels its own', async () => {
     const watcherA = await client(a, 'watch-a');
     const watcherB = await client(b, 'watch-b');
