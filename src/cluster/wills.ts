@@ -564,10 +564,11 @@ export class ClusterWills implements ClusterWillRegistry {
     for await (const k of await kv.keys()) keys.push(k);
     for (let i = 0; i < keys.length; i += 64) {
       // a key listed (its last operation a put) that a direct get finds deleted or absent was read from a replica
-      // behind: read again from the leader
+      // behind: read again from the leader (a read that failed is skipped, as before: NATS is not answering)
       const batch = await Promise.all(
         keys.slice(i, i + 64).map(async (k) => {
-          const e = await kv.get(k).catch(() => null);
+          const e = await kv.get(k).catch(() => undefined);
+          if (e === undefined) return null;
           return e !== null && e.operation === 'PUT' ? e : this.freshGet(kv, k).catch(() => null);
         }),
       );

@@ -156,7 +156,7 @@ describe('cluster wills - compare-and-sets decided on a stale read', () => {
     assert.equal(published, 0, 'the will of the earlier connection on beta was published');
   });
 
-  test('cluster wills - a gone node’s will is claimed by the declarer though the revision it read first was stale', async () => {
+  test('cluster wills - a gone node’s wills are claimed by the declarer though the replica read first was behind their records', async () => {
     const bucket = new FakeBucket();
     const lines: string[] = [];
     const alpha = plane('alpha', bucket, lines);
@@ -166,8 +166,12 @@ describe('cluster wills - compare-and-sets decided on a stale read', () => {
     const rec = (payload: string): WillRecord => ({ clientId: 'k2', nodeId: 'gamma', epoch: 1, topic: 'wills/k2', payload, qos: 1, retain: false, delay: 600, sessionExpiry: 600, written: new Date().toISOString() });
     bucket.write(key, 'PUT', JSON.stringify(rec('Zmlyc3Q=')));
     bucket.write(key, 'PUT', JSON.stringify(rec('c2Vjb25k')));
-    // gamma is declared gone here; the replica read first has the first record only
+    // and k2b's connection on gamma wrote its record once
+    const keyB = willKey('k2b');
+    bucket.write(keyB, 'PUT', JSON.stringify({ ...rec('b25jZQ=='), clientId: 'k2b' }));
+    // gamma is declared gone here; the replica read first has the first record of k2 only, and none of k2b
     bucket.behind.set(key, 1);
+    bucket.behind.set(keyB, 1);
     const gone: GoneNode = { nodeId: 'gamma', epoch: 1, serverName: 'gamma', restAddress: '', lastHeartbeat: new Date().toISOString(), declaredBy: 'alpha', declaredHere: true };
     await alpha.onGone(gone);
     await waitUntil(() => bucket.record(key)?.claim !== undefined, 5000, 'the claim of k2').catch((err: Error) => {
@@ -177,6 +181,7 @@ describe('cluster wills - compare-and-sets decided on a stale read', () => {
     assert.equal(claimed.claim?.by, 'alpha');
     assert.equal(claimed.payload, 'c2Vjb25k', 'the claim carries the latest will of k2');
     assert.equal(claimed.claim?.waitSeconds, 596, 'the will delay less a lease');
+    assert.equal(bucket.record(keyB)?.claim?.by, 'alpha', 'the will of k2b, which the replica read first did not have, is claimed');
   });
 
   test('cluster wills - a persistent session restored with a delayed will: its will is published when due, though the revision read at the rejoin was stale', async () => {
