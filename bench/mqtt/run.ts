@@ -56,7 +56,7 @@ const FANOUT_WINDOW = Number(process.env.BENCH_FANOUT_WINDOW ?? 100);
  */
 const NODE_FLAGS = START_FLAGS;
 
-interface Broker {
+export interface Broker {
   name: string;
   port: number;
   pid: number;
