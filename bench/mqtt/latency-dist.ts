@@ -15,8 +15,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { LoadClient, publishPacket } from './loadgen.js';
-import { startAedes, startMosquitto, startNatsMqtt, startSwitchyard, type Broker } from './run.js';
+import { LoadClient } from './loadgen.js';
+import { pacedPublisher, startAedes, startMosquitto, startNatsMqtt, startSwitchyard, type Broker } from './run.js';
 import { START_ENV, START_FLAGS } from '../start-flags.js';
 
 const RATE = Number(process.env.LAT_RATE ?? 5000);
@@ -38,19 +38,7 @@ async function round(port: number, seconds: number): Promise<string> {
     at.push(now);
     lat.push(now - payload.readDoubleLE(0));
   };
-  const start = performance.now();
-  let sent = 0;
-  const payload = Buffer.alloc(64);
-  const timer = setInterval(() => {
-    const due = Math.floor(((performance.now() - start) / 1000) * RATE);
-    const bufs: Buffer[] = [];
-    while (sent < due) {
-      payload.writeDoubleLE(performance.now(), 0);
-      bufs.push(publishPacket('bench/lat', payload, 0));
-      sent++;
-    }
-    if (bufs.length) pub.socket.write(bufs.length === 1 ? bufs[0]! : Buffer.concat(bufs));
-  }, 1);
+  const timer = pacedPublisher(pub, RATE, 0);
   await new Promise((r) => setTimeout(r, 1000));
   recording = true;
   await new Promise((r) => setTimeout(r, seconds * 1000));

@@ -272,21 +272,17 @@ export async function latency(port: number, rate: number, qos: 0 | 1 = 0): Promi
   return { p50: mid('p50'), p99: mid('p99'), n: rounds.reduce((a, x) => a + x.n, 0) };
 }
 
-async function latencyRound(port: number, RATE: number, qos: 0 | 1): Promise<{ p50: number; p99: number; n: number }> {
-  const sub = await LoadClient.connect(port, 'lat-sub');
-  await sub.subscribe('bench/lat', qos);
-  const pub = await LoadClient.connect(port, 'lat-pub');
-  const samples: number[] = [];
-  let recording = false;
-  sub.onPublish = (payload) => {
-    if (recording) samples.push(performance.now() - payload.readDoubleLE(0));
-  };
+/**
+ * Publishes to `bench/lat` at `rate` msg/s from a 1 ms tick (the PUBLISHes due in one write), 64-byte payloads
+ * carrying their send time (performance.now(), a double at offset 0). Returns the tick's timer: clearInterval ends it.
+ */
+export function pacedPublisher(pub: LoadClient, rate: number, qos: 0 | 1): NodeJS.Timeout {
   const start = performance.now();
   let sent = 0;
   let pid = 0;
   const payload = Buffer.alloc(64);
-  const timer = setInterval(() => {
-    const due = Math.floor(((performance.now() - start) / 1000) * RATE);
+  return setInterval(() => {
+    const due = Math.floor(((performance.now() - start) / 1000) * rate);
     const bufs: Buffer[] = [];
     while (sent < due) {
       payload.writeDoubleLE(performance.now(), 0);
@@ -296,6 +292,18 @@ async function latencyRound(port: number, RATE: number, qos: 0 | 1): Promise<{ p
     }
     if (bufs.length) pub.socket.write(bufs.length === 1 ? bufs[0]! : Buffer.concat(bufs));
   }, 1);
+}
+
+async function latencyRound(port: number, RATE: number, qos: 0 | 1): Promise<{ p50: number; p99: number; n: number }> {
+  const sub = await LoadClient.connect(port, 'lat-sub');
+  await sub.subscribe('bench/lat', qos);
+  const pub = await LoadClient.connect(port, 'lat-pub');
+  const samples: number[] = [];
+  let recording = false;
+  sub.onPublish = (payload) => {
+    if (recording) samples.push(performance.now() - payload.readDoubleLE(0));
+  };
+  const timer = pacedPublisher(pub, RATE, qos);
   await new Promise((r) => setTimeout(r, WARMUP));
   recording = true;
   await new Promise((r) => setTimeout(r, DURATION));

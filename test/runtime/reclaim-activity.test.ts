@@ -1,15 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { startIdleReclaim } from '../../src/runtime/reclaim.js';
-
-/** Garbage of about `mib` MiB in small objects (old space once it survives a few scavenges). */
-function burst(mib: number): number {
-  let keep: Array<{ i: number; s: string }> = [];
-  for (let i = 0; i < mib * 12_000; i++) keep.push({ i, s: `x${i}` });
-  const n = keep.length;
-  keep = [];
-  return n;
-}
+import { burst } from './heap-burst.js';
 
 // In a process of its own, as test/runtime/reclaim-idle.test.ts: what V8 did before changes what the reclaim sees.
 test('runtime - messages passing at a low rate keep the idle reclaim from forcing a full GC; once they stop, it runs', async () => {

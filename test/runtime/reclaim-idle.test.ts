@@ -2,17 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { getHeapSpaceStatistics, getHeapStatistics } from 'node:v8';
 import { startIdleReclaim } from '../../src/runtime/reclaim.js';
-
-const MiB = 1048576;
-
-/** Garbage of about `mib` MiB in small objects (old space once it survives a few scavenges). */
-function burst(mib: number): number {
-  let keep: Array<{ i: number; s: string }> = [];
-  for (let i = 0; i < mib * 12_000; i++) keep.push({ i, s: `x${i}` });
-  const n = keep.length;
-  keep = [];
-  return n;
-}
+import { MiB, burst } from './heap-burst.js';
 
 /**
  * The idle reclaim's timer (src/runtime/reclaim.ts) in a process of its own: V8's heap sizing depends on the GCs
