@@ -506,18 +506,22 @@ export interface Latency {
   p50: number;
   p99: number;
   n: number;
-  /** nats-server GC cycles over the recording window (GODEBUG=gctrace=1 in the bench's environment). */
-  natsGc?: number;
-  /** Its heap in the last of them, MB: at the start of the cycle -> at its end -> live. */
-  natsHeap?: string;
+  /**
+   * nats-server's GC cycles over the recording window (GODEBUG=gctrace=1 in the bench's environment), the wall-clock
+   * ms of their mark phases in all, and the heap of the last cycle so far (MB: at its start -> at its end -> live).
+   */
+  natsGc?: { cycles: number; markMs: number; heap: string };
   /** µs of CPU per message over the recording window, per process of `sys.procs` (label -> µs). */
   cpu?: Record<string, number>;
 }
 
-/** GC cycles the system's nats-server reported so far (GODEBUG=gctrace=1 lines), when it runs with the trace. */
-function gcCycles(sys: System): number | undefined {
+/**
+ * The GC cycles the system's nats-server reported so far (GODEBUG=gctrace=1 lines), when it runs with the trace:
+ * the wall-clock ms of each one's concurrent mark phase (`a+<mark>+c ms clock`) and its heap (`x->y->z MB`).
+ */
+function gcCycles(sys: System): Array<{ markMs: number; heap: string }> | undefined {
   if (!sys.nats || !/gctrace=1/.test(process.env.GODEBUG ?? '')) return undefined;
-  return sys.nats.output().match(/^gc \d+ @/gm)?.length ?? 0;
+  return [...sys.nats.output().matchAll(/^gc \d+ @\S+ \S+ [\d.]+\+([\d.]+)\+[\d.]+ ms clock.* (\d+->\d+->\d+) MB/gm)].map((m) => ({ markMs: Number(m[1]), heap: m[2]! }));
 }
 
 export async function latency(sys: System, qos: Qos): Promise<Latency> {
@@ -558,9 +562,8 @@ export async function latency(sys: System, qos: Qos): Promise<Latency> {
   const q = (p: number) => samples[Math.min(samples.length - 1, Math.floor(p * samples.length))] ?? NaN;
   const result: Latency = { p50: q(0.5), p99: q(0.99), n: samples.length };
   if (gc0 !== undefined && gc1 !== undefined) {
-    result.natsGc = gc1 - gc0;
-    // the heap of the last cycle: `<at start> -> <at end> -> <live> MB`
-    result.natsHeap = [...sys.nats!.output().matchAll(/^gc \d+ @.* (\d+->\d+->\d+) MB/gm)].pop()?.[1];
+    const cycles = gc1.slice(gc0.length);
+    result.natsGc = { cycles: cycles.length, markMs: cycles.reduce((t, c) => t + c.markMs, 0), heap: gc1[gc1.length - 1]?.heap ?? '?' };
   }
   if (procs.length > 0) result.cpu = Object.fromEntries(procs.map((p, i) => [p.label, ((cpu1[i]! - cpu0[i]!) * 1e6) / sentInWindow]));
   return result;
@@ -577,7 +580,7 @@ async function latencyRounds(sys: System, qos: Qos): Promise<Latency> {
     const ms = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : 'n/a');
     for (const r of rounds) {
       const cpu = r.cpu ? ` | CPU µs/msg ${Object.entries(r.cpu).map(([k, v]) => `${k} ${Number.isFinite(v) ? v.toFixed(0) : 'n/a'}`).join(', ')}` : '';
-      const gc = r.natsGc !== undefined ? ` | nats-server GCs ${r.natsGc} (heap ${r.natsHeap ?? '?'} MB)` : '';
+      const gc = r.natsGc ? ` | nats-server GCs ${r.natsGc.cycles}, marking ${r.natsGc.markMs.toFixed(1)} ms, heap ${r.natsGc.heap} MB` : '';
       process.stdout.write(`\n  ${sys.name} QoS ${qos} latency round: p50 ${ms(r.p50)} p99 ${ms(r.p99)} ms (n ${r.n})${cpu}${gc}`);
     }
     process.stdout.write('\n ');
