@@ -8,7 +8,7 @@
  * broker that cannot keep up drops rather than queues). Not a test: the numbers vary with the machine.
  * `tsx bench/sse-fanout.ts` alone, or part of `npm run bench`.
  */
-import { START_FLAGS, switchyardArgs } from './start-flags.js';
+import { START_ENV, START_FLAGS, switchyardArgs } from './start-flags.js';
 import { spawn } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { request, Agent } from 'node:http';
@@ -72,7 +72,7 @@ export async function run(): Promise<BenchReport> {
   const mqttPort = await freePort();
   const proc = spawn(process.execPath, [...NODE_FLAGS, ...switchyardArgs()], {
     cwd: ROOT,
-    env: { ...process.env, SWITCHYARD_CONFIG_DIR: configDir, SWITCHYARD_DATA_DIR: join(tmp, 'data'), SWITCHYARD_REST_PORT: '0', SWITCHYARD_REST_HOST: '127.0.0.1', SWITCHYARD_MQTT_PORT: String(mqttPort), SWITCHYARD_MQTT_WS_PORT: '0', SWITCHYARD_MQTT_HOST: '127.0.0.1', SWITCHYARD_LOG_LEVEL: 'warn' },
+    env: { ...process.env, ...START_ENV, SWITCHYARD_CONFIG_DIR: configDir, SWITCHYARD_DATA_DIR: join(tmp, 'data'), SWITCHYARD_REST_PORT: '0', SWITCHYARD_REST_HOST: '127.0.0.1', SWITCHYARD_MQTT_PORT: String(mqttPort), SWITCHYARD_MQTT_WS_PORT: '0', SWITCHYARD_MQTT_HOST: '127.0.0.1', SWITCHYARD_LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const stop = stopProc(proc);

@@ -21,12 +21,13 @@
  *
  * The Switchyard links push `b0/#` / `b1/#` on A and pull them on B (one direction, as the Mosquitto bridge), QoS 0
  * and QoS 1 link configs respectively, with the default globalConfig (`BENCH_LINK_GLOBAL` replaces it). Both Node
- * brokers run with npm start's Node flags as in bench/mqtt (bench/start-flags.ts; `BENCH_NODE_FLAGS` replaces them).
+ * brokers run as npm start runs them, as in bench/mqtt: its Node flags, malloc environment and bundle
+ * (bench/start-flags.ts; `BENCH_NODE_FLAGS` replaces the flags).
  * Mosquitto runs without persistence (as in bench/mqtt); Switchyard acknowledges a QoS 1 publish once JetStream has
  * the message, or once it is in the sending broker's persistent outbox (LevelDB) when JetStream's acknowledgement
  * takes longer than `outboxWriteBehind` (100 ms), and removes it from the outbox only after that acknowledgement.
  */
-import { START_FLAGS } from '../start-flags.js';
+import { START_ENV, START_FLAGS, switchyardArgs } from '../start-flags.js';
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -151,10 +152,11 @@ export async function spawnSwitchyard(tmp: string, tag: string, files: Record<st
   }
   for (const [f, text] of Object.entries(own)) if (text !== undefined) writeFileSync(join(configDir, f), text);
   const port = await freePort();
-  const proc = spawn(process.execPath, [...NODE_FLAGS, '--import', 'tsx', join(ROOT, 'src/main.ts')], {
+  const proc = spawn(process.execPath, [...NODE_FLAGS, ...switchyardArgs()], {
     cwd: ROOT,
     env: {
       ...process.env,
+      ...START_ENV,
       SWITCHYARD_CONFIG_DIR: configDir,
       SWITCHYARD_DATA_DIR: dataDir,
       SWITCHYARD_REST_PORT: '0',
