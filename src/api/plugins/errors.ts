@@ -1,6 +1,6 @@
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger, FastifyError, FastifyInstance } from 'fastify';
 import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import { BrokerError } from '../../errors.js';
@@ -17,7 +17,8 @@ function fieldOf(instancePath: string, context: string | undefined): string {
   return path ? `${where} field '${path}'` : where;
 }
 
-export function registerErrorHandling(app: FastifyInstance): void {
+/** `log`: the REST logger (the Fastify instance has none: app.ts). */
+export function registerErrorHandling(app: FastifyInstance, log: FastifyBaseLogger): void {
   const shadow = FindMyWay();
   app.addHook('onRoute', (route) => {
     const methods = Array.isArray(route.method) ? route.method : [route.method];
@@ -42,7 +43,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
       return reply.code(error.statusCode).send({ status: error.message });
     }
     if (isResponseSerializationError(error)) {
-      request.log.error({ err: error, url: request.url }, 'response did not match its schema');
+      log.error({ err: error, url: request.url }, 'response did not match its schema');
       return reply.code(500).send({ status: 'Internal server error' });
     }
     const code = error.statusCode ?? 500;
@@ -67,7 +68,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
       }
       return reply.code(code).send({ status });
     }
-    request.log.error({ err: error, url: request.url, method: request.method }, 'unhandled error');
+    log.error({ err: error, url: request.url, method: request.method }, 'unhandled error');
     return reply.code(500).send({ status: 'Internal server error' });
   });
 

@@ -111,11 +111,13 @@ function sessionKey(request: FastifyRequest): string | undefined {
 }
 
 /** Records the request in its REST session's entry (a request without a session or principal is not tracked). */
-function trackResponse(tracker: RestConnections, request: FastifyRequest, reply: FastifyReply): void {
+function trackResponse(tracker: RestConnections, request: FastifyRequest, reply: FastifyReply, payload: unknown): void {
   const key = sessionKey(request);
   if (key === undefined || request.principal === undefined) return;
   const bytesIn = Number(request.headers['content-length'] ?? 0);
-  const bytesOut = Number(reply.getHeader('content-length') ?? 0);
+  // the answer's body: its declared length (a file stream), else the payload about to be written
+  const declared = reply.getHeader('content-length');
+  const bytesOut = declared !== undefined ? Number(declared) : typeof payload === 'string' ? Buffer.byteLength(payload) : Buffer.isBuffer(payload) ? payload.length : 0;
   tracker.seen(key, {
     user: request.principal.username,
     address: request.ip,
@@ -142,10 +144,12 @@ declare module 'fastify' {
 export function trackRestConnections(app: FastifyInstance, ctx: ApiContext): RestConnections {
   const tracker = new RestConnections(() => ctx.rt.config.RestApi.inactiveTimeout);
   app.decorate('restConnections', tracker);
-  // a callback hook, not an async one: no promise per request on every route
-  app.addHook('onResponse', (request, reply, done) => {
-    trackResponse(tracker, request, reply);
-    done();
+  // A callback onSend hook, not an async one (no promise per request on every route), and not onResponse: any
+  // onResponse hook makes Fastify attach 'finish' and 'error' listeners to every response (and take them off again).
+  // A response written raw (an SSE stream) passes no onSend: its session is seen through its other requests.
+  app.addHook('onSend', (request, reply, payload, done) => {
+    trackResponse(tracker, request, reply, payload);
+    done(null, payload);
   });
   return tracker;
 }
