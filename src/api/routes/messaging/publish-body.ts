@@ -12,9 +12,10 @@ import type { FastifyRouteSchemaDef } from 'fastify/types/schema.js';
  * (0 or 1), any of them null. Such a body is valid for the route's zod schema, and the check leaves it as zod's
  * parse would give it (the name trimmed, null optional fields deleted). Any other body (unknown keys,
  * correlationData, dataMap, metaData, user properties, a response topic, any invalid value) goes to zod, which
- * accepts or refuses it with its own messages: the check only ever saves work, never answers. zod's parse of this
- * schema costs about 1.5 µs a request on this machine (it builds a new object per level and runs each refinement);
- * the check about 0.1. test/api/publish-body.test.ts compares the two on generated bodies.
+ * accepts or refuses it with its own messages: the check only ever saves work, never answers. On the bench's body
+ * (Node 24, this 2-core machine) zod's parse with the null plan takes about 655 ns and makes a new object per level
+ * for the young generation to collect; the check about 30 ns, in place. test/api/publish-body.test.ts compares the
+ * two on generated bodies.
  */
 const MAX_NAME = 65535;
 const MAX_CONTENT_TYPE = 256;
