@@ -260,24 +260,10 @@ export class Engine {
     return this.publishVia(destinationName, init, opts, undefined);
   }
 
-  /**
-   * The destination named `name`, when it exists. The last one found is remembered: a publisher's run of messages to
-   * one topic (a socket read's worth, framed in one turn) then looks its destination up once, not twice per message
-   * (checkSchema and publishVia). A deleted destination (`deleted`, set before it leaves the map) is looked up again.
-   */
-  private destOf(name: string): Destination | undefined {
-    const last = this.lastDest;
-    if (last !== undefined && last.name === name && !last.deleted) return last;
-    const d = this.dests.get(name);
-    if (d !== undefined) this.lastDest = d;
-    return d;
-  }
-  private lastDest: Destination | undefined;
-
   /** `publish`, routed to every matching route, or only to the group `only` (publishToGroup). */
   private publishVia(destinationName: string, init: MessageInit, opts: PublishOptions | undefined, only: SharedGroup | undefined): Promise<void> {
     if (this.core.closed) return Promise.reject(new ConflictError('the messaging engine is closed'));
-    let dest = this.destOf(destinationName);
+    let dest = this.dests.get(destinationName);
     let msg: Message;
     const now = this.now();
     try {
@@ -659,7 +645,7 @@ export class Engine {
    * without a schema costs one map look-up; a missing destination is created (as the publish would).
    */
   checkSchema(destinationName: string, payload: Buffer): string | undefined {
-    let dest = this.destOf(destinationName);
+    let dest = this.dests.get(destinationName);
     if (dest === undefined) {
       if (this.schemaResolver === undefined || this.core.closed) return undefined;
       try {

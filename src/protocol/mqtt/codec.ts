@@ -214,12 +214,11 @@ function once(props: PublishProperties, key: keyof PublishProperties): void {
 
 /** Decode a PUBLISH frame (fixed-header flags already split off). Throws MqttProtocolError. */
 /**
- * `out`: filled and returned instead of a new object (the PUBLISH handler's one record, read before the next PUBLISH).
  * `memo`: the last topic name this connection published to ('' for none). When the topic bytes are that name's
  * (ASCII), the same string is returned instead of a new one: no decoding, and the engine's look-ups by name reuse
  * the string's cached hash (a publisher usually sends to the same topic again and again).
  */
-export function decodePublish(frame: Buffer, flags: number, bodyOffset: number, v5: boolean, memo = '', out?: InboundPublish): InboundPublish {
+export function decodePublish(frame: Buffer, flags: number, bodyOffset: number, v5: boolean, memo = ''): InboundPublish {
   const qos = (flags >> 1) & 3;
   if (qos === 3) throw new MqttProtocolError(Reason.MalformedPacket, 'PUBLISH with both QoS bits set [MQTT-3.3.1-4]');
   const dup = (flags & 8) !== 0;
@@ -321,15 +320,7 @@ export function decodePublish(frame: Buffer, flags: number, bodyOffset: number, 
   }
   const payload = Buffer.allocUnsafe(end - off);
   frame.copy(payload, 0, off, end);
-  if (out === undefined) return { topic, qos: qos as 0 | 1 | 2, dup, retain: (flags & 1) !== 0, packetId, payload, properties };
-  out.topic = topic;
-  out.qos = qos as 0 | 1 | 2;
-  out.dup = dup;
-  out.retain = (flags & 1) !== 0;
-  out.packetId = packetId;
-  out.payload = payload;
-  out.properties = properties;
-  return out;
+  return { topic, qos: qos as 0 | 1 | 2, dup, retain: (flags & 1) !== 0, packetId, payload, properties };
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -8,25 +8,16 @@ import { PUBLISHED, validateTopicName, type MessageInit } from '../../../engine/
 import { IngressResult, ingress, ingressContext, type IngressContext } from '../../../engine/ingress.js';
 import { ANONYMOUS, type Principal } from '../../../security/types.js';
 import type { MqttConn } from '../types.js';
-import { PacketType, decodePublish, encodeAck, type InboundPublish } from '../codec.js';
+import { PacketType, decodePublish, encodeAck } from '../codec.js';
 import { CloseReason, MqttProtocolError, Reason } from '../reason.js';
 import { storeInbound } from '../session.js';
 
 export function handlePublish(conn: MqttConn, flags: number, frame: Buffer, bodyOffset: number): void {
   const v5 = conn.v5;
-  // decoded into the handler's one record, read into locals at once: nothing below reads it, so a PUBLISH handled
-  // inside this one's ingress (were there ever one) could reuse it; no object per message
-  const p = decodePublish(frame, flags, bodyOffset, v5, conn.lastTopic, DECODED);
-  const props = p.properties;
-  const decodedTopic = p.topic;
-  const qos = p.qos;
-  const packetId = p.packetId;
-  const payload = p.payload;
-  const retain = p.retain;
-  p.payload = EMPTY;
-  p.properties = undefined;
+  const p = decodePublish(frame, flags, bodyOffset, v5, conn.lastTopic);
   const cfg = conn.endpoint.mqtt;
-  let topic = decodedTopic;
+  const props = p.properties;
+  let topic = p.topic;
 
   // Topic alias (5 §3.3.2.3.4)
   const alias = props?.topicAlias;
@@ -56,31 +47,31 @@ export function handlePublish(conn: MqttConn, flags: number, frame: Buffer, body
     throw new MqttProtocolError(Reason.ProtocolError, 'PUBLISH with a wildcard in its Response Topic [MQTT-3.3.2-14]');
   }
 
+  const qos = p.qos;
   const s = conn.session!;
   if (qos > 0) {
     if (v5 && conn.inboundPending >= cfg.serverReceiveMaximum) {
       throw new MqttProtocolError(Reason.ReceiveMaximumExceeded, `more than ${cfg.serverReceiveMaximum} QoS 1/2 publishes unacknowledged [MQTT-3.3.4-9]`);
     }
-    if (qos === 2 && s.inbound.has(packetId)) {
+    if (qos === 2 && s.inbound.has(p.packetId)) {
       // a resent QoS 2 PUBLISH is not delivered again (method A of 5 §4.3.3) [MQTT-4.3.3-9]; its PUBREC goes once
       // the first one's batch is written (it may still be pending, e.g. after a reconnect)
-      conn.orderedAck(encodeAck(PacketType.PUBREC, packetId, 0, v5), s.lastStateWrite ?? ACK_NOW);
+      conn.orderedAck(encodeAck(PacketType.PUBREC, p.packetId, 0, v5), s.lastStateWrite ?? ACK_NOW);
       return;
     }
   }
-  if (refusePublish(conn, qos, packetId)) return; // cluster mode, cut off from NATS: QoS >= 1 is not acknowledged (0x80)
+  if (refusePublish(conn, qos, p.packetId)) return; // cluster mode, cut off from NATS: QoS >= 1 is not acknowledged (0x80)
   conn.endpoint.stats.messagesIn++;
 
   const host = conn.broker.host;
   const engine = host.engine();
   let init: MessageInit;
-  // the shared ingress context's own init when it is free (contextFor below takes that context then): no object
-  if (props === undefined) init = sharedTaken ? { payload, qos, retain } : sharedInit0(payload, qos, retain);
+  if (props === undefined) init = { payload: p.payload, qos, retain: p.retain };
   else
     init = {
-      payload,
+      payload: p.payload,
       qos,
-      retain,
+      retain: p.retain,
       contentType: props.contentType,
       correlationData: props.correlationData,
       responseTopic: props.responseTopic,
@@ -90,8 +81,8 @@ export function handlePublish(conn: MqttConn, flags: number, frame: Buffer, body
     };
   // QoS 0 without properties, DUP or retain flag, with the shortest remaining length: this packet is byte for byte
   // what a subscriber of the same protocol class gets, so its deliveries send it as it came (outbound.ts EncodeCache)
-  const asIs = flags === 0 && props === undefined && topic === decodedTopic && bodyOffset === varIntEnd(frame.length - bodyOffset);
-  if (asIs) conn.broker.encoded.seed(topic, payload, frame, v5);
+  const asIs = flags === 0 && props === undefined && topic === p.topic && bodyOffset === varIntEnd(frame.length - bodyOffset);
+  if (asIs) conn.broker.encoded.seed(topic, p.payload, frame, v5);
   // the one ingress path (src/engine/ingress.ts): $SYS, ACL publish/retain, payload format, payload schema, then the
   // engine with its flow control
   const cx = contextFor(engine, host.security(), conn.principal ?? ANONYMOUS, topic, init, s.publishOptions);
@@ -108,14 +99,14 @@ export function handlePublish(conn: MqttConn, flags: number, frame: Buffer, body
     if (result === IngressResult.Unavailable) throw new MqttProtocolError(Reason.ServerUnavailable, 'the messaging engine is not running');
     if (result === IngressResult.QuotaExceeded) {
       // flow control: a subscription this message would reach is full (docs/messaging.md "Flow control and limits")
-      if (refuseOverQuota(conn, qos, packetId)) return;
+      if (refuseOverQuota(conn, qos, p.packetId)) return;
       durable = RESOLVED; // 3.1.1 with quotaExceededPolicy311 'drop': acknowledged and discarded (counted by the engine)
     } else {
       // refused: acknowledged with the reason (v5) or dropped (3.1.1 acknowledges and discards); the schema's refusal
       // is 0x99 for v5 QoS 1/2, QoS 0 and 3.1.1 are dropped (counted)
       const reason = result === IngressResult.SysTopic || result === IngressResult.NotAuthorized ? Reason.NotAuthorized : Reason.PayloadFormatInvalid;
-      if (qos === 1) conn.send(encodeAck(PacketType.PUBACK, packetId, reason, v5));
-      else if (qos === 2) conn.send(encodeAck(PacketType.PUBREC, packetId, reason, v5));
+      if (qos === 1) conn.send(encodeAck(PacketType.PUBACK, p.packetId, reason, v5));
+      else if (qos === 2) conn.send(encodeAck(PacketType.PUBREC, p.packetId, reason, v5));
       return;
     }
   }
@@ -124,7 +115,7 @@ export function handlePublish(conn: MqttConn, flags: number, frame: Buffer, body
     return;
   }
   // acknowledged once the message is durable, in the order received [MQTT-4.6.0-2]
-  const ack = encodeAck(qos === 1 ? PacketType.PUBACK : PacketType.PUBREC, packetId, 0, v5);
+  const ack = encodeAck(qos === 1 ? PacketType.PUBACK : PacketType.PUBREC, p.packetId, 0, v5);
   if (qos === 1 && durable === PUBLISHED) {
     // nothing to wait for (no store write: no persistent subscriber, queue or retain): the PUBACK goes now, or behind
     // the acknowledgements still waiting for the store. No promise, closure or queue entry per message: they were
@@ -146,12 +137,12 @@ export function handlePublish(conn: MqttConn, flags: number, frame: Buffer, body
   // step as engine.publish, so both land in the batch being gathered), and PUBREC waits for that batch: after a
   // crash the restored id set agrees with the stored messages (a resent PUBLISH with DUP is neither lost nor
   // delivered twice). A released id reused for a new message stops being released in the same write.
-  s.released.delete(packetId);
-  s.inbound.add(packetId);
+  s.released.delete(p.packetId);
+  s.inbound.add(p.packetId);
   let written = durable;
   // accepted, so the engine was there (the route step answers Unavailable without it)
   if (engine!.hasStore && (s.persistent || s.stateStored)) {
-    const idWritten = storeInbound(engine!, s, packetId, 1);
+    const idWritten = storeInbound(engine!, s, p.packetId, 1);
     written = durable === idWritten ? idWritten : Promise.all([durable, idWritten]).then(noop);
   }
   conn.orderedAck(ack, written);
@@ -169,18 +160,6 @@ type Writable<T> = { -readonly [K in keyof T]: T[K] };
 const SHARED: Writable<IngressContext> = ingressContext(undefined, undefined, undefined, '', { payload: Buffer.alloc(0) }, undefined);
 const SHARED_INIT = SHARED.init;
 let sharedTaken = false;
-const EMPTY = Buffer.alloc(0);
-/** The record decodePublish fills for every PUBLISH (handlePublish reads it into locals at once). */
-const DECODED: InboundPublish = { topic: '', qos: 0, dup: false, retain: false, packetId: 0, payload: EMPTY, properties: undefined };
-/** The init of a PUBLISH without properties while it holds the shared context (same shape as `{ payload, qos, retain }`). */
-const INIT0: { payload: Buffer; qos: number; retain: boolean } = { payload: EMPTY, qos: 0, retain: false };
-
-function sharedInit0(payload: Buffer, qos: number, retain: boolean): MessageInit {
-  INIT0.payload = payload;
-  INIT0.qos = qos;
-  INIT0.retain = retain;
-  return INIT0;
-}
 
 function contextFor(
   engine: IngressContext['engine'],
@@ -211,7 +190,6 @@ function release(cx: IngressContext): void {
   w.principal = undefined;
   w.topic = '';
   w.init = SHARED_INIT;
-  INIT0.payload = EMPTY; // holds no message's payload between PUBLISHes
   w.opts = undefined;
   w.denied = undefined;
   w.resourceType = undefined;
