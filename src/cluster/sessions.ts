@@ -39,6 +39,7 @@ import { subscriptionKey } from '../engine/subscription.js';
 import { topicMatchesFilter } from '../engine/topic-trie.js';
 import { META_HOPS, META_LINK_ID, META_ORIGIN } from '../links/link-manager.js';
 import { decodeMessage, headersOf } from '../links/nats-transport.js';
+import { copyOptionalFields } from '../links/transport.js';
 import type { MqttBroker, ClaimResult } from '../protocol/mqtt/broker.js';
 import { CloseReason, Reason } from '../protocol/mqtt/reason.js';
 import { MqttSession, storeInbound, storeOutbound, type OutboundRecord, type StoredSubscription } from '../protocol/mqtt/session.js';
@@ -157,14 +158,7 @@ interface Provisional {
 function replayInit(lm: ReturnType<typeof decodeMessage>, rap: boolean, metaData: Record<string, string> | undefined): MessageInit {
   const init: MessageInit = { payload: lm.payload, qos: lm.qos, retain: rap && lm.retain };
   if (metaData !== undefined) init.metaData = metaData;
-  if (lm.contentType !== undefined) init.contentType = lm.contentType;
-  if (lm.correlationData !== undefined) init.correlationData = lm.correlationData;
-  if (lm.userProperties !== undefined) init.userProperties = lm.userProperties;
-  if (lm.responseTopic !== undefined) init.responseTopic = lm.responseTopic;
-  if (lm.payloadFormat !== undefined) init.payloadFormat = lm.payloadFormat;
-  if (lm.priority !== undefined) init.priority = lm.priority;
-  if (lm.expiresAt) init.expiresAt = lm.expiresAt;
-  return init;
+  return copyOptionalFields(lm, init);
 }
 
 /** The record key of a client id: `c_<base64url>` (reversible, KV-safe), or `h_<sha-256 hex>` when that is too long for a key. */

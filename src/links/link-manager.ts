@@ -29,7 +29,7 @@ import type { Runtime } from '../runtime/runtime.js';
 import type { LinkConfig, LinkDirectionConfig, NetworkConnectionManagerConfig } from './link-config.js';
 import { SharedGroupFederation, type ShareHost } from './nats-shares.js';
 import { IdRing, StoredReceivedIds, type ReceivedIds } from './received-ids.js';
-import { HANDED, isDescribed, type LinkMessage, type LinkTransport, type TransportContext, type TransportDescription, type TransportFactory } from './transport.js';
+import { copyOptionalFields, HANDED, isDescribed, type LinkMessage, type LinkTransport, type TransportContext, type TransportDescription, type TransportFactory } from './transport.js';
 
 export const META_ORIGIN = 'sy.origin';
 export const META_HOPS = 'sy.hops';
@@ -454,14 +454,7 @@ export class LinkManager {
           ? { [META_ORIGIN]: m.originServer || `link:${entry.name}`, [META_HOPS]: String(Math.max(1, m.hops)) }
           : { [META_ORIGIN]: m.originServer || `link:${entry.name}`, [META_HOPS]: String(Math.max(1, m.hops)), [META_LINK_ID]: m.id },
     };
-    // optional fields set one by one (no spread: this runs per message)
-    if (m.contentType !== undefined) init.contentType = m.contentType;
-    if (m.correlationData !== undefined) init.correlationData = m.correlationData;
-    if (m.userProperties !== undefined) init.userProperties = m.userProperties;
-    if (m.responseTopic !== undefined) init.responseTopic = m.responseTopic;
-    if (m.payloadFormat !== undefined) init.payloadFormat = m.payloadFormat;
-    if (m.priority !== undefined) init.priority = m.priority;
-    if (m.expiresAt) init.expiresAt = m.expiresAt;
+    copyOptionalFields(m, init);
     // the one ingress path (src/engine/ingress.ts): the link is configured, so no ACL; $SYS and the payload schema
     // apply as to any publisher, and the engine's flow control
     const cx = ingressContext(engine, undefined, undefined, topic, init, { origin: entry.origin ??= `link:${entry.name}` });

@@ -8,6 +8,23 @@
  * topic), still in MQTT topic form (`/` separators, `+`/`#` wildcards); a NATS transport converts them to subjects.
  */
 
+import type { MessageInit } from '../engine/message.js';
+
+/**
+ * The optional fields of a received link message copied into the engine's message (a link's pull and the cluster's
+ * hand-over replay): set one by one, no spread, since this runs per message.
+ */
+export function copyOptionalFields(m: LinkMessage, init: MessageInit): MessageInit {
+  if (m.contentType !== undefined) init.contentType = m.contentType;
+  if (m.correlationData !== undefined) init.correlationData = m.correlationData;
+  if (m.userProperties !== undefined) init.userProperties = m.userProperties;
+  if (m.responseTopic !== undefined) init.responseTopic = m.responseTopic;
+  if (m.payloadFormat !== undefined) init.payloadFormat = m.payloadFormat;
+  if (m.priority !== undefined) init.priority = m.priority;
+  if (m.expiresAt) init.expiresAt = m.expiresAt;
+  return init;
+}
+
 /** One message crossing a link, in either direction. */
 export interface LinkMessage {
   /** Topic in the remote namespace (push) or as received from the remote side (pull), MQTT form. */
