@@ -124,7 +124,10 @@ class Subscriber {
     const v5 = this.version === 5;
     conn.send({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: this.version, clean: cleanStart, clientId: this.clientId, keepalive: 0, ...(v5 ? { properties: { sessionExpiryInterval: EXPIRY } } : {}) });
     const connack = await conn.next('CONNACK', (p) => p.cmd === 'connack');
-    if (cleanStart) this.q2.clear(); // Clean Start 1 discards the client's session state too [MQTT-3.1.2-4]
+    // Clean Start 1 discards the client's session state too [MQTT-3.1.2-4], and so does a CONNACK without a session
+    // present: the broker starts a new session, whose packet identifiers begin again (a QoS 2 identifier still held
+    // here from the old session, its PUBREL lost with it, would make the client drop a new message as a duplicate)
+    if (cleanStart || connack.sessionPresent !== true) this.q2.clear();
     return { conn, connack };
   }
 
