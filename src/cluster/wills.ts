@@ -524,21 +524,26 @@ export class ClusterWills implements ClusterWillRegistry {
       const kv = await this.openKv();
       if (kv === undefined) throw new Error('no connection to NATS');
       const ofGone = (r: WillRecord) => (r.claim !== undefined ? gone.has(r.claim.by) && r.claim.by !== this.cluster.nodeId : r.epoch <= (gone.get(r.nodeId) ?? -1));
-      await this.eachRecord(kv, (key, rec, rev) => {
+      const claims: Array<Promise<boolean>> = [];
+      const unread = await this.eachRecord(kv, (key, rec, rev) => {
         if (!ofGone(rec)) return;
         n++;
-        void this.claim(kv, key, rec, rev, `node ${rec.claim?.by ?? rec.nodeId} is gone`, ofGone);
+        claims.push(this.claim(kv, key, rec, rev, `node ${rec.claim?.by ?? rec.nodeId} is gone`, ofGone));
       });
+      if (n > 0) this.log.info({ nodeId: g.nodeId, wills: n }, `cluster: claiming ${n} will(s) of gone node(s) (${[...gone.keys()].join(', ')})`);
+      const unclaimed = (await Promise.all(claims)).filter((settled) => !settled).length;
+      // a record NATS did not answer for (read or claim) is read again below, like a failed listing: with no other node
+      // to declare, the next declaration may never come, and the will would wait in the bucket unpublished
+      if (unread > 0 || unclaimed > 0) throw new Error(`${unread} will record(s) not read and ${unclaimed} not claimed: NATS did not answer`);
     } catch (err) {
       // read again after a heartbeat (a few times): the wills of a gone node are not left unclaimed by one failed read
       if (attempt >= 5) {
         this.log.warn({ nodeId: g.nodeId, err: messageOf(err) }, `cluster: the wills of node ${g.nodeId} could not be read; they are claimed at the next declaration`);
         return;
       }
+      this.log.info({ nodeId: g.nodeId, attempt, err: messageOf(err) }, `cluster: the wills of gone node(s) are read again in ${this.rt.config.Cluster.heartbeatSeconds} s`);
       setTimeout(() => void this.onGone(g, attempt + 1), this.rt.config.Cluster.heartbeatSeconds * 1000).unref();
-      return;
     }
-    if (n > 0) this.log.info({ nodeId: g.nodeId, wills: n }, `cluster: claiming ${n} will(s) of gone node(s) (${[...gone.keys()].join(', ')})`);
   }
 
   /**
@@ -558,25 +563,31 @@ export class ClusterWills implements ClusterWillRegistry {
     }).catch((err: unknown) => this.log.warn({ nodeId, err: messageOf(err) }, `cluster: the wills node ${nodeId} left behind could not be read`));
   }
 
-  /** Every record of the bucket (read in parallel, 64 at a time). */
-  private async eachRecord(kv: WillsKv, fn: (key: string, rec: WillRecord, revision: number) => void): Promise<void> {
+  /** Every record of the bucket (read in parallel, 64 at a time). Returns how many listed keys could not be read. */
+  private async eachRecord(kv: WillsKv, fn: (key: string, rec: WillRecord, revision: number) => void): Promise<number> {
     const keys: string[] = [];
     for await (const k of await kv.keys()) keys.push(k);
+    let unread = 0;
     for (let i = 0; i < keys.length; i += 64) {
       // a key listed (its last operation a put) that a direct get finds deleted or absent was read from a replica
-      // behind: read again from the leader (a read that failed is skipped, as before: NATS is not answering)
+      // behind: read again from the leader. A read that failed (NATS is not answering) is skipped and counted
       const batch = await Promise.all(
-        keys.slice(i, i + 64).map(async (k) => {
+        keys.slice(i, i + 64).map(async (k): Promise<KvEntry | null | undefined> => {
           const e = await kv.get(k).catch(() => undefined);
-          if (e === undefined) return null;
-          return e !== null && e.operation === 'PUT' ? e : this.freshGet(kv, k).catch(() => null);
+          if (e === undefined || (e !== null && e.operation === 'PUT')) return e;
+          return this.freshGet(kv, k).catch(() => undefined);
         }),
       );
       batch.forEach((e, j) => {
+        if (e === undefined) {
+          unread++;
+          return;
+        }
         const rec = parseRecord(e);
         if (e !== null && rec !== undefined) fn(keys[i + j]!, rec, e.revision);
       });
     }
+    return unread;
   }
 
   /**
@@ -601,13 +612,15 @@ export class ClusterWills implements ClusterWillRegistry {
    * came back. `still` is the caller's test for a record to claim: a claim refused because the revision read was not
    * the latest (a direct get from a replica behind) is made again on the record as the leader has it, if it still
    * passes; refused because the client connected again or another node claimed it, the record no longer passes.
+   * Resolves false when the record may still be unclaimed (NATS did not answer, the cap of claimed wills, the
+   * compare-and-set refused CAS_ATTEMPTS times): the caller may try again.
    */
-  private async claim(kv: WillsKv, key: string, rec: WillRecord, rev: number, why: string, still: (r: WillRecord) => boolean): Promise<void> {
+  private async claim(kv: WillsKv, key: string, rec: WillRecord, rev: number, why: string, still: (r: WillRecord) => boolean): Promise<boolean> {
     const self = this.cluster.nodeId;
-    if (self === undefined || this.stopped || this.claimed.has(key)) return;
+    if (self === undefined || this.stopped || this.claimed.has(key)) return true;
     if (this.claimed.size >= MAX_CLAIMED) {
       this.warnings.warn(this.log, 'claimed', '', { cap: MAX_CLAIMED }, 'cluster: too many claimed wills waiting; the rest is claimed at the next declaration');
-      return;
+      return false;
     }
     const lease = this.rt.config.Cluster.leaseSeconds;
     const claimOf = (r: WillRecord): WillRecord => {
@@ -626,13 +639,13 @@ export class ClusterWills implements ClusterWillRegistry {
       });
       if (!out.done) {
         if (out.gaveUp) this.gaveUp(rec.clientId, 'a will was not claimed; it is claimed at the next declaration');
-        return; // changed meanwhile: the client connected again, or another node claimed it
+        return !out.gaveUp; // changed meanwhile: the client connected again, or another node claimed it
       }
       published = out.value.rec;
       claimRev = out.value.rev;
     } catch (err) {
       this.log.warn({ clientId: rec.clientId, err: messageOf(err) }, 'cluster: a will could not be claimed; it is claimed at the next declaration');
-      return;
+      return false;
     }
     const waitSeconds = published.claim?.waitSeconds ?? 0;
     this.log.info({ clientId: published.clientId, topic: published.topic, waitSeconds, from: published.nodeId }, `cluster: claimed the will of ${published.clientId} (${why}); publishing in ${waitSeconds} s unless the client connects again`);
@@ -643,6 +656,7 @@ export class ClusterWills implements ClusterWillRegistry {
     const timer = setTimeout(fire, Math.min(waitSeconds * 1000, 2 ** 31 - 1));
     timer.unref();
     this.claimed.set(key, timer);
+    return true;
   }
 
   private async publishClaimed(kv: WillsKv, key: string, rec: WillRecord, claimRev: number): Promise<void> {

@@ -36,6 +36,17 @@ class FakeBucket {
   /** Called before each compare-and-set is checked: another writer changing the key meanwhile. */
   beforeCas?: (key: string) => void;
   refused = 0;
+  /** Key → how many of the next direct gets / compare-and-sets of it NATS does not answer (a request timeout). */
+  readonly unansweredGets = new Map<string, number>();
+  readonly unansweredUpdates = new Map<string, number>();
+
+  /** Throws a request timeout when `key` has unanswered requests of that kind left (one used). */
+  private unanswered(which: Map<string, number>, key: string): void {
+    const n = which.get(key) ?? 0;
+    if (n === 0) return;
+    which.set(key, n - 1);
+    throw new Error('TIMEOUT');
+  }
 
   latest(key: string): KvEntry | null {
     const h = this.history.get(key);
@@ -80,6 +91,7 @@ class FakeBucket {
   /** The plane's view that reads by direct get. */
   readonly kv: WillsKv = {
     get: async (key) => {
+      this.unanswered(this.unansweredGets, key);
       const lag = this.behind.get(key);
       if (lag === undefined) return this.latest(key);
       this.behind.delete(key);
@@ -88,6 +100,7 @@ class FakeBucket {
     },
     put: async (key, data) => this.write(key, 'PUT', data),
     update: async (key, data, version) => {
+      this.unanswered(this.unansweredUpdates, key);
       this.cas(key, version);
       return this.write(key, 'PUT', data);
     },
@@ -182,6 +195,32 @@ describe('cluster wills - compare-and-sets decided on a stale read', () => {
     assert.equal(claimed.payload, 'c2Vjb25k', 'the claim carries the latest will of k2');
     assert.equal(claimed.claim?.waitSeconds, 596, 'the will delay less a lease');
     assert.equal(bucket.record(keyB)?.claim?.by, 'alpha', 'the will of k2b, which the replica read first did not have, is claimed');
+  });
+
+  test('cluster wills - a gone node’s wills whose read or claim NATS did not answer are read again by the declarer and claimed', async () => {
+    // the declarer may be the last node left: no later declaration would claim them (test/cluster/wills.test.ts, a
+    // claimer SIGKILLed while it waits out a will delay, failed so under load)
+    const bucket = new FakeBucket();
+    const lines: string[] = [];
+    const alpha = plane('alpha', bucket, lines);
+    planes.push(alpha);
+    const rec = (clientId: string): WillRecord => ({ clientId, nodeId: 'gamma', epoch: 1, topic: `wills/${clientId}`, payload: '', qos: 1, retain: false, delay: 600, sessionExpiry: 600, written: '' });
+    const readLost = willKey('k5');
+    const claimLost = willKey('k6');
+    bucket.write(readLost, 'PUT', JSON.stringify(rec('k5')));
+    bucket.write(claimLost, 'PUT', JSON.stringify(rec('k6')));
+    bucket.unansweredGets.set(readLost, 1);
+    bucket.unansweredUpdates.set(claimLost, 1);
+    const gone: GoneNode = { nodeId: 'gamma', epoch: 1, serverName: 'gamma', restAddress: '', lastHeartbeat: new Date().toISOString(), declaredBy: 'alpha', declaredHere: true };
+    await alpha.onGone(gone);
+    // read again after a heartbeat (1 s here)
+    await waitUntil(() => bucket.record(readLost)?.claim !== undefined && bucket.record(claimLost)?.claim !== undefined, 10000, 'the claims of k5 and k6').catch((err: Error) => {
+      throw new Error(`${err.message}: k5 ${JSON.stringify(bucket.record(readLost)?.claim)}, k6 ${JSON.stringify(bucket.record(claimLost)?.claim)} (a will left unclaimed is never published); log:\n${lines.join('')}`);
+    });
+    assert.equal(bucket.record(readLost)!.claim!.by, 'alpha');
+    assert.equal(bucket.record(claimLost)!.claim!.by, 'alpha');
+    assert.equal(bucket.unansweredGets.get(readLost), 0, 'the read of k5 went unanswered once');
+    assert.equal(bucket.unansweredUpdates.get(claimLost), 0, 'the claim of k6 went unanswered once');
   });
 
   test('cluster wills - a persistent session restored with a delayed will: its will is published when due, though the revision read at the rejoin was stale', async () => {
