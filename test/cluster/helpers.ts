@@ -75,25 +75,102 @@ export async function launchClusterBroker(x: ClusterBroker): Promise<void> {
   await waitUntil(async () => ((await api(x, '/api/v1/server/integration/cluster/status')) as { state?: string }).state === 'Established', 60000, `${x.nodeId}: cluster link established`);
 }
 
-/** An MQTT 5 client of mqtt.js on the broker as admin, pushed on `clients` for the after hook. */
-export async function clusterClient(x: ClusterBroker, clients: MqttClient[], clientId: string, opts: mqtt.IClientOptions = {}): Promise<MqttClient> {
-  const connecting = mqtt.connectAsync(`mqtt://127.0.0.1:${x.mqttPort}`, {
-    clientId,
-    protocolVersion: 5,
-    username: 'admin',
-    password: adminPasswordOf(x.dataDir),
-    reconnectPeriod: 0,
-    connectTimeout: 10000,
-    ...opts,
+/** A node's name and log, for the diagnostics of a CONNECT it refused. */
+export interface LoggedNode {
+  nodeId: string;
+  log: () => string;
+}
+
+/** CONNECT attempts of connectMqtt at most (the first and its retries). */
+const CONNECT_ATTEMPTS = 5;
+
+/** One CONNECT attempt's failure: the CONNACK's reason code and Reason String, or how the connection ended without one. */
+class ConnectFailure extends Error {
+  constructor(
+    message: string,
+    readonly retry: boolean,
+  ) {
+    super(message);
+  }
+}
+
+/** One CONNECT: the client once CONNACK 0; otherwise a ConnectFailure, `retry` when the broker said "try again". */
+function connectOnce(url: string, opts: mqtt.IClientOptions): Promise<MqttClient> {
+  const cl = mqtt.connect(url, opts);
+  let reason: string | undefined;
+  cl.on('packetreceive', (p) => {
+    if (p.cmd === 'connack' && p.properties?.reasonString !== undefined) reason = p.properties.reasonString;
   });
-  // mqtt.js's connectAsync never settles when no CONNACK comes (reconnectPeriod 0): fail with the broker's log instead
-  let timer: NodeJS.Timeout | undefined;
-  const cl = await Promise.race([
-    connecting,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${clientId}: no CONNACK from ${x.nodeId} in 15 s; its log ends:\n${x.p!.stdout().split('\n').slice(-15).join('\n')}`)), 15000);
-    }),
-  ]).finally(() => clearTimeout(timer));
+  return new Promise<MqttClient>((resolve, reject) => {
+    let timer: NodeJS.Timeout | undefined;
+    let settled = false;
+    const done = () => {
+      settled = true;
+      clearTimeout(timer);
+      cl.off('connect', connected);
+      cl.off('error', failed);
+      cl.off('close', closed);
+    };
+    const connected = () => {
+      done();
+      resolve(cl);
+    };
+    const failed = (err: Error & { code?: number }, retry = err.code === 0x88) => {
+      done();
+      cl.end(true);
+      // 0x88 Server unavailable: the cluster could not settle the session in the connect timeout ("try again")
+      reject(new ConnectFailure(`${err.message}${reason !== undefined ? ` (${reason})` : ''}`, retry));
+    };
+    // closed without CONNACK: the broker's connect timeout ran out before it could answer (a loaded machine)
+    // (a turn later: a refusing CONNACK's error, which may follow its socket's close, says more)
+    const closed = () =>
+      setImmediate(() => {
+        if (!settled) failed(new Error('connection closed without CONNACK'), true);
+      });
+    cl.once('connect', connected);
+    cl.once('error', failed);
+    cl.once('close', closed);
+    // mqtt.js never settles when no CONNACK comes and the socket stays open (reconnectPeriod 0)
+    timer = setTimeout(() => {
+      done();
+      cl.end(true);
+      reject(new ConnectFailure('no CONNACK in 15 s', false));
+    }, 15000);
+  });
+}
+
+/**
+ * An MQTT client connected to `node` at `url`, retrying as docs/cluster.md tells a client to: a CONNECT the broker
+ * refuses with CONNACK 0x88 Server unavailable (the cluster did not settle the session within the connect timeout,
+ * e.g. JetStream slow to answer on a loaded machine), or closes without CONNACK, is made again, CONNECT_ATTEMPTS times
+ * at most. Every refusal is printed with its Reason String; the error after the last names them all with the node's
+ * log lines about the client and the cluster.
+ */
+export async function connectMqtt(url: string, opts: mqtt.IClientOptions, node: LoggedNode): Promise<MqttClient> {
+  const clientId = opts.clientId ?? '';
+  const failures: string[] = [];
+  for (let attempt = 1; ; attempt++) {
+    const t0 = Date.now();
+    try {
+      return await connectOnce(url, opts);
+    } catch (err) {
+      if (!(err instanceof ConnectFailure)) throw err;
+      const what = `CONNECT ${attempt} of ${clientId} to ${node.nodeId}: ${err.message} after ${Date.now() - t0} ms`;
+      failures.push(what);
+      if (!err.retry || attempt >= CONNECT_ATTEMPTS) {
+        const lines = node.log().split('\n');
+        const about = lines.filter((l) => (clientId !== '' && l.includes(clientId)) || l.includes('cluster'));
+        throw new Error(`${failures.join('; ')}\n${node.nodeId}'s lines on this client and the cluster:\n${about.slice(-30).join('\n')}\nits log ends:\n${lines.slice(-10).join('\n')}`);
+      }
+      console.log(`${what}; connecting again`);
+    }
+  }
+}
+
+/** An MQTT 5 client of mqtt.js on the broker as admin (connectMqtt), pushed on `clients` for the after hook. */
+export async function clusterClient(x: ClusterBroker, clients: MqttClient[], clientId: string, opts: mqtt.IClientOptions = {}): Promise<MqttClient> {
+  const url = `mqtt://127.0.0.1:${x.mqttPort}`;
+  const cl = await connectMqtt(url, { clientId, protocolVersion: 5, username: 'admin', password: adminPasswordOf(x.dataDir), reconnectPeriod: 0, connectTimeout: 10000, ...opts }, { nodeId: x.nodeId, log: () => x.p!.stdout() });
   clients.push(cl);
   return cl;
 }

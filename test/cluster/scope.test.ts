@@ -5,9 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import mqtt, { type MqttClient } from 'mqtt';
+import type { MqttClient } from 'mqtt';
 import { adminPasswordOf, removeDir, spawnBroker, tempDir, waitUntil, type BrokerProcess } from '../helpers.js';
-import { clusterConfigDir } from './helpers.js';
+import { clusterConfigDir, connectMqtt } from './helpers.js';
 import { startNatsCluster, type NatsCluster } from './nats-cluster.js';
 
 interface Broker {
@@ -54,7 +54,7 @@ describe('cluster scope - REST lists and totals across three brokers', { timeout
     return (await r.json()) as T;
   };
   const client = async (b: Broker, clientId: string): Promise<MqttClient> => {
-    const c = await mqtt.connectAsync(`mqtt://127.0.0.1:${b.mqttPort}`, { clientId, username: 'admin', password: adminPasswordOf(b.dataDir), reconnectPeriod: 0, protocolVersion: 5 });
+    const c = await connectMqtt(`mqtt://127.0.0.1:${b.mqttPort}`, { clientId, username: 'admin', password: adminPasswordOf(b.dataDir), reconnectPeriod: 0, protocolVersion: 5 }, { nodeId: b.nodeId, log: () => b.p.stdout() });
     clients.push(c);
     return c;
   };

@@ -217,13 +217,19 @@ describe('cluster wills - published once by a survivor', { timeout: 300000 }, ()
       const by = (await record('slow'))?.claim?.by;
       claimer = by === 'alpha' ? a : by === 'beta' ? b : undefined;
       return claimer !== undefined;
-    }, 20000, 'slow: claimed by a survivor');
+    }, 20000, 'slow: claimed by a survivor').catch(async (err: Error) => {
+      const lines = [a, b].map((x) => `${x.nodeId}:\n${x.p!.stdout().split('\n').filter((l) => l.includes('cluster')).slice(-30).join('\n')}`);
+      throw new Error(`${err.message}; the record: ${JSON.stringify(await record('slow'))}; ${lines.join('\n')}`);
+    });
     await claimer!.p!.stop('SIGKILL');
     const survivor = claimer === a ? b : a;
     const watcher = await client(survivor, `watch-slow-${survivor.nodeId}`);
     await watcher.subscribeAsync('dead/slow', { qos: 1 });
     const got = collect(watcher);
-    await waitUntil(async () => (await record('slow'))?.claim?.by === survivor.nodeId, 20000, `slow: claimed again by ${survivor.nodeId}`);
+    await waitUntil(async () => (await record('slow'))?.claim?.by === survivor.nodeId, 20000, `slow: claimed again by ${survivor.nodeId}`).catch(async (err: Error) => {
+      const lines = survivor.p!.stdout().split('\n').filter((l) => l.includes('cluster'));
+      throw new Error(`${err.message}; the record: ${JSON.stringify(await record('slow'))}; ${survivor.nodeId}'s cluster lines:\n${lines.slice(-60).join('\n')}`);
+    });
     await waitUntil(() => survivor.p!.stdout().includes(`claimed the will of slow (node ${claimer!.nodeId} is gone)`), 5000, 'the re-claim logged');
     await waitUntil(() => count(got, 'dead/slow') >= 1, 25000, 'the slow will published by the survivor');
     await sleep(2000);
