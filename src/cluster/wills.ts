@@ -69,6 +69,11 @@ const BUCKET_BYTES = 256 * 1024 * 1024;
  * the key as the stream's leader has it.
  */
 export const CAS_ATTEMPTS = 3;
+/**
+ * A listing of the bucket that brings no key for this long is given up (and read again by the caller): @nats-io/kv
+ * lists keys through an ordered push consumer that, when its deliveries stall, ends only at its idle heartbeat (30 s).
+ */
+export const LIST_STALL_MS = 5000;
 
 /** The value of a client's key in the wills bucket. */
 export interface WillRecord {
@@ -138,6 +143,25 @@ export const openWillsBucket: WillsBucketOpener = async (nc, bucket, cfg) => {
   const leader = await kvm.open(bucket, { allow_direct: false });
   return { kv, leader };
 };
+
+/** Every key of the bucket; throws when the listing brings nothing for `stallMs` (see LIST_STALL_MS). */
+export async function listKeys(kv: Pick<WillsKv, 'keys'>, stallMs: number): Promise<string[]> {
+  const keys: string[] = [];
+  const it = (await kv.keys())[Symbol.asyncIterator]();
+  for (;;) {
+    let timer: NodeJS.Timeout | undefined;
+    const stalled = new Promise<'stalled'>((resolve) => {
+      timer = setTimeout(() => resolve('stalled'), stallMs);
+    });
+    const next = await Promise.race([it.next(), stalled]).finally(() => clearTimeout(timer));
+    if (next === 'stalled') {
+      void it.return?.()?.catch(() => undefined);
+      throw new Error(`the listing of the wills bucket brought no key for ${stallMs} ms (${keys.length} listed)`);
+    }
+    if (next.done === true) return keys;
+    keys.push(next.value);
+  }
+}
 
 /** How casOnRead ended: the write went through (`value`), or nothing was written (`gaveUp`: the last write was refused too). */
 export type CasOutcome<E, T> = { done: true; value: T } | { done: false; read: E; gaveUp: boolean };
@@ -525,12 +549,14 @@ export class ClusterWills implements ClusterWillRegistry {
       if (kv === undefined) throw new Error('no connection to NATS');
       const ofGone = (r: WillRecord) => (r.claim !== undefined ? gone.has(r.claim.by) && r.claim.by !== this.cluster.nodeId : r.epoch <= (gone.get(r.nodeId) ?? -1));
       const claims: Array<Promise<boolean>> = [];
+      let listed = 0;
       const unread = await this.eachRecord(kv, (key, rec, rev) => {
+        listed++;
         if (!ofGone(rec)) return;
         n++;
         claims.push(this.claim(kv, key, rec, rev, `node ${rec.claim?.by ?? rec.nodeId} is gone`, ofGone));
       });
-      if (n > 0) this.log.info({ nodeId: g.nodeId, wills: n }, `cluster: claiming ${n} will(s) of gone node(s) (${[...gone.keys()].join(', ')})`);
+      this.log.info({ nodeId: g.nodeId, wills: n, records: listed }, `cluster: claiming ${n} will(s) of gone node(s) (${[...gone.keys()].join(', ')}) among ${listed} record(s)`);
       const unclaimed = (await Promise.all(claims)).filter((settled) => !settled).length;
       // a record NATS did not answer for (read or claim) is read again below, like a failed listing: with no other node
       // to declare, the next declaration may never come, and the will would wait in the bucket unpublished
@@ -565,8 +591,7 @@ export class ClusterWills implements ClusterWillRegistry {
 
   /** Every record of the bucket (read in parallel, 64 at a time). Returns how many listed keys could not be read. */
   private async eachRecord(kv: WillsKv, fn: (key: string, rec: WillRecord, revision: number) => void): Promise<number> {
-    const keys: string[] = [];
-    for await (const k of await kv.keys()) keys.push(k);
+    const keys = await listKeys(kv, LIST_STALL_MS);
     let unread = 0;
     for (let i = 0; i < keys.length; i += 64) {
       // a key listed (its last operation a put) that a direct get finds deleted or absent was read from a replica

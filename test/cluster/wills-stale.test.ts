@@ -17,7 +17,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import pino from 'pino';
 import { ClusterState, type GoneNode } from '../../src/cluster/membership.js';
 import type { ClusterService } from '../../src/cluster/cluster.service.js';
-import { CAS_ATTEMPTS, ClusterWills, willKey, type WillRecord, type WillsKv } from '../../src/cluster/wills.js';
+import { CAS_ATTEMPTS, ClusterWills, LIST_STALL_MS, willKey, type WillRecord, type WillsKv } from '../../src/cluster/wills.js';
 import type { MqttBroker } from '../../src/protocol/mqtt/broker.js';
 import type { WillMessage } from '../../src/protocol/mqtt/session.js';
 import type { Runtime } from '../../src/runtime/runtime.js';
@@ -39,6 +39,8 @@ class FakeBucket {
   /** Key → how many of the next direct gets / compare-and-sets of it NATS does not answer (a request timeout). */
   readonly unansweredGets = new Map<string, number>();
   readonly unansweredUpdates = new Map<string, number>();
+  /** How many of the next listings stall after their first key (deliveries stop; @nats-io/kv waits for its idle heartbeat). */
+  stalledListings = 0;
 
   /** Throws a request timeout when `key` has unanswered requests of that kind left (one used). */
   private unanswered(which: Map<string, number>, key: string): void {
@@ -110,8 +112,15 @@ class FakeBucket {
     },
     keys: async () => {
       const live = [...this.history.keys()].filter((k) => this.latest(k)?.operation === 'PUT');
+      const stall = this.stalledListings > 0;
+      if (stall) this.stalledListings--;
       return (async function* () {
-        yield* live;
+        if (!stall) {
+          yield* live;
+          return;
+        }
+        yield* live.slice(0, 1);
+        await new Promise(() => undefined);
       })();
     },
   };
@@ -221,6 +230,23 @@ describe('cluster wills - compare-and-sets decided on a stale read', () => {
     assert.equal(bucket.record(claimLost)!.claim!.by, 'alpha');
     assert.equal(bucket.unansweredGets.get(readLost), 0, 'the read of k5 went unanswered once');
     assert.equal(bucket.unansweredUpdates.get(claimLost), 0, 'the claim of k6 went unanswered once');
+  });
+
+  test('cluster wills - a listing of the bucket that stalls is given up and made again: the gone node’s wills are claimed', async () => {
+    const bucket = new FakeBucket();
+    const lines: string[] = [];
+    const alpha = plane('alpha', bucket, lines);
+    planes.push(alpha);
+    const rec = (clientId: string): WillRecord => ({ clientId, nodeId: 'gamma', epoch: 1, topic: `wills/${clientId}`, payload: '', qos: 1, retain: false, delay: 600, sessionExpiry: 600, written: '' });
+    for (const id of ['k7', 'k8']) bucket.write(willKey(id), 'PUT', JSON.stringify(rec(id)));
+    bucket.stalledListings = 1;
+    const gone: GoneNode = { nodeId: 'gamma', epoch: 1, serverName: 'gamma', restAddress: '', lastHeartbeat: new Date().toISOString(), declaredBy: 'alpha', declaredHere: true };
+    void alpha.onGone(gone);
+    // LIST_STALL_MS, then a heartbeat (1 s here)
+    await waitUntil(() => ['k7', 'k8'].every((id) => bucket.record(willKey(id))?.claim?.by === 'alpha'), LIST_STALL_MS + 5000, 'the claims of k7 and k8').catch((err: Error) => {
+      throw new Error(`${err.message} (a will left unclaimed is never published); log:\n${lines.join('')}`);
+    });
+    assert.ok(lines.some((l) => l.includes('brought no key')), 'the stalled listing is logged');
   });
 
   test('cluster wills - a persistent session restored with a delayed will: its will is published when due, though the revision read at the rejoin was stale', async () => {
