@@ -32,6 +32,9 @@ export class WorkerTimeoutError extends Error {
   }
 }
 
+/** How long a new worker's thread may take to start, on top of the job's own timeoutMs. */
+const START_MS = 30_000;
+
 interface Running {
   id: number;
   resolve: (m: Record<string, unknown>) => void;
@@ -41,6 +44,8 @@ interface Running {
 
 export class WorkerSlot {
   private worker: Worker | undefined;
+  /** Workers whose thread is up ('online'). */
+  private readonly online = new WeakSet<Worker>();
   private running: Running | undefined;
   private idleTimer: NodeJS.Timeout | undefined;
   private nextId = 1;
@@ -70,14 +75,31 @@ export class WorkerSlot {
     const w = this.workerFor();
     return new Promise((resolve, reject) => {
       const id = this.nextId++;
-      const timer = setTimeout(() => {
+      const expire = (ms: number) => () => {
         if (this.running?.id !== id) return;
         this.running = undefined;
-        reject(new WorkerTimeoutError(this.opts.name, this.opts.timeoutMs));
+        reject(new WorkerTimeoutError(this.opts.name, ms));
         this.end(w);
-      }, this.opts.timeoutMs);
-      timer.unref();
-      this.running = { id, resolve, reject, timer };
+      };
+      const running: Running = { id, resolve, reject, timer: undefined as unknown as NodeJS.Timeout };
+      const arm = (): void => {
+        running.timer = setTimeout(expire(this.opts.timeoutMs), this.opts.timeoutMs);
+        running.timer.unref();
+      };
+      if (this.online.has(w)) arm();
+      else {
+        // the job's time starts when its thread is up: starting a V8 isolate takes tens of ms, and on a loaded machine
+        // hundreds (measured in CI: a 300 ms test job failed on a new worker's start-up); a thread that does not come
+        // up within START_MS fails the job the same way
+        running.timer = setTimeout(expire(START_MS + this.opts.timeoutMs), START_MS + this.opts.timeoutMs);
+        running.timer.unref();
+        w.once('online', () => {
+          if (this.running !== running) return;
+          clearTimeout(running.timer);
+          arm();
+        });
+      }
+      this.running = running;
       w.postMessage({ id, ...message }, transfer);
     });
   }
@@ -97,6 +119,7 @@ export class WorkerSlot {
     if (this.worker) return this.worker;
     const w = new Worker(this.opts.source, { eval: true, execArgv: [], env: {}, name: this.opts.name, ...(this.opts.resourceLimits ? { resourceLimits: this.opts.resourceLimits } : {}) });
     w.unref();
+    w.once('online', () => this.online.add(w));
     w.on('message', (m: Record<string, unknown>) => {
       const r = this.running;
       if (this.worker !== w || r === undefined || r.id !== m.id) return;
