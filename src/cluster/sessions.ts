@@ -158,7 +158,8 @@ interface Provisional {
 function replayInit(lm: ReturnType<typeof decodeMessage>, rap: boolean, metaData: Record<string, string> | undefined): MessageInit {
   const init: MessageInit = { payload: lm.payload, qos: lm.qos, retain: rap && lm.retain };
   if (metaData !== undefined) init.metaData = metaData;
-  return copyOptionalFields(lm, init);
+  copyOptionalFields(lm, init);
+  return init;
 }
 
 /** The record key of a client id: `c_<base64url>` (reversible, KV-safe), or `h_<sha-256 hex>` when that is too long for a key. */

@@ -384,13 +384,7 @@ export class LinkManager {
       id: (ch.idPrefix ??= `${this.serverId}:${entry.name}:${ch.index}:`) + msg.id,
       priority: msg.priority,
     };
-    // optional fields set one by one (no spread: this runs per message)
-    if (msg.contentType !== undefined) out.contentType = msg.contentType;
-    if (msg.correlationData !== undefined) out.correlationData = msg.correlationData;
-    if (msg.userProperties !== undefined) out.userProperties = msg.userProperties;
-    if (msg.responseTopic !== undefined) out.responseTopic = msg.responseTopic;
-    if (msg.payloadFormat !== undefined) out.payloadFormat = msg.payloadFormat;
-    if (msg.expiresAt) out.expiresAt = msg.expiresAt;
+    copyOptionalFields(msg, out);
     ch.inFlight++;
     const tracked = sub.qos > 0 && msg.qos > 0;
     transport.send(out).then(

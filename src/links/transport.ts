@@ -8,21 +8,21 @@
  * topic), still in MQTT topic form (`/` separators, `+`/`#` wildcards); a NATS transport converts them to subjects.
  */
 
-import type { MessageInit } from '../engine/message.js';
+/** The optional fields a message carries, across a link (LinkMessage) as in the engine (MessageInit, Message). */
+export type OptionalFields = Pick<LinkMessage, 'contentType' | 'correlationData' | 'userProperties' | 'responseTopic' | 'payloadFormat' | 'priority' | 'expiresAt'>;
 
 /**
- * The optional fields of a received link message copied into the engine's message (a link's pull and the cluster's
- * hand-over replay): set one by one, no spread, since this runs per message.
+ * The optional fields of one message copied into another: a link's push (engine message to link message) and pull
+ * (the reverse), and the cluster's hand-over replay. Set one by one, no spread, since this runs per message.
  */
-export function copyOptionalFields(m: LinkMessage, init: MessageInit): MessageInit {
-  if (m.contentType !== undefined) init.contentType = m.contentType;
-  if (m.correlationData !== undefined) init.correlationData = m.correlationData;
-  if (m.userProperties !== undefined) init.userProperties = m.userProperties;
-  if (m.responseTopic !== undefined) init.responseTopic = m.responseTopic;
-  if (m.payloadFormat !== undefined) init.payloadFormat = m.payloadFormat;
-  if (m.priority !== undefined) init.priority = m.priority;
-  if (m.expiresAt) init.expiresAt = m.expiresAt;
-  return init;
+export function copyOptionalFields(m: OptionalFields, to: Omit<OptionalFields, 'correlationData'> & { correlationData?: Buffer | Uint8Array }): void {
+  if (m.contentType !== undefined) to.contentType = m.contentType;
+  if (m.correlationData !== undefined) to.correlationData = m.correlationData;
+  if (m.userProperties !== undefined) to.userProperties = m.userProperties;
+  if (m.responseTopic !== undefined) to.responseTopic = m.responseTopic;
+  if (m.payloadFormat !== undefined) to.payloadFormat = m.payloadFormat;
+  if (m.priority !== undefined) to.priority = m.priority;
+  if (m.expiresAt) to.expiresAt = m.expiresAt;
 }
 
 /** One message crossing a link, in either direction. */
