@@ -46,10 +46,7 @@ export async function main(): Promise<void> {
   // once idle (after start-up, after a burst) the committed V8 heap goes back to what is live (runtime/reclaim.ts)
   startIdleReclaim({
     // messages passing, however few, make the broker not idle: no forced full GC in the middle of light traffic
-    activity: () => {
-      const e = rt?.engineStats();
-      return e === undefined ? 0 : e.totalPublishedMessages + e.totalDeliveredMessages;
-    },
+    activity: () => rt?.messagesPassed() ?? 0,
     onReclaim: (before, after) => rt?.log.debug({ committedBefore: before, committedAfter: after }, 'idle: heap compacted'),
     onShrinkYoung: (before, after) => rt?.log.debug({ newSpaceBefore: before, newSpaceAfter: after }, 'idle: young generation shrunk'),
   });

@@ -733,6 +733,11 @@ export class Engine {
     return this.dests.size;
   }
 
+  /** Messages published and delivered since start (read as they are: stats() also re-samples the per-second rates). */
+  get messagesPassed(): number {
+    return this.totals.totalPublishedMessages + this.totals.totalDeliveredMessages;
+  }
+
   /** The type of a destination without building its DTO, or undefined. */
   destinationType(name: string): DestinationType | undefined {
     return this.dests.get(name)?.type;

@@ -101,7 +101,8 @@ export function messagingService(deps: MessagingDeps, opts: { wrapStore?: (store
       current = rt.engine = engine;
       rt.engineView = {
         totals: () => engine.stats(),
-        destinationCount: () => engine.stats().destinations,
+        destinationCount: () => engine.destinationCount,
+        messagesPassed: () => engine.messagesPassed,
       };
       sweep = setInterval(() => engine.sweepExpired(), dm.expirySweepInterval);
       sweep.unref();

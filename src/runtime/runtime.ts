@@ -97,6 +97,8 @@ export interface RuntimeSecurity {}
 export interface EngineView {
   totals(): EngineTotals;
   destinationCount(): number;
+  /** Messages published and delivered since start, without the rates totals() computes. */
+  messagesPassed(): number;
 }
 
 const NO_TOTALS: EngineTotals = {
@@ -434,6 +436,9 @@ export class Runtime {
   }
   destinationCount(): number {
     return this.engineView?.destinationCount() ?? 0;
+  }
+  messagesPassed(): number {
+    return this.engineView?.messagesPassed() ?? 0;
   }
 
   /** The root actor (for inspection). */
