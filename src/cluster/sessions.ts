@@ -30,7 +30,7 @@
 import { createHash } from 'node:crypto';
 import { DeliverPolicy, DiscardPolicy, jetstream, jetstreamManager, JetStreamApiCodes, JetStreamApiError, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import { Kvm, KvWatchInclude, type KV, type KvEntry } from '@nats-io/kv';
-import type { NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection, Status } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
 import type { Engine, EngineStore, Message, MessageInit, StoreOp, Subscription } from '../engine/index.js';
 import { decodeHeld } from '../engine/engine-store.js';
@@ -394,6 +394,10 @@ export class ClusterSessions implements Service {
   private log!: Logger;
   private stopped = false;
   private watchGen = 0;
+  /** The current watch of the bucket (stopped to start it again after a reconnect, see watchReconnects). */
+  private watcher: { stop(): void } | undefined;
+  /** The NATS connection's status events, read while the plane is open on it. */
+  private statusIt: AsyncIterable<Status> & { stop?: () => void } | undefined;
   /** Sessions whose record this broker holds (client id → last revision seen). */
   private readonly owned = new Map<string, Owned>();
   /** Sessions being let go (so a second change of the record does not start a second release). */
@@ -465,6 +469,10 @@ export class ClusterSessions implements Service {
   async stop(rt: Runtime): Promise<void> {
     this.stopped = true;
     this.watchGen++;
+    this.watcher?.stop();
+    this.watcher = undefined;
+    this.statusIt?.stop?.();
+    this.statusIt = undefined;
     rt.off('cluster.state', this.onState);
     rt.off('cluster.node.gone', this.onGone);
     rt.off('cluster.rejoined', this.onRejoined);
@@ -564,6 +572,7 @@ export class ClusterSessions implements Service {
     this.nc = nc; // only now: a failure above is retried with the same connection
     this.wasActive = true;
     void this.watch(kv);
+    void this.watchReconnects(nc);
     this.log.info({ bucket, stream, sessions: this.owned.size }, 'cluster: session plane active');
   }
 
@@ -728,6 +737,7 @@ export class ClusterSessions implements Service {
     while (!this.stopped && gen === this.watchGen) {
       try {
         const it = await kv.watch({ include: KvWatchInclude.UpdatesOnly });
+        this.watcher = it;
         // what changed before the watch began: each session held here against its record
         void this.recheck().catch(() => undefined);
         for await (const e of it) {
@@ -744,6 +754,28 @@ export class ClusterSessions implements Service {
       await sleep(500);
       // records changed while the watch was down: compare every session held here with its record
       if (!this.stopped && gen === this.watchGen) await this.recheck().catch(() => undefined);
+    }
+  }
+
+  /**
+   * After a reconnect of the NATS connection the watch starts again (and every session held here is compared with its
+   * record): the watch is an ordered push consumer without acknowledgements, and what the server had sent on the old
+   * connection and this broker had not read yet is gone with it. The consumer notices a lost record change only from
+   * a gap in a later delivery, and a takeover writes nothing more until the old owner answers, so the old owner never
+   * handed the session over: the new owner gave up after HANDOVER_MAX_MS and every retry of the client got CONNACK
+   * 0x88 (test/cluster/connect-timeout in CI under load; a frozen owner wakes up with its pings, every second and two
+   * outstanding at most, unanswered and drops its connection as stale, the takeover's write unread in its socket).
+   */
+  private async watchReconnects(nc: NatsConnection): Promise<void> {
+    this.statusIt?.stop?.();
+    const it = nc.status() as AsyncIterable<Status> & { stop?: () => void };
+    this.statusIt = it;
+    for await (const st of it) {
+      if (this.stopped || this.statusIt !== it) return;
+      if (st.type !== 'reconnect') continue;
+      this.log.info({ sessions: this.owned.size }, 'cluster: NATS connection back; the session watch starts again and each session held here is compared with its record');
+      // the watch loop sees its iterator end, rechecks the sessions held here and watches again
+      this.watcher?.stop();
     }
   }
 
