@@ -212,6 +212,35 @@ describe('cluster connect - a CONNECT the cluster cannot settle in time', { time
     await resumesOnBeta('held', a, x, from, 60);
   });
 
+  test('cluster connect - a broker whose event loop stalls past the connect timeout still answers CONNACK 0x88, never a close without CONNACK', async () => {
+    const x = await hold(a, 'late');
+    const apid = a.p!.proc.pid!;
+    const from = a.p!.stdout().length;
+    process.kill(apid, 'SIGSTOP');
+    frozen.add(apid);
+    const y = await open(b);
+    const started = Date.now();
+    connect(y, 'late');
+    // beta stalls from 4 s to about 5.6 s after the CONNECT: its connect-timeout sweep (every 250 ms, due before the
+    // session plane's answer at 4.7 s) and that answer both run late, the sweep first
+    await new Promise((r) => setTimeout(r, 4000));
+    const bpid = b.p!.proc.pid!;
+    process.kill(bpid, 'SIGSTOP');
+    frozen.add(bpid);
+    await new Promise((r) => setTimeout(r, Math.max(0, started + 5600 - Date.now())));
+    process.kill(bpid, 'SIGCONT');
+    frozen.delete(bpid);
+    const connack = await y.next('connack', 9000).catch((err: Error) => {
+      throw new Error(`no CONNACK from beta ${Date.now() - started} ms after the CONNECT (${err.message})\n${tail(b, 'late')}`);
+    });
+    console.log(`cluster connect: CONNECT of late on beta, beta stalled from 4 s to 5.6 s: CONNACK 0x${connack.reasonCode.toString(16)} after ${Date.now() - started} ms`);
+    assert.equal(connack.reasonCode, 0x88, 'Server unavailable: the client retries');
+    y.destroy();
+    process.kill(apid, 'SIGCONT');
+    frozen.delete(apid);
+    await resumesOnBeta('late', a, x, from, 60);
+  });
+
   test('cluster connect - an owner that lost its NATS connection in a freeze, with the takeover unread, hands the session over once back', async () => {
     relay = new NatsRelay(nats.port);
     const g = await launch('gamma', [await relay.start()]);

@@ -130,6 +130,13 @@ export class MqttConnection implements MqttConn {
   connectExpiry = 0;
   /** The v5 CONNECT asked for a persistent session without persistent_session: the expiry stays 0 (DISCONNECT too). */
   persistenceDenied = false;
+  /**
+   * While the CONNECT waits for the cluster's answer (handlers/connect.ts inCluster): the refusal (CONNACK 0x88) the
+   * connect timeout sends instead of closing without CONNACK. The session plane answers 0.3 s before the timeout, but
+   * an event loop stalled past both deadlines can run an overdue sweep first (test/cluster/connect-timeout under load:
+   * the connection closed without CONNACK after 5.02 s while the plane logged its 0x88).
+   */
+  onConnectTimeout: (() => void) | undefined = undefined;
   /** QoS 1/2 publishes received and not yet acknowledged. */
   inboundPending = 0;
   closeReason: string | undefined;
@@ -380,7 +387,11 @@ export class MqttConnection implements MqttConn {
   sweep(now: number): void {
     const state = this.state;
     if (state === 'new' || state === 'connecting') {
-      if (now - this.connectedAt >= this.endpoint.connectTimeout) this.close(CloseReason.ConnectTimeout);
+      if (now - this.connectedAt < this.endpoint.connectTimeout) return;
+      const reply = this.onConnectTimeout;
+      this.onConnectTimeout = undefined;
+      if (reply !== undefined) reply();
+      else this.close(CloseReason.ConnectTimeout);
       return;
     }
     const limit = this.keepAliveLimit;

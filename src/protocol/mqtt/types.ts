@@ -173,6 +173,8 @@ export interface MqttConn extends PushSink {
   connectExpiry: number;
   /** The v5 CONNECT asked for a persistent session without persistent_session. */
   persistenceDenied: boolean;
+  /** While the CONNECT waits for the cluster's answer: the refusal sent should the connect timeout come first. */
+  onConnectTimeout: (() => void) | undefined;
   /** QoS 1/2 publishes received and not yet acknowledged. */
   inboundPending: number;
   closeReason: string | undefined;

@@ -319,8 +319,11 @@ function inCluster(conn: MqttConn, p: ConnectPacket, clientId: string, assigned:
   const cluster = conn.broker.cluster;
   if (cluster === undefined || assigned !== undefined) return go(); // an assigned id is new: no broker holds it
   const persistent = !conn.persistenceDenied && (conn.v5 ? (p.properties?.sessionExpiryInterval ?? 0) > 0 : !p.clean);
+  // the answer should the connect timeout come before the cluster's (a stalled event loop): always a CONNACK
+  conn.onConnectTimeout = () => refuse(conn, ConnackV3.ServerUnavailable, Reason.ServerUnavailable, 'the cluster did not settle who holds this session in time; try again');
   cluster.claim(clientId, { persistent, cleanStart: p.clean, budgetMs: conn.endpoint.connectTimeout - (Date.now() - conn.connectedAt) }).then(
     (r) => {
+      conn.onConnectTimeout = undefined;
       if (conn.state === 'closed') return;
       if (!r.ok) return refuse(conn, ConnackV3.ServerUnavailable, Reason.ServerUnavailable, r.reason);
       if (r.delayMs === undefined || r.delayMs <= 0) return go();
@@ -329,6 +332,7 @@ function inCluster(conn: MqttConn, p: ConnectPacket, clientId: string, assigned:
       }, r.delayMs).unref();
     },
     (err: unknown) => {
+      conn.onConnectTimeout = undefined;
       if (conn.state === 'closed') return;
       conn.broker.log.warn({ err, clientId }, 'cluster: the session plane could not answer a CONNECT');
       refuse(conn, ConnackV3.ServerUnavailable, Reason.ServerUnavailable, 'the cluster session store is unavailable');
