@@ -91,4 +91,29 @@ describe('mqtt keep alive sweep', () => {
     assert.ok(idle.every((r) => r.packets.length === 0), 'nothing is sent to a socket that never sent CONNECT');
     assert.equal(ok.closed, false, 'the client that sent CONNECT in time stays connected');
   });
+
+  test('connect timeout - a CONNECT the server is still checking when the timeout runs out gets CONNACK Server busy (v5 0x89; 3.1.1: 3) before the close', async () => {
+    // the password check of user `slow` takes 2.5 s (a loaded machine's hash queue), against the endpoint's 1 s
+    const security = s.rt.security as { authenticate(...args: unknown[]): Promise<unknown> };
+    const real = security.authenticate;
+    security.authenticate = async function (this: unknown, ...args: unknown[]) {
+      if (args[0] === 'slow') await new Promise((r) => setTimeout(r, 2500));
+      return real.apply(this, args);
+    };
+    try {
+      const v5 = await open(shortPort, 5);
+      const v3 = await open(shortPort, 4);
+      const started = Date.now();
+      const [a5, a3] = await Promise.all([v5.connect({ clientId: 'slow5', username: 'slow', password: Buffer.from('x') }), v3.connect({ clientId: 'slow3', username: 'slow', password: Buffer.from('x') })]);
+      const took = Date.now() - started;
+      assert.equal(a5.reasonCode, 0x89, 'v5: Server busy');
+      assert.match(String(a5.properties?.reasonString), /connect timeout/);
+      assert.equal(a3.returnCode, 3, '3.1.1: Server unavailable');
+      assert.ok(took >= 900 && took < 2400, `answered at the connect timeout (${took} ms), not when the check ended`);
+      await Promise.all([v5.waitClosed(), v3.waitClosed()]);
+      // a client that itself leaves the exchange unanswered (no CONNECT) still gets nothing (the test above)
+    } finally {
+      security.authenticate = real;
+    }
+  });
 });

@@ -9,6 +9,7 @@ import type { LogLimiter } from '../../log-limit.js';
 import type { Principal } from '../../security/types.js';
 import { Framer, encodePacket, encodePublish, type OutboundProperties } from './codec.js';
 import { dispatchFrame, handlePacket } from './handlers/index.js';
+import { refuseLateConnect } from './handlers/connect.js';
 import type { EncodeCache, WriteBatch } from './outbound.js';
 import type { PacketParser, ParserSettings } from './parser.js';
 import { CloseReason, MqttProtocolError, Reason } from './reason.js';
@@ -391,6 +392,7 @@ export class MqttConnection implements MqttConn {
       const reply = this.onConnectTimeout;
       this.onConnectTimeout = undefined;
       if (reply !== undefined) reply();
+      else if (state === 'connecting') refuseLateConnect(this);
       else this.close(CloseReason.ConnectTimeout);
       return;
     }
