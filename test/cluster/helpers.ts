@@ -115,10 +115,11 @@ function connectOnce(url: string, opts: mqtt.IClientOptions): Promise<MqttClient
       done();
       resolve(cl);
     };
-    const failed = (err: Error & { code?: number }, retry = err.code === 0x88) => {
+    const failed = (err: Error & { code?: number }, retry = err.code === 0x88 || err.code === 0x89 || err.code === 3) => {
       done();
       cl.end(true);
-      // 0x88 Server unavailable: the cluster could not settle the session in the connect timeout ("try again")
+      // 0x88 Server unavailable: the cluster could not settle the session in the connect timeout ("try again"); 0x89
+      // Server busy: the connect timeout came while the broker was still on the CONNECT (its password check); 3.1.1: 3
       reject(new ConnectFailure(`${err.message}${reason !== undefined ? ` (${reason})` : ''}`, retry));
     };
     // closed without CONNACK: the broker's connect timeout ran out before it could answer (a loaded machine)
@@ -142,7 +143,8 @@ function connectOnce(url: string, opts: mqtt.IClientOptions): Promise<MqttClient
 /**
  * An MQTT client connected to `node` at `url`, retrying as docs/cluster.md tells a client to: a CONNECT the broker
  * refuses with CONNACK 0x88 Server unavailable (the cluster did not settle the session within the connect timeout,
- * e.g. JetStream slow to answer on a loaded machine), or closes without CONNACK, is made again, CONNECT_ATTEMPTS times
+ * e.g. JetStream slow to answer on a loaded machine) or 0x89 Server busy (the connect timeout came during its password
+ * check), or closes without CONNACK, is made again, CONNECT_ATTEMPTS times
  * at most. Every refusal is printed with its Reason String; the error after the last names them all with the node's
  * log lines about the client and the cluster.
  */
