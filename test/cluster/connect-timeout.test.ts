@@ -84,6 +84,15 @@ describe('cluster connect - a CONNECT the cluster cannot settle in time', { time
   const dirs: string[] = [];
   const clients: RawClient[] = [];
   const frozen = new Set<number>();
+  /** SIGSTOP a broker (SIGCONT in `after` if a test fails before thaw). */
+  const freeze = (pid: number): void => {
+    process.kill(pid, 'SIGSTOP');
+    frozen.add(pid);
+  };
+  const thaw = (pid: number): void => {
+    process.kill(pid, 'SIGCONT');
+    frozen.delete(pid);
+  };
   let a: Broker;
   let b: Broker;
 
@@ -203,12 +212,10 @@ describe('cluster connect - a CONNECT the cluster cannot settle in time', { time
     // alpha frozen: its lease (30 s) stays live, it cannot release the session
     const pid = a.p!.proc.pid!;
     const from = a.p!.stdout().length;
-    process.kill(pid, 'SIGSTOP');
-    frozen.add(pid);
+    freeze(pid);
     await refusedOnBeta('held');
     // alpha back: it releases the session, and a retry on beta resumes it (the takeover went on meanwhile)
-    process.kill(pid, 'SIGCONT');
-    frozen.delete(pid);
+    thaw(pid);
     await resumesOnBeta('held', a, x, from, 60);
   });
 
@@ -216,8 +223,7 @@ describe('cluster connect - a CONNECT the cluster cannot settle in time', { time
     const x = await hold(a, 'late');
     const apid = a.p!.proc.pid!;
     const from = a.p!.stdout().length;
-    process.kill(apid, 'SIGSTOP');
-    frozen.add(apid);
+    freeze(apid);
     const y = await open(b);
     const started = Date.now();
     connect(y, 'late');
@@ -225,19 +231,16 @@ describe('cluster connect - a CONNECT the cluster cannot settle in time', { time
     // session plane's answer at 4.7 s) and that answer both run late, the sweep first
     await new Promise((r) => setTimeout(r, 4000));
     const bpid = b.p!.proc.pid!;
-    process.kill(bpid, 'SIGSTOP');
-    frozen.add(bpid);
+    freeze(bpid);
     await new Promise((r) => setTimeout(r, Math.max(0, started + 5600 - Date.now())));
-    process.kill(bpid, 'SIGCONT');
-    frozen.delete(bpid);
+    thaw(bpid);
     const connack = await y.next('connack', 9000).catch((err: Error) => {
       throw new Error(`no CONNACK from beta ${Date.now() - started} ms after the CONNECT (${err.message})\n${tail(b, 'late')}`);
     });
     console.log(`cluster connect: CONNECT of late on beta, beta stalled from 4 s to 5.6 s: CONNACK 0x${connack.reasonCode.toString(16)} after ${Date.now() - started} ms`);
     assert.equal(connack.reasonCode, 0x88, 'Server unavailable: the client retries');
     y.destroy();
-    process.kill(apid, 'SIGCONT');
-    frozen.delete(apid);
+    thaw(apid);
     await resumesOnBeta('late', a, x, from, 60);
   });
 
@@ -247,8 +250,7 @@ describe('cluster connect - a CONNECT the cluster cannot settle in time', { time
     const x = await hold(g, 'moved');
     const pid = g.p!.proc.pid!;
     const from = g.p!.stdout().length;
-    process.kill(pid, 'SIGSTOP');
-    frozen.add(pid);
+    freeze(pid);
     // from now on what nats-server sends gamma is lost: beta's takeover of the record among it
     relay.drop = true;
     await refusedOnBeta('moved');
@@ -256,8 +258,7 @@ describe('cluster connect - a CONNECT the cluster cannot settle in time', { time
     // connection as stale, unread bytes and all); it wakes up and reconnects through the relay
     relay.cut();
     relay.drop = false;
-    process.kill(pid, 'SIGCONT');
-    frozen.delete(pid);
+    thaw(pid);
     // a takeover waits up to 60 s for the old owner (HANDOVER_MAX_MS): 45 s tells a hand-over from none
     await resumesOnBeta('moved', g, x, from, 45);
     assert.match(g.p!.stdout().slice(from), /cluster: NATS connection back; the session watch starts again/);

@@ -147,6 +147,8 @@ function plane(nodeId: string, bucket: FakeBucket, lines: string[], epoch = 1, s
   return new ClusterWills(rt, cluster, broker, log, {} as SecurityManagerService, async () => ({ kv: bucket.kv, leader: bucket.leader }));
 }
 
+/** A will record of gone node gamma (epoch 1, delay 600 s). */
+const gammaWill = (clientId: string): WillRecord => ({ clientId, nodeId: 'gamma', epoch: 1, topic: `wills/${clientId}`, payload: '', qos: 1, retain: false, delay: 600, sessionExpiry: 600, written: '' });
 const willOf = (topic: string, delay = 0): WillMessage => ({ topic, payload: Buffer.from(`gone:${topic}`), qos: 1, retain: false, delay });
 
 describe('cluster wills - compare-and-sets decided on a stale read', () => {
@@ -213,11 +215,10 @@ describe('cluster wills - compare-and-sets decided on a stale read', () => {
     const lines: string[] = [];
     const alpha = plane('alpha', bucket, lines);
     planes.push(alpha);
-    const rec = (clientId: string): WillRecord => ({ clientId, nodeId: 'gamma', epoch: 1, topic: `wills/${clientId}`, payload: '', qos: 1, retain: false, delay: 600, sessionExpiry: 600, written: '' });
     const readLost = willKey('k5');
     const claimLost = willKey('k6');
-    bucket.write(readLost, 'PUT', JSON.stringify(rec('k5')));
-    bucket.write(claimLost, 'PUT', JSON.stringify(rec('k6')));
+    bucket.write(readLost, 'PUT', JSON.stringify(gammaWill('k5')));
+    bucket.write(claimLost, 'PUT', JSON.stringify(gammaWill('k6')));
     bucket.unansweredGets.set(readLost, 1);
     bucket.unansweredUpdates.set(claimLost, 1);
     const gone: GoneNode = { nodeId: 'gamma', epoch: 1, serverName: 'gamma', restAddress: '', lastHeartbeat: new Date().toISOString(), declaredBy: 'alpha', declaredHere: true };
@@ -237,8 +238,7 @@ describe('cluster wills - compare-and-sets decided on a stale read', () => {
     const lines: string[] = [];
     const alpha = plane('alpha', bucket, lines);
     planes.push(alpha);
-    const rec = (clientId: string): WillRecord => ({ clientId, nodeId: 'gamma', epoch: 1, topic: `wills/${clientId}`, payload: '', qos: 1, retain: false, delay: 600, sessionExpiry: 600, written: '' });
-    for (const id of ['k7', 'k8']) bucket.write(willKey(id), 'PUT', JSON.stringify(rec(id)));
+    for (const id of ['k7', 'k8']) bucket.write(willKey(id), 'PUT', JSON.stringify(gammaWill(id)));
     bucket.stalledListings = 1;
     const gone: GoneNode = { nodeId: 'gamma', epoch: 1, serverName: 'gamma', restAddress: '', lastHeartbeat: new Date().toISOString(), declaredBy: 'alpha', declaredHere: true };
     void alpha.onGone(gone);
