@@ -39,7 +39,7 @@ interface Running {
   id: number;
   resolve: (m: Record<string, unknown>) => void;
   reject: (err: Error) => void;
-  timer: NodeJS.Timeout;
+  timer: NodeJS.Timeout | undefined;
 }
 
 export class WorkerSlot {
@@ -81,22 +81,20 @@ export class WorkerSlot {
         reject(new WorkerTimeoutError(this.opts.name, ms));
         this.end(w);
       };
-      const running: Running = { id, resolve, reject, timer: undefined as unknown as NodeJS.Timeout };
-      const arm = (): void => {
-        running.timer = setTimeout(expire(this.opts.timeoutMs), this.opts.timeoutMs);
+      const running: Running = { id, resolve, reject, timer: undefined };
+      const arm = (ms: number): void => {
+        clearTimeout(running.timer);
+        running.timer = setTimeout(expire(ms), ms);
         running.timer.unref();
       };
-      if (this.online.has(w)) arm();
+      if (this.online.has(w)) arm(this.opts.timeoutMs);
       else {
         // the job's time starts when its thread is up: starting a V8 isolate takes tens of ms, and on a loaded machine
         // hundreds (measured in CI: a 300 ms test job failed on a new worker's start-up); a thread that does not come
         // up within START_MS fails the job the same way
-        running.timer = setTimeout(expire(START_MS + this.opts.timeoutMs), START_MS + this.opts.timeoutMs);
-        running.timer.unref();
+        arm(START_MS + this.opts.timeoutMs);
         w.once('online', () => {
-          if (this.running !== running) return;
-          clearTimeout(running.timer);
-          arm();
+          if (this.running === running) arm(this.opts.timeoutMs);
         });
       }
       this.running = running;
